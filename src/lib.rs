@@ -1,1 +1,93 @@
+//! museum-agent: a voice-agent streaming server for museums.
+//!
+//! Clients (web kiosks, mobile and TV apps) connect to one WebSocket, `/ws/agent/stream`, speak
+//! the protocol of `seeds/004` (see the README's protocol section for every decision taken where
+//! the spec is open), and receive streamed text, speech and function calls.
+//!
+//! # Code map
+//! ```text
+//! main.rs        CLI: serve, key create/list/revoke, account create/list/disable; tracing; signals
+//! lib.rs         this map; run(listener, app, shutdown)
+//! config.rs      typed config: defaults < config.toml < MUSEUM_AGENT__SECTION__KEY; unknown keys refused
+//! app.rs         AppState shared by all connections: config, auth, pipeline deps, counters, shutdown tokens
+//! auth.rs        API key / password hashing, REGISTER authentication, failed-auth limits per address
+//! protocol/      wire types of every message both ways, decode with field-naming errors, encode. Pure
+//! session/       per-connection state machine and its task: attributes, requests in flight (a child
+//!                CancellationToken each), uploads, heartbeat/warn/expiry timers, the outbox
+//! pipeline/      one request: input → prompt (+ history) → LLM stream → RESPONSE frames
+//! providers/llm/ one trait (stream of Segments) and the OpenAI-compatible provider
+//! transport/     ws.rs: upgrade, reader adapter, the one writer task per socket; http.rs: health
+//! store/         the only rusqlite user: accounts, API keys, migrations from migrations/*.sql
+//! util.rs        time, random ids, process CPU and RSS readings
+//! ```
+//!
+//! # Architecture invariants
+//! - `protocol`, `session::timers`, `session::upload`, `session::attributes` and
+//!   `pipeline::history` do no I/O.
+//! - `session` never imports axum or rusqlite; it reads any `Stream<Item = Inbound>` and writes
+//!   to an [`session::outbox::Outbox`], so it runs over channels in tests.
+//! - Providers never see protocol frames or sessions.
+//! - Only `store` imports rusqlite; its calls run on the blocking pool.
+//! - One writer task owns each socket's sink; everything else queues frames through the
+//!   bounded outbox. A frame of an interrupted request is dropped by the writer, never written.
+//! - Whoever removes a request from `InFlight` first owns its final frame, so a request ends
+//!   exactly once: normal `-1`, ERROR, or the interrupted frame.
+
+pub mod app;
+pub mod auth;
+pub mod config;
+pub mod pipeline;
 pub mod protocol;
+pub mod providers;
+pub mod session;
+pub mod store;
+pub mod transport;
+pub mod util;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+
+pub use app::AppState;
+pub use config::Config;
+
+/// Serves until `shutdown` resolves, then drains: every session gets SHUTDOWN, in-flight
+/// requests get `server.shutdown_grace_seconds`, then everything still open is stopped.
+pub async fn run(
+    listener: TcpListener,
+    app: Arc<AppState>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = transport::router(app.clone());
+    let draining = app.draining.clone();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutdown requested: draining sessions");
+        draining.cancel();
+    };
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(signal)
+    .await?;
+    // axum does not wait for upgraded sockets: the tracker does.
+    app.tracker.close();
+    let grace = config::secs(app.config.server.shutdown_grace_seconds) + Duration::from_secs(1);
+    if tokio::time::timeout(grace, app.tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            open = app.tracker.len(),
+            "grace period over: stopping remaining sessions"
+        );
+    }
+    app.hard_stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(3), app.tracker.wait()).await;
+    tracing::info!("server stopped");
+    Ok(())
+}

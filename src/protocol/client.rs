@@ -32,10 +32,9 @@ impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Auth::ApiKey { .. } => f.write_str("ApiKey { api_key: <hidden> }"),
-            Auth::Account { account, .. } => write!(
-                f,
-                "Account {{ account: {account:?}, password: <hidden> }}"
-            ),
+            Auth::Account { account, .. } => {
+                write!(f, "Account {{ account: {account:?}, password: <hidden> }}")
+            }
         }
     }
 }

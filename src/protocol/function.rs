@@ -177,7 +177,9 @@ mod tests {
 
     #[test]
     fn schema_form_kept() {
-        let f = def(json!({"name": "a", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}));
+        let f = def(
+            json!({"name": "a", "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}),
+        );
         f.validate("f").unwrap();
         assert_eq!(f.json_schema()["properties"]["x"]["type"], "integer");
         let none = def(json!({"name": "b"}));

@@ -101,7 +101,9 @@ fn decode_envelope(text: &str, known_types: &[&str]) -> Result<Envelope, DecodeE
         None => return Err(DecodeError::malformed("missing field `version`")),
     };
     if version.split('.').next() != Some(SUPPORTED_MAJOR)
-        || !version.split('.').all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        || !version
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
     {
         return Err(DecodeError::malformed(format!(
             "field `version`: unsupported version {version:?}; supported: 1.x (e.g. \"1.0\")"
@@ -415,7 +417,8 @@ impl RequestPayload {
                     VoiceMode::Binary => {
                         if !self.stream_flag {
                             return Err(malformed(
-                                "field `payload.stream_flag`: must be true for VOICE + BINARY".into(),
+                                "field `payload.stream_flag`: must be true for VOICE + BINARY"
+                                    .into(),
                             ));
                         }
                         if self.content.voice.as_deref().is_some_and(|v| !v.is_empty()) {

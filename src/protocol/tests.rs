@@ -224,7 +224,11 @@ fn enumerated_fields_are_checked() {
                    "require_tts": false, "function_calling": []}),
         )
     };
-    assert!(err_of(reg("PHONE", "API_KEY")).detail.contains("payload.platform"));
+    assert!(
+        err_of(reg("PHONE", "API_KEY"))
+            .detail
+            .contains("payload.platform")
+    );
     assert!(err_of(reg("WEB", "TOKEN")).detail.contains("payload.auth"));
     let intr = frame("INTERRUPT", "s", json!({"reason": "BORED"}));
     assert!(err_of(intr).detail.contains("payload.reason"));
@@ -267,8 +271,10 @@ fn req(v: Value) -> RequestPayload {
 #[test]
 fn request_kinds() {
     let base = |data_type: &str, flag: bool, seq: i64, content: Value| {
-        req(json!({"request_id": "r", "data_type": data_type, "stream_flag": flag,
-                   "stream_seq": seq, "content": content}))
+        req(
+            json!({"request_id": "r", "data_type": data_type, "stream_flag": flag,
+                   "stream_seq": seq, "content": content}),
+        )
     };
     assert_eq!(
         base("TEXT", false, 0, json!({"text": "hi"})).kind(100),
@@ -279,11 +285,23 @@ fn request_kinds() {
         Ok(RequestKind::AttributesOnly)
     );
     assert_eq!(
-        base("VOICE", false, 0, json!({"voice_mode": "BASE64", "voice": "AAA="})).kind(100),
+        base(
+            "VOICE",
+            false,
+            0,
+            json!({"voice_mode": "BASE64", "voice": "AAA="})
+        )
+        .kind(100),
         Ok(RequestKind::VoiceWhole("AAA=".into()))
     );
     assert_eq!(
-        base("VOICE", true, 3, json!({"voice_mode": "BASE64", "voice": "AAA="})).kind(100),
+        base(
+            "VOICE",
+            true,
+            3,
+            json!({"voice_mode": "BASE64", "voice": "AAA="})
+        )
+        .kind(100),
         Ok(RequestKind::VoiceChunk {
             seq: 3,
             data: Some("AAA=".into())
@@ -294,28 +312,69 @@ fn request_kinds() {
         Ok(RequestKind::BinaryStart)
     );
     assert_eq!(
-        base("VOICE", true, -1, json!({"voice_mode": "BINARY", "voice": ""})).kind(100),
+        base(
+            "VOICE",
+            true,
+            -1,
+            json!({"voice_mode": "BINARY", "voice": ""})
+        )
+        .kind(100),
         Ok(RequestKind::BinaryEnd)
     );
     let bad = [
-        (base("TEXT", true, 0, json!({"text": "x"})), ErrorCode::MalformedPayload),
-        (base("TEXT", false, 1, json!({"text": "x"})), ErrorCode::StreamSeqError),
-        (base("TEXT", false, 0, json!({})), ErrorCode::MalformedPayload),
-        (base("TEXT", false, 0, json!({"text": "x".repeat(101)})), ErrorCode::PayloadTooLarge),
-        (base("VOICE", true, 0, json!({})), ErrorCode::MalformedPayload),
-        (base("VOICE", true, 2, json!({"voice_mode": "BINARY"})), ErrorCode::StreamSeqError),
-        (base("VOICE", false, 0, json!({"voice_mode": "BINARY"})), ErrorCode::MalformedPayload),
-        (base("VOICE", true, -2, json!({"voice_mode": "BASE64"})), ErrorCode::StreamSeqError),
-        (base("VOICE", false, 0, json!({"voice_mode": "BASE64"})), ErrorCode::MalformedPayload),
+        (
+            base("TEXT", true, 0, json!({"text": "x"})),
+            ErrorCode::MalformedPayload,
+        ),
+        (
+            base("TEXT", false, 1, json!({"text": "x"})),
+            ErrorCode::StreamSeqError,
+        ),
+        (
+            base("TEXT", false, 0, json!({})),
+            ErrorCode::MalformedPayload,
+        ),
+        (
+            base("TEXT", false, 0, json!({"text": "x".repeat(101)})),
+            ErrorCode::PayloadTooLarge,
+        ),
+        (
+            base("VOICE", true, 0, json!({})),
+            ErrorCode::MalformedPayload,
+        ),
+        (
+            base("VOICE", true, 2, json!({"voice_mode": "BINARY"})),
+            ErrorCode::StreamSeqError,
+        ),
+        (
+            base("VOICE", false, 0, json!({"voice_mode": "BINARY"})),
+            ErrorCode::MalformedPayload,
+        ),
+        (
+            base("VOICE", true, -2, json!({"voice_mode": "BASE64"})),
+            ErrorCode::StreamSeqError,
+        ),
+        (
+            base("VOICE", false, 0, json!({"voice_mode": "BASE64"})),
+            ErrorCode::MalformedPayload,
+        ),
     ];
     for (r, code) in bad {
         let e = r.kind(100).unwrap_err();
         assert_eq!(e.code, code, "{r:?}: {}", e.detail);
         assert_eq!(e.request_id.as_deref(), Some("r"));
     }
-    let lone_op = req(json!({"request_id": "r", "data_type": "TEXT", "stream_flag": false,
-        "stream_seq": 0, "function_calling_op": "ADD", "content": {"text": ""}}));
-    assert!(lone_op.kind(10).unwrap_err().detail.contains("function_calling"));
+    let lone_op = req(
+        json!({"request_id": "r", "data_type": "TEXT", "stream_flag": false,
+        "stream_seq": 0, "function_calling_op": "ADD", "content": {"text": ""}}),
+    );
+    assert!(
+        lone_op
+            .kind(10)
+            .unwrap_err()
+            .detail
+            .contains("function_calling")
+    );
 }
 
 #[test]

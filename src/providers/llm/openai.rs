@@ -1,0 +1,528 @@
+//! OpenAI-compatible `POST {base_url}/chat/completions` with `stream: true` (server-sent events of
+//! `chat.completion.chunk` objects, ended by `data: [DONE]`). Spoken by OpenAI, DeepSeek,
+//! DashScope's compatible mode, vLLM, llama.cpp's server, Ollama and others.
+//!
+//! Tool calls arrive as `delta.tool_calls[]` fragments keyed by `index`: the first fragment of a
+//! call carries `id` and `function.name`, later ones append to `function.arguments`. They are
+//! accumulated and emitted as complete [`Segment::ToolCall`]s when the choice finishes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use super::{
+    ChatMessage, ChatRequest, LlmError, LlmProvider, Metadata, Role, Segment, SegmentStream,
+    ToolCall,
+};
+
+#[derive(Clone)]
+pub struct OpenAiProvider {
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    api_key: Option<String>,
+    temperature: Option<f64>,
+    max_tokens: Option<u32>,
+}
+
+impl std::fmt::Debug for OpenAiProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenAiProvider")
+            .field("url", &self.url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
+}
+
+pub struct OpenAiOptions {
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub connect_timeout: Duration,
+}
+
+impl OpenAiProvider {
+    pub fn new(o: OpenAiOptions) -> Result<Self, LlmError> {
+        let client = crate::providers::http_client_builder()
+            .connect_timeout(o.connect_timeout)
+            .pool_idle_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| LlmError::Connect(format!("cannot build HTTP client: {e}")))?;
+        Ok(OpenAiProvider {
+            client,
+            url: format!("{}/chat/completions", o.base_url.trim_end_matches('/')),
+            model: o.model,
+            api_key: o.api_key,
+            temperature: o.temperature,
+            max_tokens: o.max_tokens,
+        })
+    }
+
+    /// The request body (public for tests and the load tool).
+    pub fn body(&self, req: &ChatRequest) -> Value {
+        let messages: Vec<Value> = req.messages.iter().map(message_json).collect();
+        let mut body = json!({"model": self.model, "messages": messages, "stream": true});
+        if !req.tools.is_empty() {
+            body["tools"] = Value::Array(
+                req.tools
+                    .iter()
+                    .map(|t| {
+                        json!({"type": "function", "function": {
+                            "name": t.name, "description": t.description, "parameters": t.parameters}})
+                    })
+                    .collect(),
+            );
+        }
+        if let Some(t) = self.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(m) = self.max_tokens {
+            body["max_tokens"] = json!(m);
+        }
+        body
+    }
+}
+
+fn message_json(m: &ChatMessage) -> Value {
+    match m.role {
+        Role::System => json!({"role": "system", "content": m.content}),
+        Role::User => json!({"role": "user", "content": m.content}),
+        Role::Assistant if m.tool_calls.is_empty() => {
+            json!({"role": "assistant", "content": m.content})
+        }
+        Role::Assistant => json!({
+            "role": "assistant",
+            "content": if m.content.is_empty() { Value::Null } else { json!(m.content) },
+            "tool_calls": m.tool_calls.iter().map(|c| json!({
+                "id": c.id, "type": "function",
+                "function": {"name": c.name, "arguments": c.raw_arguments()}
+            })).collect::<Vec<_>>()
+        }),
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": m.tool_call_id.clone().unwrap_or_default(),
+            "content": m.content
+        }),
+    }
+}
+
+#[derive(Default, Debug)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+/// Turns `data:` payloads of the SSE stream into segments. Pure; tested on recorded streams.
+#[derive(Default, Debug)]
+pub struct ChunkParser {
+    calls: BTreeMap<u64, PartialCall>,
+    meta: Metadata,
+    done: bool,
+}
+
+impl ChunkParser {
+    /// Feeds one `data:` payload. Returns the segments it completes.
+    pub fn push(&mut self, data: &str) -> Result<Vec<Segment>, LlmError> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(self.flush_calls());
+        }
+        if data.is_empty() {
+            return Ok(Vec::new());
+        }
+        let v: Value = serde_json::from_str(data).map_err(|e| {
+            LlmError::Malformed(format!("chunk is not JSON ({e}): {}", snippet(data)))
+        })?;
+        if let Some(err) = v.get("error") {
+            let msg = err
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| err.to_string());
+            return Err(LlmError::Upstream(msg));
+        }
+        if let Some(u) = v.get("usage").filter(|u| u.is_object()) {
+            self.meta.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
+            self.meta.completion_tokens = u.get("completion_tokens").and_then(Value::as_u64);
+        }
+        let choices = match v.get("choices") {
+            Some(Value::Array(c)) => c,
+            None | Some(Value::Null) => return Ok(Vec::new()),
+            Some(_) => {
+                return Err(LlmError::Malformed(format!(
+                    "`choices` is not an array: {}",
+                    snippet(data)
+                )));
+            }
+        };
+        let mut out = Vec::new();
+        // Only the first choice is used (n = 1).
+        if let Some(choice) = choices
+            .iter()
+            .find(|c| c.get("index").and_then(Value::as_u64).unwrap_or(0) == 0)
+        {
+            let delta = choice.get("delta").unwrap_or(&Value::Null);
+            if let Some(text) = delta.get("content").and_then(Value::as_str)
+                && !text.is_empty()
+            {
+                out.push(Segment::Text(text.to_string()));
+            }
+            if let Some(calls) = delta.get("tool_calls") {
+                let calls = calls.as_array().ok_or_else(|| {
+                    LlmError::Malformed("`delta.tool_calls` is not an array".into())
+                })?;
+                for (pos, c) in calls.iter().enumerate() {
+                    let index = c.get("index").and_then(Value::as_u64).unwrap_or(pos as u64);
+                    let entry = self.calls.entry(index).or_default();
+                    if let Some(id) = c.get("id").and_then(Value::as_str) {
+                        entry.id = id.to_string();
+                    }
+                    if let Some(f) = c.get("function") {
+                        if let Some(n) = f.get("name").and_then(Value::as_str) {
+                            entry.name.push_str(n);
+                        }
+                        if let Some(a) = f.get("arguments").and_then(Value::as_str) {
+                            entry.arguments.push_str(a);
+                        }
+                    }
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.meta.finish_reason = Some(reason.to_string());
+                out.extend(self.flush_calls());
+            }
+        }
+        Ok(out)
+    }
+
+    fn flush_calls(&mut self) -> Vec<Segment> {
+        std::mem::take(&mut self.calls)
+            .into_values()
+            .map(|c| {
+                let id = if c.id.is_empty() {
+                    crate::util::random_id("call_")
+                } else {
+                    c.id
+                };
+                let args = if c.arguments.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    c.arguments
+                };
+                let arguments = match serde_json::from_str::<Value>(&args) {
+                    Ok(v @ Value::Object(_)) => Ok(v),
+                    _ => Err(args),
+                };
+                Segment::ToolCall(ToolCall {
+                    id,
+                    name: c.name,
+                    arguments,
+                })
+            })
+            .collect()
+    }
+
+    /// The stream ended. A stream that neither finished a choice nor sent `[DONE]` was cut off.
+    pub fn end(&mut self) -> Result<Vec<Segment>, LlmError> {
+        if !self.done && self.meta.finish_reason.is_none() {
+            return Err(LlmError::Closed(
+                "the stream ended without finish_reason or [DONE]".into(),
+            ));
+        }
+        let mut out = self.flush_calls();
+        out.push(Segment::Done(std::mem::take(&mut self.meta)));
+        Ok(out)
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+}
+
+fn snippet(s: &str) -> String {
+    let mut end = s.len().min(200);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+fn map_reqwest(e: reqwest::Error) -> LlmError {
+    if e.is_timeout() {
+        LlmError::Timeout(e.to_string())
+    } else if e.is_connect() {
+        LlmError::Connect(e.to_string())
+    } else {
+        LlmError::Closed(e.to_string())
+    }
+}
+
+impl LlmProvider for OpenAiProvider {
+    fn name(&self) -> &'static str {
+        "openai"
+    }
+
+    fn stream(&self, request: ChatRequest) -> SegmentStream {
+        let mut builder = self.client.post(&self.url).json(&self.body(&request));
+        if let Some(key) = &self.api_key {
+            builder = builder.bearer_auth(key);
+        }
+        let s = async_stream_of(builder);
+        Box::pin(s)
+    }
+}
+
+/// The whole exchange as one stream: send, check the status, then parse events.
+fn async_stream_of(
+    builder: reqwest::RequestBuilder,
+) -> impl futures_util::Stream<Item = Result<Segment, LlmError>> + Send {
+    enum State {
+        Start(reqwest::RequestBuilder),
+        Streaming {
+            events: std::pin::Pin<
+                Box<
+                    dyn futures_util::Stream<Item = Result<eventsource_stream::Event, String>>
+                        + Send,
+                >,
+            >,
+            parser: ChunkParser,
+            pending: std::collections::VecDeque<Segment>,
+        },
+        Draining(std::collections::VecDeque<Segment>),
+        Finished,
+    }
+
+    futures_util::stream::unfold(State::Start(builder), |mut state| async move {
+        loop {
+            state = match state {
+                State::Finished => return None,
+                State::Draining(mut q) => match q.pop_front() {
+                    Some(seg) => return Some((Ok(seg), State::Draining(q))),
+                    None => return None,
+                },
+                State::Start(builder) => {
+                    let resp = match builder.send().await {
+                        Ok(r) => r,
+                        Err(e) => return Some((Err(map_reqwest(e)), State::Finished)),
+                    };
+                    let status = resp.status();
+                    if !status.is_success() {
+                        // Read a little of the body for the log; never wait long for it.
+                        let body = tokio::time::timeout(Duration::from_secs(2), resp.text())
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                            .map(|b| snippet(&b))
+                            .unwrap_or_default();
+                        return Some((
+                            Err(LlmError::Status {
+                                status: status.as_u16(),
+                                body,
+                            }),
+                            State::Finished,
+                        ));
+                    }
+                    let events = resp
+                        .bytes_stream()
+                        .eventsource()
+                        .map(|r| r.map_err(|e| e.to_string()));
+                    State::Streaming {
+                        events: Box::pin(events),
+                        parser: ChunkParser::default(),
+                        pending: Default::default(),
+                    }
+                }
+                State::Streaming {
+                    mut events,
+                    mut parser,
+                    mut pending,
+                } => {
+                    if let Some(seg) = pending.pop_front() {
+                        return Some((
+                            Ok(seg),
+                            State::Streaming {
+                                events,
+                                parser,
+                                pending,
+                            },
+                        ));
+                    }
+                    if parser.is_done() {
+                        match parser.end() {
+                            Ok(rest) => State::Draining(rest.into()),
+                            Err(e) => return Some((Err(e), State::Finished)),
+                        }
+                    } else {
+                        match events.next().await {
+                            Some(Ok(ev)) => match parser.push(&ev.data) {
+                                Ok(segs) => {
+                                    pending.extend(segs);
+                                    State::Streaming {
+                                        events,
+                                        parser,
+                                        pending,
+                                    }
+                                }
+                                Err(e) => return Some((Err(e), State::Finished)),
+                            },
+                            Some(Err(e)) => {
+                                return Some((Err(LlmError::Closed(e)), State::Finished));
+                            }
+                            None => match parser.end() {
+                                Ok(rest) => State::Draining(rest.into()),
+                                Err(e) => return Some((Err(e), State::Finished)),
+                            },
+                        }
+                    }
+                }
+            };
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(parser: &mut ChunkParser, lines: &[&str]) -> Vec<Segment> {
+        let mut out = Vec::new();
+        for l in lines {
+            out.extend(parser.push(l).unwrap());
+        }
+        out.extend(parser.end().unwrap());
+        out
+    }
+
+    #[test]
+    fn text_deltas_then_done() {
+        let mut p = ChunkParser::default();
+        let segs = feed(
+            &mut p,
+            &[
+                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hello"},"finish_reason":null}]}"#,
+                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" world"},"finish_reason":null}]}"#,
+                r#"{"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                "[DONE]",
+            ],
+        );
+        assert_eq!(segs[0], Segment::Text("Hello".into()));
+        assert_eq!(segs[1], Segment::Text(" world".into()));
+        assert!(matches!(&segs[2], Segment::Done(m) if m.finish_reason.as_deref() == Some("stop")));
+        assert_eq!(segs.len(), 3);
+    }
+
+    #[test]
+    fn split_and_parallel_tool_calls() {
+        let mut p = ChunkParser::default();
+        let segs = feed(
+            &mut p,
+            &[
+                r#"{"choices":[{"index":0,"delta":{"content":"Let me show it."}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_a","type":"function","function":{"name":"show_exhibit","arguments":""}}]}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"exhibit"}}]}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_b","type":"function","function":{"name":"navigate","arguments":"{}"}}]}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"_id\":\"1001\"}"}}]}}]}"#,
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+                "[DONE]",
+            ],
+        );
+        assert_eq!(segs[0], Segment::Text("Let me show it.".into()));
+        assert_eq!(
+            segs[1],
+            Segment::ToolCall(ToolCall {
+                id: "call_a".into(),
+                name: "show_exhibit".into(),
+                arguments: Ok(json!({"exhibit_id": "1001"}))
+            })
+        );
+        assert!(
+            matches!(&segs[2], Segment::ToolCall(c) if c.name == "navigate" && c.arguments == Ok(json!({})))
+        );
+        assert!(matches!(segs[3], Segment::Done(_)));
+    }
+
+    #[test]
+    fn bad_arguments_and_missing_id() {
+        let mut p = ChunkParser::default();
+        let segs = feed(
+            &mut p,
+            &[
+                r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{oops"}}]},"finish_reason":"tool_calls"}]}"#,
+            ],
+        );
+        let Segment::ToolCall(c) = &segs[0] else {
+            panic!()
+        };
+        assert!(c.id.starts_with("call_"));
+        assert_eq!(c.arguments, Err("{oops".to_string()));
+    }
+
+    #[test]
+    fn errors() {
+        let mut p = ChunkParser::default();
+        assert!(matches!(p.push("{nope"), Err(LlmError::Malformed(_))));
+        assert!(matches!(
+            p.push(r#"{"error":{"message":"quota exceeded"}}"#),
+            Err(LlmError::Upstream(m)) if m == "quota exceeded"
+        ));
+        let mut cut = ChunkParser::default();
+        cut.push(r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#)
+            .unwrap();
+        assert!(matches!(cut.end(), Err(LlmError::Closed(_))));
+    }
+
+    #[test]
+    fn body_carries_tools_and_history() {
+        let p = OpenAiProvider::new(OpenAiOptions {
+            base_url: "http://x/v1/".into(),
+            model: "m".into(),
+            api_key: Some("sk-secret".into()),
+            temperature: Some(0.2),
+            max_tokens: None,
+            connect_timeout: Duration::from_secs(1),
+        })
+        .unwrap();
+        assert_eq!(p.url, "http://x/v1/chat/completions");
+        assert!(!format!("{p:?}").contains("sk-secret"));
+        let mut asst = ChatMessage::new(Role::Assistant, "");
+        asst.tool_calls.push(ToolCall {
+            id: "c1".into(),
+            name: "f".into(),
+            arguments: Ok(json!({"a": 1})),
+        });
+        let mut tool = ChatMessage::new(Role::Tool, "ok");
+        tool.tool_call_id = Some("c1".into());
+        let req = ChatRequest {
+            messages: vec![
+                ChatMessage::new(Role::System, "sys"),
+                ChatMessage::new(Role::User, "hi"),
+                asst,
+                tool,
+            ],
+            tools: vec![super::super::ToolSpec {
+                name: "f".into(),
+                description: "d".into(),
+                parameters: json!({"type": "object"}),
+            }],
+        };
+        let b = p.body(&req);
+        assert_eq!(b["stream"], true);
+        assert_eq!(b["temperature"], 0.2);
+        assert_eq!(
+            b["messages"][2]["tool_calls"][0]["function"]["arguments"],
+            "{\"a\":1}"
+        );
+        assert_eq!(b["messages"][2]["content"], Value::Null);
+        assert_eq!(b["messages"][3]["tool_call_id"], "c1");
+        assert_eq!(b["tools"][0]["function"]["name"], "f");
+    }
+}

@@ -1,0 +1,357 @@
+//! The only module that imports rusqlite. Users, API keys and (later) the collection live in one
+//! SQLite file in WAL mode; migrations come from `migrations/*.sql` (applied in order, tracked by
+//! `PRAGMA user_version`, each in its own transaction).
+//!
+//! Methods are synchronous and short; async callers run them with [`Store::call`], which moves
+//! the work to tokio's blocking pool so no async worker ever waits on SQLite. One connection
+//! behind a std `Mutex` is enough here: every statement is a point lookup or a single-row write.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// Migrations, in order. `user_version` = how many have been applied.
+const MIGRATIONS: &[(&str, &str)] = &[(
+    "0001_users",
+    include_str!("../../migrations/0001_users.sql"),
+)];
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0} not found")]
+    NotFound(String),
+    #[error("cannot create database directory: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("database task failed: {0}")]
+    Task(String),
+}
+
+#[derive(Clone)]
+pub struct Store {
+    conn: Arc<Mutex<Connection>>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiKeyRow {
+    pub id: i64,
+    pub name: String,
+    pub prefix: String,
+    pub revoked: bool,
+    pub created_at: i64,
+    pub last_used_at: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountRow {
+    pub id: i64,
+    pub account: String,
+    pub password_hash: String,
+    pub disabled: bool,
+    pub created_at: i64,
+    pub last_login_at: Option<i64>,
+}
+
+fn now_ms() -> i64 {
+    crate::util::now_ms()
+}
+
+impl Store {
+    /// Opens (creating if needed) and migrates the database at `path`.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
+        }
+        let conn = Connection::open(path)?;
+        Self::init(conn)
+    }
+
+    /// An in-memory database (tests and tools).
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        Self::init(Connection::open_in_memory()?)
+    }
+
+    fn init(mut conn: Connection) -> Result<Store, StoreError> {
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "NORMAL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        migrate(&mut conn)?;
+        Ok(Store {
+            conn: Arc::new(Mutex::new(conn)),
+        })
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        // A poisoned lock only means another thread panicked mid-statement; SQLite itself rolled
+        // back, so the connection is still usable.
+        let mut guard = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut guard)
+    }
+
+    /// Runs `f` on the blocking pool.
+    pub async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let store = self.clone();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))?
+    }
+
+    /// `SELECT 1`, for readiness checks.
+    pub fn ping(&self) -> Result<(), StoreError> {
+        self.with(|c| {
+            Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))
+                .map(|_| ())?)
+        })
+    }
+
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.with(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
+    }
+
+    // ---- API keys ----
+
+    pub fn insert_api_key(
+        &self,
+        name: &str,
+        prefix: &str,
+        key_hash: &[u8],
+    ) -> Result<ApiKeyRow, StoreError> {
+        self.with(|c| {
+            let now = now_ms();
+            let res = c.execute(
+                "INSERT INTO api_keys (name, prefix, key_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+                params![name, prefix, key_hash, now],
+            );
+            match res {
+                Ok(_) => Ok(ApiKeyRow {
+                    id: c.last_insert_rowid(),
+                    name: name.into(),
+                    prefix: prefix.into(),
+                    revoked: false,
+                    created_at: now,
+                    last_used_at: None,
+                }),
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    Err(StoreError::Conflict(format!(
+                        "an API key named {name:?} already exists"
+                    )))
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
+    fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<ApiKeyRow> {
+        Ok(ApiKeyRow {
+            id: r.get(0)?,
+            name: r.get(1)?,
+            prefix: r.get(2)?,
+            revoked: r.get::<_, i64>(3)? != 0,
+            created_at: r.get(4)?,
+            last_used_at: r.get(5)?,
+        })
+    }
+
+    pub fn find_api_key(&self, key_hash: &[u8]) -> Result<Option<ApiKeyRow>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT id, name, prefix, revoked, created_at, last_used_at FROM api_keys WHERE key_hash = ?1",
+                params![key_hash],
+                Self::key_row,
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn touch_api_key(&self, id: i64) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE api_keys SET last_used_at = ?1 WHERE id = ?2",
+                params![now_ms(), id],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn list_api_keys(&self) -> Result<Vec<ApiKeyRow>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT id, name, prefix, revoked, created_at, last_used_at FROM api_keys ORDER BY id",
+            )?;
+            let rows = st.query_map([], Self::key_row)?.collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Revokes the key with this name (or numeric id).
+    pub fn revoke_api_key(&self, name_or_id: &str) -> Result<ApiKeyRow, StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE api_keys SET revoked = 1 WHERE name = ?1 OR CAST(id AS TEXT) = ?1",
+                params![name_or_id],
+            )?;
+            if n == 0 {
+                return Err(StoreError::NotFound(format!("API key {name_or_id:?}")));
+            }
+            Ok(c.query_row(
+                "SELECT id, name, prefix, revoked, created_at, last_used_at FROM api_keys WHERE name = ?1 OR CAST(id AS TEXT) = ?1",
+                params![name_or_id],
+                Self::key_row,
+            )?)
+        })
+    }
+
+    // ---- accounts ----
+
+    pub fn insert_account(
+        &self,
+        account: &str,
+        password_hash: &str,
+    ) -> Result<AccountRow, StoreError> {
+        self.with(|c| {
+            let now = now_ms();
+            match c.execute(
+                "INSERT INTO accounts (account, password_hash, created_at) VALUES (?1, ?2, ?3)",
+                params![account, password_hash, now],
+            ) {
+                Ok(_) => Ok(AccountRow {
+                    id: c.last_insert_rowid(),
+                    account: account.into(),
+                    password_hash: password_hash.into(),
+                    disabled: false,
+                    created_at: now,
+                    last_login_at: None,
+                }),
+                Err(rusqlite::Error::SqliteFailure(e, _))
+                    if e.code == rusqlite::ErrorCode::ConstraintViolation =>
+                {
+                    Err(StoreError::Conflict(format!(
+                        "account {account:?} already exists"
+                    )))
+                }
+                Err(e) => Err(e.into()),
+            }
+        })
+    }
+
+    fn account_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AccountRow> {
+        Ok(AccountRow {
+            id: r.get(0)?,
+            account: r.get(1)?,
+            password_hash: r.get(2)?,
+            disabled: r.get::<_, i64>(3)? != 0,
+            created_at: r.get(4)?,
+            last_login_at: r.get(5)?,
+        })
+    }
+
+    pub fn find_account(&self, account: &str) -> Result<Option<AccountRow>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT id, account, password_hash, disabled, created_at, last_login_at FROM accounts WHERE account = ?1",
+                params![account],
+                Self::account_row,
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn list_accounts(&self) -> Result<Vec<AccountRow>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT id, account, password_hash, disabled, created_at, last_login_at FROM accounts ORDER BY id",
+            )?;
+            let rows = st.query_map([], Self::account_row)?.collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    pub fn set_account_disabled(&self, account: &str, disabled: bool) -> Result<(), StoreError> {
+        self.with(|c| {
+            let n = c.execute(
+                "UPDATE accounts SET disabled = ?1 WHERE account = ?2",
+                params![disabled as i64, account],
+            )?;
+            if n == 0 {
+                return Err(StoreError::NotFound(format!("account {account:?}")));
+            }
+            Ok(())
+        })
+    }
+
+    pub fn touch_account(&self, id: i64) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE accounts SET last_login_at = ?1 WHERE id = ?2",
+                params![now_ms(), id],
+            )?;
+            Ok(())
+        })
+    }
+}
+
+fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let applied: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    for (i, (name, sql)) in MIGRATIONS.iter().enumerate().skip(applied.max(0) as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+        tracing::info!(migration = name, "applied database migration");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrations_apply_once_and_keys_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/x.db");
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        let row = s.insert_api_key("kiosk", "mak_abcd", &[1, 2, 3]).unwrap();
+        assert!(matches!(
+            s.insert_api_key("kiosk", "mak_x", &[9]),
+            Err(StoreError::Conflict(_))
+        ));
+        drop(s);
+        let s = Store::open(&path).unwrap();
+        assert_eq!(s.find_api_key(&[1, 2, 3]).unwrap().unwrap().id, row.id);
+        assert!(s.find_api_key(&[4]).unwrap().is_none());
+        assert!(s.revoke_api_key("kiosk").unwrap().revoked);
+        assert!(s.find_api_key(&[1, 2, 3]).unwrap().unwrap().revoked);
+        assert!(matches!(
+            s.revoke_api_key("nope"),
+            Err(StoreError::NotFound(_))
+        ));
+    }
+
+    #[test]
+    fn accounts() {
+        let s = Store::open_in_memory().unwrap();
+        s.insert_account("alice", "$argon2id$x").unwrap();
+        assert!(s.insert_account("alice", "y").is_err());
+        s.set_account_disabled("alice", true).unwrap();
+        assert!(s.find_account("alice").unwrap().unwrap().disabled);
+        assert!(s.set_account_disabled("bob", true).is_err());
+        assert_eq!(s.list_accounts().unwrap().len(), 1);
+    }
+}

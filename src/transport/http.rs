@@ -1,0 +1,38 @@
+//! Plain HTTP endpoints for load balancers and operators.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::protocol::HealthState;
+
+/// Liveness: the process is up and serving HTTP.
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Readiness: the database answers and the server is not shutting down.
+pub async fn readyz(State(app): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
+    let db_ok = tokio::time::timeout(Duration::from_secs(2), app.store().call(|s| s.ping()))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    let state = app.health_state();
+    let ready = db_ok && state != HealthState::Unhealthy;
+    let body = json!({
+        "status": if ready { "ready" } else { "not ready" },
+        "database": if db_ok { "ok" } else { "unavailable" },
+        "health": state,
+        "llm": app.deps.llm.as_ref().map(|l| l.name()).unwrap_or("none"),
+    });
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(body))
+}

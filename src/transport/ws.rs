@@ -1,0 +1,157 @@
+//! The WebSocket endpoint: upgrade, the reader adapter and the writer task.
+
+use std::future::ready;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{ConnectInfo, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use futures_util::stream::SplitSink;
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::AppState;
+use crate::config::secs;
+use crate::session::outbox::{OutFrame, OutKind, Outbox};
+use crate::session::{self, Inbound};
+
+/// Read buffer per connection: tungstenite's default (128 KiB, zero-filled) would cost ~133 KiB
+/// of RSS per idle connection; 4 KiB costs ~5 KiB with the same latency (STYLE.md).
+const READ_BUFFER: usize = 4096;
+
+/// One unit of the server's connection count, released when dropped (also when the upgrade
+/// never completes and the callback is dropped unused).
+struct ConnSlot(Arc<AppState>);
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.stats.connections.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+pub async fn upgrade(
+    ws: WebSocketUpgrade,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    State(app): State<Arc<AppState>>,
+) -> Response {
+    if app.draining.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "server shutting down").into_response();
+    }
+    let max = app.config.limits.max_connections as u64;
+    if app.stats.connections.fetch_add(1, Ordering::Relaxed) >= max {
+        app.stats.connections.fetch_sub(1, Ordering::Relaxed);
+        tracing::warn!(%peer, max, "connection refused: server at its connection limit");
+        return (StatusCode::SERVICE_UNAVAILABLE, "too many connections").into_response();
+    }
+    let slot = ConnSlot(app.clone());
+    let hard = app.config.limits.hard_frame_bytes;
+    ws.read_buffer_size(READ_BUFFER)
+        .max_message_size(hard)
+        .max_frame_size(hard)
+        .on_failed_upgrade(|e| tracing::debug!(error = %e, "websocket upgrade failed"))
+        .on_upgrade(move |socket| {
+            let tracker = app.tracker.clone();
+            tracker.track_future(async move {
+                let _slot = slot;
+                serve(socket, peer, app).await;
+            })
+        })
+}
+
+async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
+    let (sink, stream) = socket.split();
+    let token = app.hard_stop.child_token();
+    let slow = secs(app.config.limits.slow_client_timeout_seconds);
+    let (outbox, rx) = Outbox::new(app.config.limits.outbound_queue_frames, token.clone(), slow);
+    let writer = tokio::spawn(writer(sink, rx, token.clone(), slow));
+    let inbound = stream
+        .take_while(|m| {
+            ready(match m {
+                Ok(Message::Close(_)) => false,
+                Ok(_) => true,
+                Err(e) => {
+                    // Includes invalid UTF-8 in a text frame (RFC 6455 requires failing the
+                    // connection) and frames over hard_frame_bytes.
+                    tracing::debug!(error = %e, "websocket read ended");
+                    false
+                }
+            })
+        })
+        .filter_map(|m| {
+            ready(match m {
+                Ok(Message::Text(t)) => Some(Inbound::Text(t.as_str().to_owned())),
+                Ok(Message::Binary(b)) => Some(Inbound::Binary(b)),
+                _ => None,
+            })
+        });
+    session::run(Box::pin(inbound), outbox, token.clone(), peer.ip(), app).await;
+    // The session is over: give the writer a moment to flush its close frame, then drop it.
+    let mut writer = writer;
+    if tokio::time::timeout(Duration::from_secs(2), &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+    }
+}
+
+/// The only task that writes to this socket.
+async fn writer(
+    mut sink: SplitSink<WebSocket, Message>,
+    mut rx: mpsc::Receiver<OutFrame>,
+    token: CancellationToken,
+    slow: Duration,
+) {
+    loop {
+        let frame = tokio::select! {
+            f = rx.recv() => f,
+            // The session ended and nothing is left to say, or the server stopped hard.
+            _ = token.cancelled(), if rx.is_empty() => None,
+        };
+        let Some(frame) = frame else { break };
+        if !frame.live() {
+            continue; // its request was interrupted before it reached the socket
+        }
+        let (msg, last) = match &frame.kind {
+            OutKind::Text(s) => (Message::Text(s.as_str().into()), false),
+            OutKind::Close { code, reason } => (
+                Message::Close(Some(CloseFrame {
+                    code: *code,
+                    reason: reason.as_str().into(),
+                })),
+                true,
+            ),
+        };
+        // Batch under load: flush only when nothing else is queued.
+        let res = if last || rx.is_empty() {
+            tokio::time::timeout(slow, sink.send(msg)).await
+        } else {
+            tokio::time::timeout(slow, sink.feed(msg)).await
+        };
+        match res {
+            Ok(Ok(())) => frame.written(),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "websocket write failed");
+                token.cancel();
+                break;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_s = slow.as_secs_f64(),
+                    "websocket write blocked: client not reading; closing"
+                );
+                token.cancel();
+                break;
+            }
+        }
+        if last {
+            break;
+        }
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
+}

@@ -1,0 +1,101 @@
+//! Small helpers shared by several modules.
+
+use std::sync::Mutex;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// Unix time in milliseconds (the protocol's `timestamp`).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// 128 random bits as 32 hex characters, prefixed (session ids, generated call ids).
+pub fn random_id(prefix: &str) -> String {
+    use rand::RngCore;
+    let mut b = [0u8; 16];
+    rand::rng().fill_bytes(&mut b);
+    format!("{prefix}{}", hex::encode(b))
+}
+
+/// Process CPU usage in percent of one core, measured between successive calls
+/// (from `/proc/self/stat`; 0 where that file does not exist).
+pub struct CpuSampler {
+    last: Mutex<(Instant, u64)>,
+    ticks_per_sec: f64,
+}
+
+impl Default for CpuSampler {
+    fn default() -> Self {
+        CpuSampler {
+            last: Mutex::new((Instant::now(), process_cpu_ticks().unwrap_or(0))),
+            ticks_per_sec: 100.0,
+        }
+    }
+}
+
+impl CpuSampler {
+    pub fn sample(&self) -> u64 {
+        let now = Instant::now();
+        let Some(ticks) = process_cpu_ticks() else {
+            return 0;
+        };
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let dt = now.duration_since(last.0).as_secs_f64();
+        if dt < 0.2 {
+            // Too short to measure; keep the previous window open.
+            let used = ticks.saturating_sub(last.1) as f64 / self.ticks_per_sec;
+            return if dt > 0.0 {
+                ((used / dt) * 100.0).round() as u64
+            } else {
+                0
+            };
+        }
+        let used = ticks.saturating_sub(last.1) as f64 / self.ticks_per_sec;
+        *last = (now, ticks);
+        ((used / dt) * 100.0).round() as u64
+    }
+}
+
+fn process_cpu_ticks() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line, i.e. 11 and 12 here.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Resident set size of a process in KiB, from `/proc/<pid>/status`.
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_random_and_long() {
+        let a = random_id("sess_");
+        assert_eq!(a.len(), 5 + 32);
+        assert_ne!(a, random_id("sess_"));
+    }
+
+    #[test]
+    fn cpu_and_rss_read_on_linux() {
+        let s = CpuSampler::default();
+        let _ = s.sample();
+        assert!(rss_kib(std::process::id()).unwrap() > 0);
+    }
+}
