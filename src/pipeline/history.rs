@@ -48,7 +48,13 @@ impl History {
     /// The messages to send, with a placeholder result after every client call that got none
     /// (vendors refuse an assistant tool call that is not followed by its result).
     pub fn for_prompt(&self) -> Vec<ChatMessage> {
-        let msgs: Vec<&ChatMessage> = self.messages.iter().collect();
+        self.for_prompt_with(&[])
+    }
+
+    /// [`History::for_prompt`] with the current turn's messages appended first, so a tool
+    /// result arriving in this turn answers its call instead of getting a placeholder.
+    pub fn for_prompt_with(&self, current: &[ChatMessage]) -> Vec<ChatMessage> {
+        let msgs: Vec<&ChatMessage> = self.messages.iter().chain(current.iter()).collect();
         let mut out = Vec::with_capacity(msgs.len() + 2);
         for (i, m) in msgs.iter().enumerate() {
             out.push((*m).clone());

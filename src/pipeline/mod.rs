@@ -157,9 +157,8 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
         job.history
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .for_prompt(),
+            .for_prompt_with(&user_turn),
     );
-    messages.extend(user_turn.iter().cloned());
     let tools: Vec<ToolSpec> = job
         .attrs
         .functions

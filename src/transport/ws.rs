@@ -108,7 +108,10 @@ async fn writer(
     slow: Duration,
 ) {
     loop {
+        // Biased: everything queued is written before a cancellation is noticed, so a close
+        // frame queued just before the session ended still goes out.
         let frame = tokio::select! {
+            biased;
             f = rx.recv() => f,
             // The session ended and nothing is left to say, or the server stopped hard.
             _ = token.cancelled(), if rx.is_empty() => None,

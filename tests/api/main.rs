@@ -1,0 +1,12 @@
+//! The one integration test binary: a real server on port 0, a temporary SQLite file, local fake
+//! upstreams, real WebSocket clients.
+
+mod support;
+
+mod bad_frames;
+mod http;
+mod interrupt;
+mod register;
+mod requests;
+mod session_timers;
+mod shutdown;

@@ -1,0 +1,163 @@
+use serde_json::json;
+
+use crate::support::*;
+
+#[tokio::test]
+async fn api_key_and_account_both_register() {
+    let app = spawn_app().await;
+    let mut c = app.connect().await;
+    let ack = c.register_key(&app.api_key).await;
+    let p = &ack["payload"];
+    assert_eq!(p["status"], "SUCCESS");
+    assert_eq!(p["session_timeout_seconds"], 3600);
+    let sid = p["session_id"].as_str().unwrap();
+    assert!(
+        sid.starts_with("sess_") && sid.len() >= 5 + 32,
+        "128-bit random id: {sid}"
+    );
+    assert_eq!(
+        ack["session_id"], sid,
+        "the envelope carries the new session id"
+    );
+
+    let mut a = app.connect().await;
+    let ack = a
+        .register(json!({"type": "ACCOUNT", "account": ACCOUNT, "password": PASSWORD}))
+        .await;
+    assert_eq!(ack["msg_type"], "REGISTER_ACK", "{ack}");
+    assert_ne!(ack["payload"]["session_id"], sid);
+}
+
+#[tokio::test]
+async fn bad_credentials_get_auth_failed_then_close() {
+    let app = spawn_app().await;
+    let cases = [
+        json!({"type": "API_KEY", "api_key": "mak_not_a_real_key"}),
+        json!({"type": "API_KEY", "api_key": ""}),
+        json!({"type": "ACCOUNT", "account": ACCOUNT, "password": "wrong password"}),
+        json!({"type": "ACCOUNT", "account": "nobody", "password": PASSWORD}),
+    ];
+    for auth in cases {
+        let mut c = app.connect().await;
+        let v = c.register(auth.clone()).await;
+        assert_eq!(v["msg_type"], "ERROR", "{auth}: {v}");
+        assert_eq!(v["payload"]["error_code"], "AUTH_FAILED");
+        assert_eq!(v["payload"]["retryable"], true);
+        assert_eq!(
+            v["payload"]["error_detail"], "invalid credentials",
+            "never says which part"
+        );
+        assert_eq!(c.expect_closed().await, Some(1008));
+    }
+}
+
+#[tokio::test]
+async fn revoked_keys_and_disabled_accounts_are_refused_at_once() {
+    let app = spawn_app().await;
+    app.app.store().revoke_api_key("test").unwrap();
+    let mut c = app.connect().await;
+    let v = c
+        .register(json!({"type": "API_KEY", "api_key": app.api_key}))
+        .await;
+    assert_eq!(v["payload"]["error_code"], "AUTH_FAILED");
+    app.app.store().set_account_disabled(ACCOUNT, true).unwrap();
+    let mut c = app.connect().await;
+    let v = c
+        .register(json!({"type": "ACCOUNT", "account": ACCOUNT, "password": PASSWORD}))
+        .await;
+    assert_eq!(v["payload"]["error_code"], "AUTH_FAILED");
+}
+
+#[tokio::test]
+async fn repeated_failures_lock_the_address_out() {
+    let app = spawn_app_with(|c| {
+        c.auth.max_failures_per_address = 3;
+        c.auth.lockout_seconds = 600;
+    })
+    .await;
+    for _ in 0..3 {
+        let mut c = app.connect().await;
+        let v = c
+            .register(json!({"type": "API_KEY", "api_key": "mak_wrong"}))
+            .await;
+        assert_eq!(v["payload"]["error_code"], "AUTH_FAILED");
+    }
+    // Now even the right key is refused from this address, without saying why it was wrong.
+    let mut c = app.connect().await;
+    let v = c
+        .register(json!({"type": "API_KEY", "api_key": app.api_key}))
+        .await;
+    assert_eq!(v["payload"]["error_code"], "AUTH_FAILED");
+    assert!(
+        v["payload"]["error_detail"]
+            .as_str()
+            .unwrap()
+            .contains("too many")
+    );
+    assert_eq!(c.expect_closed().await, Some(1008));
+}
+
+#[tokio::test]
+async fn second_register_is_refused_and_session_untouched() {
+    let app = spawn_app().await;
+    let mut c = app.client().await;
+    let sid = c.session_id.clone();
+    c.send(
+        "REGISTER",
+        register_payload(json!({"type": "API_KEY", "api_key": app.api_key})),
+    )
+    .await;
+    let v = c.recv().await;
+    assert_eq!(v["payload"]["error_code"], "MALFORMED_PAYLOAD");
+    c.send("SESSION_QUERY", json!({})).await;
+    let v = c.recv().await;
+    assert_eq!(v["msg_type"], "SESSION_INFO");
+    assert_eq!(v["session_id"], sid);
+}
+
+#[tokio::test]
+async fn session_limit_gives_server_busy() {
+    let app = spawn_app_with(|c| c.limits.max_sessions = 1).await;
+    let _first = app.client().await;
+    let mut c = app.connect().await;
+    let v = c
+        .register(json!({"type": "API_KEY", "api_key": app.api_key}))
+        .await;
+    assert_eq!(v["payload"]["error_code"], "SERVER_BUSY");
+    assert_eq!(v["payload"]["retryable"], true);
+    drop(_first);
+}
+
+#[tokio::test]
+async fn attributes_are_kept_per_session_and_queryable() {
+    let app = spawn_app().await;
+    let mut c = app.connect().await;
+    c.send_value(&frame(
+        "REGISTER",
+        "",
+        json!({"auth": {"type": "API_KEY", "api_key": app.api_key}, "platform": "TV",
+               "require_tts": true, "function_calling": []}),
+    ))
+    .await;
+    let ack = c.recv().await;
+    c.session_id = ack["payload"]["session_id"].as_str().unwrap().into();
+    c.send("SESSION_QUERY", json!({})).await;
+    let v = c.recv().await;
+    let d = &v["payload"]["session_data"];
+    assert_eq!(d["platform"], "TV");
+    assert_eq!(d["require_tts"], true);
+    assert_eq!(d["enable_srs"], true, "enable_srs defaults to true");
+    assert_eq!(d["function_calling"], json!([]));
+    assert!(d["create_time"].as_i64().unwrap() > 1_700_000_000_000);
+    let rem = d["remaining_seconds"].as_u64().unwrap();
+    assert!(rem > 3500 && rem <= 3600, "{rem}");
+    // Only the asked fields; unknown ones named in the message.
+    c.send(
+        "SESSION_QUERY",
+        json!({"query_fields": ["platform", "colour"]}),
+    )
+    .await;
+    let v = c.recv().await;
+    assert_eq!(v["payload"]["session_data"], json!({"platform": "TV"}));
+    assert!(v["payload"]["message"].as_str().unwrap().contains("colour"));
+}

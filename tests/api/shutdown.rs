@@ -1,0 +1,91 @@
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::fake_llm::{finish_chunk, text_chunk};
+use crate::support::*;
+
+#[tokio::test]
+async fn graceful_shutdown_sends_shutdown_lets_requests_finish_and_exits() {
+    let mut app = spawn_app().await;
+    let mut idle = app.client().await;
+    let mut busy = app.client().await;
+    let chunks: Vec<Value> = ["one ", "two ", "three"]
+        .iter()
+        .map(|t| text_chunk(t))
+        .chain([finish_chunk("stop")])
+        .collect();
+    app.llm.push(Script::Stream {
+        chunks,
+        delay: Duration::from_millis(100),
+        done: true,
+    });
+    busy.text_request("r1", "long answer please").await;
+    assert_eq!(busy.recv().await["payload"]["text_stream_seq"], 0);
+
+    app.shutdown();
+    let v = idle.recv().await;
+    assert_eq!(v["msg_type"], "SHUTDOWN");
+    assert_eq!(idle.expect_closed().await, Some(1001));
+
+    // The busy session is told too, and its request still completes within the grace period.
+    let mut seen_shutdown = false;
+    let mut text_done = false;
+    while !(seen_shutdown && text_done) {
+        let v = busy.recv().await;
+        match v["msg_type"].as_str().unwrap() {
+            "SHUTDOWN" => seen_shutdown = true,
+            "RESPONSE" if v["payload"]["text_stream_seq"] == -1 => text_done = true,
+            "RESPONSE" => {}
+            other => panic!("unexpected {other}: {v}"),
+        }
+    }
+    // New requests during the grace period are refused.
+    assert_eq!(busy.expect_closed().await, Some(1001));
+    let res = tokio::time::timeout(Duration::from_secs(10), app.server.take().unwrap()).await;
+    assert!(res.expect("server exits").unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn requests_during_the_grace_period_get_server_busy() {
+    let mut app = spawn_app().await;
+    let mut c = app.client().await;
+    app.llm.push(Script::Stall);
+    c.text_request("r1", "q").await;
+    app.llm.wait_requests(1).await;
+    app.shutdown();
+    assert_eq!(c.recv().await["msg_type"], "SHUTDOWN");
+    c.text_request("r2", "q").await;
+    let v = c.recv().await;
+    assert_eq!(v["payload"]["error_code"], "SERVER_BUSY");
+    assert_eq!(v["payload"]["request_id"], "r2");
+    // r1 never finishes: after the grace (5 s in tests) everything is stopped.
+    let res = tokio::time::timeout(Duration::from_secs(20), app.server.take().unwrap()).await;
+    assert!(res.expect("server exits after the grace").unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn client_shutdown_cancels_its_requests_and_closes() {
+    let app = spawn_app().await;
+    app.llm.push(Script::StallAfter(vec![text_chunk("x")]));
+    let mut c = app.client().await;
+    c.text_request("r1", "q").await;
+    c.recv().await;
+    c.send("SHUTDOWN", json!({"reason": "用户主动退出"})).await;
+    assert_eq!(c.expect_closed().await, Some(1000));
+    app.llm.wait_disconnects(1).await;
+    // Other sessions are unaffected.
+    let mut other = app.client().await;
+    other.sync().await;
+}
+
+#[tokio::test]
+async fn abrupt_disconnect_mid_reply_frees_the_upstream() {
+    let app = spawn_app().await;
+    app.llm.push(Script::StallAfter(vec![text_chunk("x")]));
+    let mut c = app.client().await;
+    c.text_request("r1", "q").await;
+    c.recv().await;
+    drop(c);
+    app.llm.wait_disconnects(1).await;
+}
