@@ -4,6 +4,7 @@
 mod support;
 
 mod bad_frames;
+mod cli;
 mod http;
 mod interrupt;
 mod register;

@@ -89,3 +89,24 @@ async fn abrupt_disconnect_mid_reply_frees_the_upstream() {
     drop(c);
     app.llm.wait_disconnects(1).await;
 }
+
+#[tokio::test]
+async fn a_client_that_stops_reading_is_disconnected_and_its_upstream_dropped() {
+    let app = spawn_app_with(|c| {
+        c.limits.outbound_queue_frames = 4;
+        c.limits.slow_client_timeout_seconds = 0.5;
+    })
+    .await;
+    // ~40 MB of reply: far more than the socket buffers hold.
+    let piece = "x".repeat(2000);
+    let chunks: Vec<Value> = (0..20_000).map(|_| text_chunk(&piece)).collect();
+    app.llm.push(Script::Stream { chunks, delay: Duration::ZERO, done: true });
+    let mut c = app.client().await;
+    c.text_request("r1", "flood me").await;
+    // Never read: the server must give up on us and drop the upstream.
+    app.llm.wait_disconnects(1).await;
+    drop(c);
+    // Other sessions are unaffected.
+    let mut other = app.client().await;
+    other.sync().await;
+}
