@@ -47,6 +47,12 @@ use upload::{Upload, UploadError, UploadMode};
 pub enum Inbound {
     Text(String),
     Binary(Bytes),
+    /// The transport failed to read a frame (e.g. invalid UTF-8 in a text frame, RFC 6455
+    /// §8.1); the connection is closed with this code. Always the last item.
+    Broken {
+        code: u16,
+        reason: String,
+    },
 }
 
 /// WebSocket close codes used when the server ends a connection.
@@ -153,6 +159,7 @@ impl Conn {
                 Event::Frame(None) => break None,
                 Event::Frame(Some(Inbound::Text(t))) => self.on_text(t).await,
                 Event::Frame(Some(Inbound::Binary(b))) => self.on_binary(b).await,
+                Event::Frame(Some(Inbound::Broken { code, reason })) => Flow::Close(code, reason),
                 Event::Timer => self.on_timer().await,
                 Event::DrainStart => self.on_drain_start().await,
                 Event::Removed => self.drain_check(),

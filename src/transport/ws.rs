@@ -1,6 +1,5 @@
 //! The WebSocket endpoint: upgrade, the reader adapter and the writer task.
 
-use std::future::ready;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -69,26 +68,40 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
     let slow = secs(app.config.limits.slow_client_timeout_seconds);
     let (outbox, rx) = Outbox::new(app.config.limits.outbound_queue_frames, token.clone(), slow);
     let writer = tokio::spawn(writer(sink, rx, token.clone(), slow));
-    let inbound = stream
-        .take_while(|m| {
-            ready(match m {
-                Ok(Message::Close(_)) => false,
-                Ok(_) => true,
-                Err(e) => {
-                    // Includes invalid UTF-8 in a text frame (RFC 6455 requires failing the
-                    // connection) and frames over hard_frame_bytes.
-                    tracing::debug!(error = %e, "websocket read ended");
-                    false
+    // Text and binary frames go to the session; a close ends the stream; a read error (invalid
+    // UTF-8 in a text frame, a frame over hard_frame_bytes, a protocol violation) becomes one
+    // last `Broken` so the session can close with the right code.
+    let inbound = futures_util::stream::unfold(Some(stream), |state| async move {
+        let mut stream = state?;
+        loop {
+            match stream.next().await {
+                None | Some(Ok(Message::Close(_))) => return None,
+                Some(Ok(Message::Text(t))) => {
+                    return Some((Inbound::Text(t.as_str().to_owned()), Some(stream)));
                 }
-            })
-        })
-        .filter_map(|m| {
-            ready(match m {
-                Ok(Message::Text(t)) => Some(Inbound::Text(t.as_str().to_owned())),
-                Ok(Message::Binary(b)) => Some(Inbound::Binary(b)),
-                _ => None,
-            })
-        });
+                Some(Ok(Message::Binary(b))) => return Some((Inbound::Binary(b), Some(stream))),
+                Some(Ok(_)) => continue, // ping/pong: answered by the WebSocket layer
+                Some(Err(e)) => {
+                    let text = e.to_string();
+                    tracing::debug!(error = %text, "websocket read failed");
+                    let (code, reason) = if text.contains("UTF-8") {
+                        (1007, "invalid UTF-8 in a text frame")
+                    } else if text.contains("too long") || text.contains("too big") {
+                        (1009, "frame too large")
+                    } else {
+                        (1002, "websocket protocol error")
+                    };
+                    return Some((
+                        Inbound::Broken {
+                            code,
+                            reason: reason.into(),
+                        },
+                        None,
+                    ));
+                }
+            }
+        }
+    });
     session::run(Box::pin(inbound), outbox, token.clone(), peer.ip(), app).await;
     // The session is over: give the writer a moment to flush its close frame, then drop it.
     let mut writer = writer;

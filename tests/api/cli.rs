@@ -17,7 +17,12 @@ fn bin(dir: &std::path::Path, args: &[&str], stdin: Option<&str>) -> (bool, Stri
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     if let Some(input) = stdin {
-        child.stdin.as_mut().unwrap().write_all(input.as_bytes()).unwrap();
+        child
+            .stdin
+            .as_mut()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
     }
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
@@ -40,7 +45,10 @@ fn key_and_account_admin_commands() {
     let (ok, list, _) = bin(d, &["key", "list"], None);
     assert!(ok && list.contains("kiosk-1") && list.contains("active") && !list.contains(&key));
     let raw = std::fs::read(d.join("cli.db")).unwrap();
-    assert!(!raw.windows(key.len()).any(|w| w == key.as_bytes()), "plaintext key stored");
+    assert!(
+        !raw.windows(key.len()).any(|w| w == key.as_bytes()),
+        "plaintext key stored"
+    );
     let store = Store::open(&d.join("cli.db")).unwrap();
     assert!(store.find_api_key(&hash_api_key(&key)).unwrap().is_some());
     drop(store);
@@ -55,13 +63,21 @@ fn key_and_account_admin_commands() {
     let (ok, _, _) = bin(d, &["account", "create", "bob"], Some("a long password\n"));
     assert!(ok);
     let raw = std::fs::read(d.join("cli.db")).unwrap();
-    assert!(!raw.windows(15).any(|w| w == b"a long password"), "plaintext password stored");
+    assert!(
+        !raw.windows(15).any(|w| w == b"a long password"),
+        "plaintext password stored"
+    );
     let (ok, out, _) = bin(d, &["account", "disable", "bob"], None);
     assert!(ok && out.contains("disabled"));
     assert!(bin(d, &["account", "list"], None).1.contains("disabled"));
     assert!(!bin(d, &["account", "disable", "nobody"], None).0);
     // A typo in the environment is refused, not ignored.
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_museum-agent"));
-    let out = cmd.env("MUSEUM_AGENT__LLM__MODLE", "x").current_dir(d).args(["key", "list"]).output().unwrap();
+    let out = cmd
+        .env("MUSEUM_AGENT__LLM__MODLE", "x")
+        .current_dir(d)
+        .args(["key", "list"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
 }

@@ -161,3 +161,35 @@ async fn attributes_are_kept_per_session_and_queryable() {
     assert_eq!(v["payload"]["session_data"], json!({"platform": "TV"}));
     assert!(v["payload"]["message"].as_str().unwrap().contains("colour"));
 }
+
+#[tokio::test]
+async fn invalid_utf8_in_a_text_frame_fails_the_connection_only() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::protocol::frame::Frame;
+    use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
+    let app = spawn_app().await;
+    let mut other = app.client().await;
+    let mut c = app.client().await;
+    let bad = Frame::message(vec![0xff, 0xfe, 0xfd], OpCode::Data(Data::Text), true);
+    c.ws.send(Message::Frame(bad)).await.unwrap();
+    let code = c.expect_closed().await;
+    assert_eq!(code, Some(1007));
+    other.sync().await;
+}
+
+#[tokio::test]
+async fn frames_over_the_hard_limit_close_the_connection_only() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    let app = spawn_app().await;
+    let mut other = app.client().await;
+    let mut c = app.client().await;
+    // The server stops reading mid-frame, so the send itself may see the connection reset.
+    let _ =
+        c.ws.send(Message::Text("a".repeat(5 * 1024 * 1024).into()))
+            .await;
+    let code = c.expect_closed().await;
+    assert!(matches!(code, None | Some(1009)), "{code:?}");
+    other.sync().await;
+}

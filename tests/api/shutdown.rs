@@ -100,7 +100,11 @@ async fn a_client_that_stops_reading_is_disconnected_and_its_upstream_dropped() 
     // ~40 MB of reply: far more than the socket buffers hold.
     let piece = "x".repeat(2000);
     let chunks: Vec<Value> = (0..20_000).map(|_| text_chunk(&piece)).collect();
-    app.llm.push(Script::Stream { chunks, delay: Duration::ZERO, done: true });
+    app.llm.push(Script::Stream {
+        chunks,
+        delay: Duration::ZERO,
+        done: true,
+    });
     let mut c = app.client().await;
     c.text_request("r1", "flood me").await;
     // Never read: the server must give up on us and drop the upstream.

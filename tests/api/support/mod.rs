@@ -231,7 +231,7 @@ impl Client {
                 .expect("timed out waiting for close")
             {
                 None => return None,
-                Some(Err(_)) => return None,
+                Some(Err(_)) => return None, // reset without a close frame
                 Some(Ok(Message::Close(c))) => return c.map(|c| u16::from(c.code)),
                 Some(Ok(_)) => continue,
             }
