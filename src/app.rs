@@ -73,6 +73,7 @@ impl AppState {
         let deps = Arc::new(Deps {
             llm,
             llm_config: config.llm.clone(),
+            retriever: None,
         });
         Arc::new(AppState {
             config: Arc::new(config),

@@ -9,6 +9,8 @@
 //! upload gets a clear ERROR and `require_tts` gets a text-only reply with a `notice`.
 
 pub mod history;
+pub mod reply;
+pub mod speech;
 
 use std::sync::{Arc, Mutex};
 
@@ -17,21 +19,23 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::config::{LlmConfig, secs};
-use crate::protocol::{
-    ErrorCode, ErrorPayload, FunctionCall, FunctionResult, Response, ResponseContent, ServerMessage,
-};
+use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, ServerMessage};
 use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolSpec,
 };
+use crate::providers::srs::Retriever;
 use crate::session::attributes::Attributes;
 use crate::session::inflight::{InFlight, RequestCtx};
 use crate::session::outbox::Outbox;
 use history::{CUT_OFF_MARKER, History};
+use reply::ReplyStream;
 
 /// What the pipeline needs from the server, built once.
 pub struct Deps {
     pub llm: Option<Arc<dyn LlmProvider>>,
     pub llm_config: LlmConfig,
+    /// The collection search (None: retrieval off for every session).
+    pub retriever: Option<Arc<dyn Retriever>>,
 }
 
 /// The visitor's input for one request.
@@ -56,9 +60,10 @@ pub struct Job {
 }
 
 /// Why a request failed, as the protocol will say it.
-struct Failure {
-    code: ErrorCode,
-    detail: String,
+#[derive(Debug)]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub detail: String,
 }
 
 impl From<LlmError> for Failure {
@@ -76,9 +81,6 @@ impl From<LlmError> for Failure {
         Failure { code, detail }
     }
 }
-
-const NO_TTS_NOTICE: &str =
-    "speech output (TTS) is not configured on this server; this reply is text only";
 
 /// Runs one request to its end. Never panics on upstream data; every await is under the
 /// request's token and a timeout.
@@ -102,13 +104,9 @@ pub async fn run(job: Job, deps: Arc<Deps>) {
 
 async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
     let user_turn = match &job.input {
-        Input::Voice(_) => {
-            return Err(Failure {
-                code: ErrorCode::InternalError,
-                detail:
-                    "speech recognition (STT) is not configured on this server; send text instead"
-                        .into(),
-            });
+        Input::Voice(pcm) => {
+            let text = speech::transcribe(deps, pcm, &job.ctx).await?;
+            vec![ChatMessage::new(Role::User, text)]
         }
         Input::Text(t) => vec![ChatMessage::new(Role::User, t.clone())],
         Input::FunctionResult(fr, text) => {
@@ -174,11 +172,10 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
     let cfg = &deps.llm_config;
     let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
     let mut stream = llm.stream(request);
-    let mut text = String::new();
-    let mut calls = Vec::new();
-    let mut seq: i64 = 0;
-    let mut first = true;
     let ctx = &job.ctx;
+    let mut reply = ReplyStream::new(ctx.clone(), job.outbox.clone(), job.attrs.require_tts, deps);
+    let mut calls = Vec::new();
+    let mut first = true;
     loop {
         let wait = if first {
             secs(cfg.first_token_timeout_seconds)
@@ -190,7 +187,7 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
             biased;
             _ = ctx.token.cancelled() => {
                 drop(stream); // closes the upstream connection now
-                record_cut_off(job, user_turn, &text, calls);
+                record_cut_off(job, user_turn, reply.text(), calls);
                 return Ok(());
             }
             r = tokio::time::timeout_at(until, stream.next()) => r,
@@ -214,29 +211,18 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
         };
         first = false;
         match item {
-            Segment::Text(t) => {
-                let frame =
-                    ServerMessage::Response(Response::text(&ctx.request_id, seq, t.as_str()));
-                text.push_str(&t);
-                seq += 1;
-                if !job.outbox.send_for(ctx, &frame, t.len()).await {
-                    continue; // cancelled or connection gone: the select above ends the loop
-                }
-            }
+            Segment::Text(t) => reply.push_text(&t).await,
             Segment::ToolCall(call) => {
                 let known = job.attrs.functions.iter().any(|f| f.name == call.name);
                 match (&call.arguments, known) {
                     (Ok(args), true) => {
-                        let frame = ServerMessage::Response(Response {
-                            request_id: ctx.request_id.clone(),
-                            function_call: Some(FunctionCall {
+                        reply
+                            .push_function_call(FunctionCall {
                                 name: call.name.clone(),
                                 parameters: args.clone(),
                                 call_id: Some(call.id.clone()),
-                            }),
-                            ..Default::default()
-                        });
-                        job.outbox.send_for(ctx, &frame, 0).await;
+                            })
+                            .await;
                         calls.push(call);
                     }
                     (Err(raw), _) => {
@@ -253,28 +239,31 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
             }
         }
     }
+    drop(stream);
+    tokio::select! {
+        biased;
+        _ = ctx.token.cancelled() => {
+            record_cut_off(job, user_turn, reply.text(), calls);
+            return Ok(());
+        }
+        r = reply.flush() => r?,
+    }
 
     if job.inflight.finish(ctx) {
-        let final_frame = Response {
-            request_id: ctx.request_id.clone(),
-            text_stream_seq: Some(-1),
-            voice_stream_seq: job.attrs.require_tts.then_some(-1),
-            content: Some(ResponseContent::default()),
-            notice: job.attrs.require_tts.then(|| NO_TTS_NOTICE.to_string()),
-            ..Default::default()
-        };
-        job.outbox.send(&ServerMessage::Response(final_frame)).await;
+        job.outbox
+            .send(&ServerMessage::Response(reply.final_frame()))
+            .await;
         let mut turn = user_turn;
-        let mut reply = ChatMessage::new(Role::Assistant, text);
-        reply.tool_calls = calls;
-        turn.push(reply);
+        let mut answer = ChatMessage::new(Role::Assistant, reply.text());
+        answer.tool_calls = calls;
+        turn.push(answer);
         job.history
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push_turn(turn);
     } else {
         // Interrupted between the last chunk and the end: keep what was delivered.
-        record_cut_off(job, user_turn, &text, calls);
+        record_cut_off(job, user_turn, reply.text(), calls);
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Upstream providers, one trait per kind; one module per vendor wire format.
 
 pub mod llm;
+pub mod srs;
 
 /// A reqwest client builder for upstream calls. TLS is rustls with the `ring` provider
 /// (installed here once, process-wide; reqwest is built without a default provider).
