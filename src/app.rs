@@ -13,6 +13,8 @@ use crate::config::{Config, LlmProviderKind, secs};
 use crate::pipeline::Deps;
 use crate::protocol::{HealthState, HealthStatus};
 use crate::providers::llm::LlmProvider;
+use crate::providers::llm::gemini::{GeminiOptions, GeminiProvider};
+use crate::providers::llm::offline::OfflineProvider;
 use crate::providers::llm::openai::{OpenAiOptions, OpenAiProvider};
 use crate::store::Store;
 use crate::util::CpuSampler;
@@ -44,27 +46,36 @@ pub struct AppState {
 /// Builds the configured LLM provider (None when `[llm] provider = "none"`).
 pub fn build_llm(config: &Config) -> anyhow::Result<Option<Arc<dyn LlmProvider>>> {
     let c = &config.llm;
-    match c.provider {
-        LlmProviderKind::None => Ok(None),
-        LlmProviderKind::Openai => {
-            let api_key = c.api_key();
-            if api_key.is_none() && !c.api_key_env.is_empty() {
-                tracing::warn!(
-                    env = %c.api_key_env,
-                    "LLM API key variable is not set; requests are sent without a key"
-                );
-            }
-            let p = OpenAiProvider::new(OpenAiOptions {
-                base_url: c.base_url.clone(),
-                model: c.model.clone(),
-                api_key,
-                temperature: c.temperature,
-                max_tokens: c.max_tokens,
-                connect_timeout: secs(c.connect_timeout_seconds),
-            })?;
-            Ok(Some(Arc::new(p)))
+    let api_key = || {
+        let key = c.api_key();
+        if key.is_none() && !c.api_key_env.is_empty() {
+            tracing::warn!(
+                env = %c.api_key_env,
+                "LLM API key variable is not set; requests are sent without a key"
+            );
         }
-    }
+        key
+    };
+    Ok(match c.provider {
+        LlmProviderKind::None => None,
+        LlmProviderKind::Offline => Some(Arc::new(OfflineProvider)),
+        LlmProviderKind::Openai => Some(Arc::new(OpenAiProvider::new(OpenAiOptions {
+            base_url: c.base_url(),
+            model: c.model(),
+            api_key: api_key(),
+            temperature: c.temperature,
+            max_tokens: c.max_tokens,
+            connect_timeout: secs(c.connect_timeout_seconds),
+        })?)),
+        LlmProviderKind::Gemini => Some(Arc::new(GeminiProvider::new(GeminiOptions {
+            base_url: c.base_url(),
+            model: c.model(),
+            api_key: api_key(),
+            temperature: c.temperature,
+            max_tokens: c.max_tokens,
+            connect_timeout: secs(c.connect_timeout_seconds),
+        })?)),
+    })
 }
 
 impl AppState {

@@ -148,17 +148,42 @@ impl Default for AuthConfig {
 pub enum LlmProviderKind {
     /// No LLM: text requests get a clear ERROR.
     None,
+    /// The embedded default: answers from the collection search alone (no network, no model),
+    /// or says honestly that it does not know.
+    Offline,
     /// Any OpenAI-compatible `/chat/completions` endpoint (OpenAI, DeepSeek, DashScope compatible
     /// mode, vLLM, llama.cpp server, Ollama, ...).
     Openai,
+    /// Google Gemini's native `streamGenerateContent` (`alt=sse`).
+    Gemini,
+}
+
+impl LlmProviderKind {
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            LlmProviderKind::Openai => "https://api.openai.com/v1",
+            LlmProviderKind::Gemini => "https://generativelanguage.googleapis.com/v1beta",
+            _ => "",
+        }
+    }
+
+    pub fn default_model(self) -> &'static str {
+        match self {
+            LlmProviderKind::Openai => "gpt-4o-mini",
+            LlmProviderKind::Gemini => "gemini-2.0-flash",
+            _ => "",
+        }
+    }
 }
 
 #[derive(Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
     pub provider: LlmProviderKind,
-    /// Base URL up to and including the version segment, e.g. `https://api.openai.com/v1`.
+    /// Base URL up to and including the version segment, e.g. `https://api.openai.com/v1`;
+    /// empty = the provider's public endpoint.
     pub base_url: String,
+    /// Model name; empty = the provider's default (`gpt-4o-mini`, `gemini-2.0-flash`).
     pub model: String,
     /// Name of the environment variable holding the API key (empty: send no key).
     pub api_key_env: String,
@@ -172,16 +197,26 @@ pub struct LlmConfig {
     pub first_token_timeout_seconds: f64,
     /// Longest silence between two chunks once streaming.
     pub idle_timeout_seconds: f64,
-    /// Whole reply.
+    /// Whole reply, all tool steps included.
     pub total_timeout_seconds: f64,
+    /// Retries of a failed LLM call (connection refused, 429, 5xx, no first token), only
+    /// before anything of the reply was sent to the client; backoff doubles from 250 ms.
+    pub max_retries: u32,
+    /// Model calls per request in the tool loop (server tools and error observations feed back).
+    pub max_tool_steps: u32,
+    /// Most client functions given to the model per request; above it only the ones that best
+    /// match the visitor's words are given (see the README).
+    pub max_client_tools: usize,
+    /// Exhibits retrieved into the prompt when the session's enable_srs is on.
+    pub retrieval_k: usize,
 }
 
 impl Default for LlmConfig {
     fn default() -> Self {
         LlmConfig {
-            provider: LlmProviderKind::None,
-            base_url: "https://api.openai.com/v1".into(),
-            model: "gpt-4o-mini".into(),
+            provider: LlmProviderKind::Offline,
+            base_url: String::new(),
+            model: String::new(),
             api_key_env: "OPENAI_API_KEY".into(),
             system_prompt: DEFAULT_SYSTEM_PROMPT.into(),
             temperature: None,
@@ -191,14 +226,20 @@ impl Default for LlmConfig {
             first_token_timeout_seconds: 30.0,
             idle_timeout_seconds: 30.0,
             total_timeout_seconds: 120.0,
+            max_retries: 2,
+            max_tool_steps: 4,
+            max_client_tools: 16,
+            retrieval_k: 3,
         }
     }
 }
 
 pub const DEFAULT_SYSTEM_PROMPT: &str = "You are the museum's guide. Answer visitors' questions about \
 the collection briefly and warmly, in the visitor's language. Use only facts from the museum's \
-collection or the conversation; when you do not know, say so. Keep spoken answers short. When a \
-client function fits (for example showing an exhibit on screen), call it.";
+collection (the exhibits given to you, or found with the search_collection and get_exhibit tools) \
+or the conversation; when you do not know, say so. Keep spoken answers short: two or three \
+sentences, no lists or markdown. When a client function fits (for example showing an exhibit on \
+screen), call it.";
 
 impl std::fmt::Debug for LlmConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -214,6 +255,22 @@ impl std::fmt::Debug for LlmConfig {
 }
 
 impl LlmConfig {
+    pub fn base_url(&self) -> String {
+        if self.base_url.is_empty() {
+            self.provider.default_base_url().to_string()
+        } else {
+            self.base_url.clone()
+        }
+    }
+
+    pub fn model(&self) -> String {
+        if self.model.is_empty() {
+            self.provider.default_model().to_string()
+        } else {
+            self.model.clone()
+        }
+    }
+
     /// Reads the API key from the environment variable named by `api_key_env`.
     pub fn api_key(&self) -> Option<String> {
         if self.api_key_env.is_empty() {
@@ -310,9 +367,6 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "limits.hard_frame_bytes must be at least the text and binary frame limits".into(),
             ));
-        }
-        if self.llm.provider != LlmProviderKind::None && self.llm.base_url.is_empty() {
-            return Err(ConfigError::Invalid("llm.base_url is empty".into()));
         }
         Ok(())
     }

@@ -9,10 +9,15 @@
 //! upload gets a clear ERROR and `require_tts` gets a text-only reply with a `notice`.
 
 pub mod history;
+pub mod prompt;
 pub mod reply;
+pub mod slash;
 pub mod speech;
+pub mod tools;
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::Value;
@@ -21,14 +26,15 @@ use tokio::time::Instant;
 use crate::config::{LlmConfig, secs};
 use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, ServerMessage};
 use crate::providers::llm::{
-    ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolSpec,
+    ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
-use crate::providers::srs::Retriever;
+use crate::providers::srs::{Hit, Retriever};
 use crate::session::attributes::Attributes;
 use crate::session::inflight::{InFlight, RequestCtx};
 use crate::session::outbox::Outbox;
 use history::{CUT_OFF_MARKER, History};
 use reply::ReplyStream;
+use tools::CallKind;
 
 /// What the pipeline needs from the server, built once.
 pub struct Deps {
@@ -109,36 +115,27 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
             vec![ChatMessage::new(Role::User, text)]
         }
         Input::Text(t) => vec![ChatMessage::new(Role::User, t.clone())],
-        Input::FunctionResult(fr, text) => {
-            let known = job
-                .history
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .has_call(fr.call_id.as_deref().unwrap_or(""));
-            let result_text = match &fr.result {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let mut turn = Vec::new();
-            if known {
-                let mut m = ChatMessage::new(Role::Tool, result_text);
-                m.tool_call_id = fr.call_id.clone();
-                turn.push(m);
-            } else {
-                turn.push(ChatMessage::new(
-                    Role::User,
-                    format!(
-                        "[The function {} on my device returned: {result_text}]",
-                        fr.name
-                    ),
-                ));
-            }
-            if let Some(t) = text {
-                turn.push(ChatMessage::new(Role::User, t.clone()));
-            }
-            turn
-        }
+        Input::FunctionResult(fr, text) => function_result_turn(job, fr, text.as_deref()),
     };
+    // The visitor's own words this turn (for slash commands, retrieval and tool selection).
+    let said = user_turn
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::User)
+        .map(|m| m.content.clone())
+        .unwrap_or_default();
+    let mut reply = ReplyStream::new(
+        job.ctx.clone(),
+        job.outbox.clone(),
+        job.attrs.require_tts,
+        deps,
+    );
+
+    if let Some((cmd, args)) = slash::parse(&said) {
+        let text = slash::run(&cmd, &args, deps.retriever.as_deref()).await;
+        reply.push_text(&text).await;
+        return finish(job, reply, user_turn).await;
+    }
     let Some(llm) = deps.llm.clone() else {
         return Err(Failure {
             code: ErrorCode::InternalError,
@@ -146,20 +143,15 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
                 .into(),
         });
     };
+    let cfg = &deps.llm_config;
+    let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
+    let retrieved = retrieve(job, deps, &said).await;
 
-    let mut messages = vec![ChatMessage::new(
-        Role::System,
-        deps.llm_config.system_prompt.clone(),
-    )];
-    messages.extend(
-        job.history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .for_prompt_with(&user_turn),
-    );
-    let tools: Vec<ToolSpec> = job
-        .attrs
-        .functions
+    // Tools: the client's (at most max_client_tools, best matches first) and the server's.
+    let client_tools =
+        tools::select_client_tools(&job.attrs.functions, &said, cfg.max_client_tools);
+    let client_names: HashSet<String> = client_tools.iter().map(|f| f.name.clone()).collect();
+    let mut offered: Vec<ToolSpec> = client_tools
         .iter()
         .map(|f| ToolSpec {
             name: f.name.clone(),
@@ -167,126 +159,296 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
             parameters: f.json_schema(),
         })
         .collect();
-    let request = ChatRequest { messages, tools };
+    if deps.retriever.is_some() {
+        offered.extend(tools::server_tool_specs());
+    }
+    let system = prompt::system_message(&cfg.system_prompt, retrieved.as_deref());
 
-    let cfg = &deps.llm_config;
-    let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
-    let mut stream = llm.stream(request);
-    let ctx = &job.ctx;
-    let mut reply = ReplyStream::new(ctx.clone(), job.outbox.clone(), job.attrs.require_tts, deps);
-    let mut calls = Vec::new();
-    let mut first = true;
+    // The tool loop: the model answers, server tools and error observations go back to it, until
+    // it answers without needing them or the step limit is reached.
+    let mut turn = user_turn;
+    let mut step = 0;
     loop {
-        let wait = if first {
-            secs(cfg.first_token_timeout_seconds)
-        } else {
-            secs(cfg.idle_timeout_seconds)
+        step += 1;
+        let mut messages = vec![ChatMessage::new(Role::System, system.clone())];
+        messages.extend(
+            job.history
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .for_prompt_with(&turn),
+        );
+        let request = ChatRequest {
+            messages,
+            tools: offered.clone(),
+            retrieved: retrieved.clone(),
         };
-        let until = (Instant::now() + wait).min(deadline);
-        let next = tokio::select! {
-            biased;
-            _ = ctx.token.cancelled() => {
-                drop(stream); // closes the upstream connection now
-                record_cut_off(job, user_turn, reply.text(), calls);
-                return Ok(());
-            }
-            r = tokio::time::timeout_at(until, stream.next()) => r,
+        let Some(out) = stream_step(
+            job,
+            &llm,
+            request,
+            &mut reply,
+            &offered,
+            &client_names,
+            cfg,
+            deadline,
+        )
+        .await?
+        else {
+            record_cut_off(job, turn, reply.text());
+            return Ok(());
         };
-        let item = match next {
-            Err(_) => {
-                let what = if first {
-                    "first token"
-                } else if Instant::now() >= deadline {
-                    "whole reply"
-                } else {
-                    "next chunk"
-                };
-                return Err(Failure {
-                    code: ErrorCode::RequestTimeout,
-                    detail: format!("the LLM endpoint did not send the {what} in time"),
-                });
-            }
-            Ok(None) => break,
-            Ok(Some(item)) => item?,
-        };
-        first = false;
-        match item {
-            Segment::Text(t) => reply.push_text(&t).await,
-            Segment::ToolCall(call) => {
-                let known = job.attrs.functions.iter().any(|f| f.name == call.name);
-                match (&call.arguments, known) {
-                    (Ok(args), true) => {
-                        reply
-                            .push_function_call(FunctionCall {
-                                name: call.name.clone(),
-                                parameters: args.clone(),
-                                call_id: Some(call.id.clone()),
-                            })
-                            .await;
-                        calls.push(call);
-                    }
-                    (Err(raw), _) => {
-                        tracing::warn!(tool = %call.name, args = %raw.chars().take(200).collect::<String>(), "LLM sent unparsable tool arguments; call not forwarded")
-                    }
-                    (Ok(_), false) => {
-                        tracing::warn!(tool = %call.name, "LLM called a function the session does not have; call not forwarded")
+        let mut answer = ChatMessage::new(Role::Assistant, out.text);
+        answer.tool_calls = out.calls.iter().map(|(c, _)| c.clone()).collect();
+        turn.push(answer);
+        let mut observations = Vec::new();
+        for (call, kind) in out.calls {
+            let content = match kind {
+                CallKind::Client(_) => continue, // already sent; its result comes from the client
+                CallKind::Invalid(obs) => {
+                    tracing::info!(tool = %call.name, observation = %obs, "tool call refused; told the model");
+                    obs
+                }
+                CallKind::Server(args) => {
+                    let run = tools::run_server_tool(&call.name, &args, deps.retriever.as_deref());
+                    tokio::select! {
+                        biased;
+                        _ = job.ctx.token.cancelled() => {
+                            record_cut_off(job, turn, reply.text());
+                            return Ok(());
+                        }
+                        r = tokio::time::timeout(SERVER_TOOL_TIMEOUT, run) => r.unwrap_or_else(|_| {
+                            serde_json::json!({"error": "the tool timed out"}).to_string()
+                        }),
                     }
                 }
-            }
-            Segment::Done(meta) => {
-                tracing::debug!(finish = ?meta.finish_reason, prompt_tokens = ?meta.prompt_tokens, completion_tokens = ?meta.completion_tokens, "LLM reply done");
-                break;
-            }
+            };
+            let mut m = ChatMessage::new(Role::Tool, content);
+            m.tool_call_id = Some(call.id.clone());
+            observations.push(m);
+        }
+        if observations.is_empty() {
+            break;
+        }
+        turn.extend(observations);
+        if step >= cfg.max_tool_steps {
+            tracing::warn!(
+                steps = step,
+                "tool loop reached max_tool_steps; ending the reply"
+            );
+            break;
         }
     }
-    drop(stream);
+    finish(job, reply, turn).await
+}
+
+/// Ends a request normally: waits for pending output, claims the end, sends the final frame and
+/// records the turn.
+async fn finish(job: &Job, mut reply: ReplyStream, turn: Vec<ChatMessage>) -> Result<(), Failure> {
     tokio::select! {
         biased;
-        _ = ctx.token.cancelled() => {
-            record_cut_off(job, user_turn, reply.text(), calls);
+        _ = job.ctx.token.cancelled() => {
+            record_cut_off(job, turn, reply.text());
             return Ok(());
         }
         r = reply.flush() => r?,
     }
-
-    if job.inflight.finish(ctx) {
+    if job.inflight.finish(&job.ctx) {
         job.outbox
             .send(&ServerMessage::Response(reply.final_frame()))
             .await;
-        let mut turn = user_turn;
-        let mut answer = ChatMessage::new(Role::Assistant, reply.text());
-        answer.tool_calls = calls;
-        turn.push(answer);
         job.history
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push_turn(turn);
     } else {
         // Interrupted between the last chunk and the end: keep what was delivered.
-        record_cut_off(job, user_turn, reply.text(), calls);
+        record_cut_off(job, turn, reply.text());
     }
     Ok(())
 }
 
-/// Keeps an interrupted turn in the history, cut where the visitor stopped seeing it.
-fn record_cut_off(
+/// The turn for a reported client function result (extension).
+fn function_result_turn(job: &Job, fr: &FunctionResult, text: Option<&str>) -> Vec<ChatMessage> {
+    let known = job
+        .history
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .has_call(fr.call_id.as_deref().unwrap_or(""));
+    let result_text = match &fr.result {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let mut turn = Vec::new();
+    if known {
+        let mut m = ChatMessage::new(Role::Tool, result_text);
+        m.tool_call_id = fr.call_id.clone();
+        turn.push(m);
+    } else {
+        turn.push(ChatMessage::new(
+            Role::User,
+            format!(
+                "[The function {} on my device returned: {result_text}]",
+                fr.name
+            ),
+        ));
+    }
+    if let Some(t) = text {
+        turn.push(ChatMessage::new(Role::User, t.to_string()));
+    }
+    turn
+}
+
+/// Searches the collection for the visitor's words when the session has `enable_srs`.
+/// A failing search never fails the request: it is logged and the answer goes on without it.
+async fn retrieve(job: &Job, deps: &Deps, said: &str) -> Option<Vec<Hit>> {
+    let r = deps.retriever.as_ref()?;
+    if !job.attrs.enable_srs || said.trim().is_empty() {
+        return None;
+    }
+    let k = deps.llm_config.retrieval_k;
+    tokio::select! {
+        biased;
+        _ = job.ctx.token.cancelled() => None,
+        res = tokio::time::timeout(SERVER_TOOL_TIMEOUT, r.search(said, k)) => match res {
+            Ok(Ok(hits)) => Some(hits),
+            Ok(Err(e)) => {
+                tracing::warn!(retriever = r.name(), error = %e, "collection search failed; answering without it");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(retriever = r.name(), "collection search timed out; answering without it");
+                None
+            }
+        },
+    }
+}
+
+/// What one model call produced.
+struct StepOutput {
+    text: String,
+    calls: Vec<(ToolCall, CallKind)>,
+}
+
+/// One model call, streamed to the client as it comes. Client tool calls are sent at once.
+/// Retries (connection refused, 429, 5xx, cut-off, no first token) happen only while nothing
+/// of this step has reached the client. `Ok(None)`: the request was cancelled.
+#[allow(clippy::too_many_arguments)]
+async fn stream_step(
     job: &Job,
-    mut turn: Vec<ChatMessage>,
-    text: &str,
-    calls: Vec<crate::providers::llm::ToolCall>,
-) {
+    llm: &Arc<dyn LlmProvider>,
+    request: ChatRequest,
+    reply: &mut ReplyStream,
+    offered: &[ToolSpec],
+    client_names: &HashSet<String>,
+    cfg: &LlmConfig,
+    deadline: Instant,
+) -> Result<Option<StepOutput>, Failure> {
+    let ctx = &job.ctx;
+    let mut attempt = 0;
+    'attempt: loop {
+        let mut stream = llm.stream(request.clone());
+        let mut out = StepOutput {
+            text: String::new(),
+            calls: Vec::new(),
+        };
+        let mut first = true;
+        loop {
+            let wait = if first {
+                secs(cfg.first_token_timeout_seconds)
+            } else {
+                secs(cfg.idle_timeout_seconds)
+            };
+            let until = (Instant::now() + wait).min(deadline);
+            let next = tokio::select! {
+                biased;
+                _ = ctx.token.cancelled() => return Ok(None), // drops the stream: upstream closed now
+                r = tokio::time::timeout_at(until, stream.next()) => r,
+            };
+            let error = match next {
+                Err(_) => {
+                    let what = if Instant::now() >= deadline {
+                        "whole reply"
+                    } else if first {
+                        "first token"
+                    } else {
+                        "next chunk"
+                    };
+                    LlmError::Timeout(format!("the LLM endpoint did not send the {what} in time"))
+                }
+                Ok(None) => return Ok(Some(out)),
+                Ok(Some(Err(e))) => e,
+                Ok(Some(Ok(segment))) => {
+                    first = false;
+                    match segment {
+                        Segment::Text(t) => {
+                            reply.push_text(&t).await;
+                            out.text.push_str(&t);
+                        }
+                        Segment::ToolCall(call) => {
+                            let kind = tools::classify(&call, offered, client_names);
+                            if let CallKind::Client(args) = &kind {
+                                reply
+                                    .push_function_call(FunctionCall {
+                                        name: call.name.clone(),
+                                        parameters: args.clone(),
+                                        call_id: Some(call.id.clone()),
+                                    })
+                                    .await;
+                            }
+                            out.calls.push((call, kind));
+                        }
+                        Segment::Done(meta) => {
+                            tracing::debug!(provider = llm.name(), finish = ?meta.finish_reason, prompt_tokens = ?meta.prompt_tokens, completion_tokens = ?meta.completion_tokens, "LLM step done");
+                            return Ok(Some(out));
+                        }
+                    }
+                    continue;
+                }
+            };
+            drop(stream);
+            let nothing_sent = out.text.is_empty()
+                && !out
+                    .calls
+                    .iter()
+                    .any(|(_, k)| matches!(k, CallKind::Client(_)));
+            if nothing_sent
+                && error.is_retryable()
+                && attempt < cfg.max_retries
+                && Instant::now() < deadline
+            {
+                let backoff = RETRY_BASE * 2u32.pow(attempt);
+                attempt += 1;
+                tracing::warn!(provider = llm.name(), error = %error, attempt, backoff_ms = backoff.as_millis() as u64, "LLM call failed before any output; retrying");
+                tokio::select! {
+                    biased;
+                    _ = ctx.token.cancelled() => return Ok(None),
+                    _ = tokio::time::sleep(backoff.min(deadline.saturating_duration_since(Instant::now()))) => {}
+                }
+                continue 'attempt;
+            }
+            tracing::warn!(provider = llm.name(), error = %error, "LLM call failed");
+            return Err(error.into());
+        }
+    }
+}
+
+const SERVER_TOOL_TIMEOUT: Duration = Duration::from_secs(5);
+const RETRY_BASE: Duration = Duration::from_millis(250);
+
+/// Keeps an interrupted turn in the history, cut where the visitor stopped seeing it. Tool
+/// calls and results of the cut turn are left out; the visitor's words and what they saw stay.
+fn record_cut_off(job: &Job, turn: Vec<ChatMessage>, text: &str) {
     let mut upto = job.ctx.delivered().min(text.len());
     while !text.is_char_boundary(upto) {
         upto -= 1;
     }
-    let mut reply = ChatMessage::new(
+    let mut kept: Vec<ChatMessage> = turn.into_iter().filter(|m| m.role == Role::User).collect();
+    kept.push(ChatMessage::new(
         Role::Assistant,
         format!("{}{CUT_OFF_MARKER}", &text[..upto]),
-    );
-    reply.tool_calls = calls;
-    turn.push(reply);
+    ));
     job.history
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .push_turn(turn);
+        .push_turn(kept);
 }

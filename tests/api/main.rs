@@ -7,6 +7,7 @@ mod bad_frames;
 mod cli;
 mod http;
 mod interrupt;
+mod llm;
 mod register;
 mod requests;
 mod session_timers;

@@ -134,10 +134,12 @@ async fn tool_call_becomes_function_call_with_parsed_parameters() {
         delay: Duration::ZERO,
         done: true,
     });
+    // The unknown tool goes back to the model as an observation; it then answers.
+    app.llm.push(text_reply(&["已为您打开展品卡片。"]));
     let mut c = app.client().await;
     c.text_request("r1", "show me exhibit 1001").await;
     let r = c.reply("r1").await;
-    assert_eq!(r.text, "我来为您展示。");
+    assert_eq!(r.text, "我来为您展示。已为您打开展品卡片。");
     assert_eq!(
         r.calls.len(),
         1,
@@ -147,6 +149,27 @@ async fn tool_call_becomes_function_call_with_parsed_parameters() {
     assert_eq!(r.calls[0]["name"], "show_exhibit");
     assert_eq!(r.calls[0]["parameters"], json!({"exhibit_id": "1001"}));
     assert_eq!(r.calls[0]["call_id"], "call_1");
+
+    let second = app.llm.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let obs = second
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_2")
+        .expect("observation for the unknown tool");
+    assert!(
+        obs["content"].as_str().unwrap().contains("unknown tool"),
+        "{obs}"
+    );
+    let pending = second
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_1")
+        .unwrap();
+    assert!(
+        pending["content"].as_str().unwrap().contains("no result"),
+        "{pending}"
+    );
 
     // The client reports the result (extension); the model continues with it as a tool message.
     app.llm.push(text_reply(&["卡片已显示。"]));
@@ -158,7 +181,7 @@ async fn tool_call_becomes_function_call_with_parsed_parameters() {
     .await;
     let r2 = c.reply("r2").await;
     assert_eq!(r2.text, "卡片已显示。");
-    let msgs = app.llm.requests()[1]["messages"]
+    let msgs = app.llm.requests()[2]["messages"]
         .as_array()
         .unwrap()
         .clone();
@@ -167,9 +190,14 @@ async fn tool_call_becomes_function_call_with_parsed_parameters() {
         .find(|m| m.get("tool_calls").is_some())
         .expect("assistant tool call in history");
     assert_eq!(asst["tool_calls"][0]["id"], "call_1");
-    let tool = msgs.iter().find(|m| m["role"] == "tool").unwrap();
-    assert_eq!(tool["tool_call_id"], "call_1");
-    assert_eq!(tool["content"], "{\"shown\":true}");
+    let tool = msgs
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "call_1")
+        .unwrap();
+    assert_eq!(
+        tool["content"], "{\"shown\":true}",
+        "the reported result replaces the placeholder"
+    );
 }
 
 #[tokio::test]
@@ -316,6 +344,7 @@ async fn upstream_failures_map_to_retryable_errors_and_the_session_goes_on() {
     let app = spawn_app_with(|c| {
         c.llm.first_token_timeout_seconds = 0.5;
         c.llm.idle_timeout_seconds = 0.5;
+        c.llm.max_retries = 0;
     })
     .await;
     let mut c = app.client().await;
@@ -408,4 +437,48 @@ async fn requests_in_flight_are_limited_per_session() {
             .unwrap()
             .contains("already in flight")
     );
+}
+
+#[tokio::test]
+async fn failures_before_any_output_are_retried_and_after_output_are_not() {
+    let app = spawn_app_with(|c| {
+        c.llm.first_token_timeout_seconds = 0.5;
+        c.llm.idle_timeout_seconds = 0.5;
+        c.llm.max_retries = 2;
+    })
+    .await;
+    let mut c = app.client().await;
+    app.llm.push(Script::Status(503, "busy".into()));
+    app.llm.push(Script::Stall);
+    app.llm.push(text_reply(&["third time lucky"]));
+    c.text_request("r1", "q").await;
+    let r = c.reply("r1").await;
+    assert_eq!(r.text, "third time lucky");
+    assert_eq!(app.llm.requests().len(), 3);
+    // Out of retries: the error reaches the client.
+    for _ in 0..3 {
+        app.llm.push(Script::Status(500, "down".into()));
+    }
+    c.text_request("r2", "q").await;
+    assert_eq!(
+        c.reply("r2").await.error.unwrap()["error_code"],
+        "INTERNAL_ERROR"
+    );
+    assert_eq!(app.llm.requests().len(), 6);
+    // Once text reached the client, a failure is not retried (no duplicated words).
+    app.llm
+        .push(Script::StallAfter(vec![text_chunk("half an ans")]));
+    c.text_request("r3", "q").await;
+    let r = c.reply("r3").await;
+    assert_eq!(r.text, "half an ans");
+    assert_eq!(r.error.unwrap()["error_code"], "REQUEST_TIMEOUT");
+    assert_eq!(app.llm.requests().len(), 7);
+    // A malformed stream is not retried either.
+    app.llm.push(Script::Raw("data: {broken\n\n".into()));
+    c.text_request("r4", "q").await;
+    assert_eq!(
+        c.reply("r4").await.error.unwrap()["error_code"],
+        "INTERNAL_ERROR"
+    );
+    assert_eq!(app.llm.requests().len(), 8);
 }

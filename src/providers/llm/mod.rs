@@ -5,6 +5,8 @@
 //! that drops the HTTP response and closes its connection at once. Timeouts between chunks are
 //! applied by the caller (the pipeline), the same for every provider.
 
+pub mod gemini;
+pub mod offline;
 pub mod openai;
 
 use std::pin::Pin;
@@ -72,6 +74,10 @@ pub struct ToolSpec {
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub tools: Vec<ToolSpec>,
+    /// What the collection search found for this question (`None`: retrieval did not run).
+    /// Vendor providers see it as text in the system message; the offline provider answers
+    /// from it directly.
+    pub retrieved: Option<Vec<crate::providers::srs::Hit>>,
 }
 
 /// Usage and timing reported at the end of a reply.
@@ -110,6 +116,16 @@ impl LlmError {
     /// Whether the protocol error for this is REQUEST_TIMEOUT (else INTERNAL_ERROR).
     pub fn is_timeout(&self) -> bool {
         matches!(self, LlmError::Timeout(_))
+    }
+
+    /// Whether trying the same call again may succeed (refused or dropped connections, 429,
+    /// 5xx, timeouts). Malformed streams and the vendor's own refusals are not retried.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LlmError::Connect(_) | LlmError::Timeout(_) | LlmError::Closed(_) => true,
+            LlmError::Status { status, .. } => *status == 429 || (500..=599).contains(status),
+            LlmError::Malformed(_) | LlmError::Upstream(_) => false,
+        }
     }
 }
 

@@ -255,7 +255,7 @@ fn snippet(s: &str) -> String {
     s[..end].to_string()
 }
 
-fn map_reqwest(e: reqwest::Error) -> LlmError {
+pub(super) fn map_reqwest(e: reqwest::Error) -> LlmError {
     if e.is_timeout() {
         LlmError::Timeout(e.to_string())
     } else if e.is_connect() {
@@ -513,6 +513,7 @@ mod tests {
                 description: "d".into(),
                 parameters: json!({"type": "object"}),
             }],
+            ..Default::default()
         };
         let b = p.body(&req);
         assert_eq!(b["stream"], true);

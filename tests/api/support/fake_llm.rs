@@ -42,6 +42,7 @@ struct Inner {
     scripts: Mutex<VecDeque<Script>>,
     requests: Mutex<Vec<Value>>,
     auth_headers: Mutex<Vec<Option<String>>>,
+    paths: Mutex<Vec<String>>,
     disconnects: AtomicUsize,
     completed: AtomicUsize,
     changed: Notify,
@@ -77,6 +78,15 @@ pub fn tool_chunk(index: u64, id: Option<&str>, name: Option<&str>, args: &str) 
     }
     json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake",
            "choices": [{"index": 0, "delta": {"tool_calls": [call]}, "finish_reason": null}]})
+}
+
+/// A Gemini `GenerateContentResponse` chunk with these parts (and a finishReason when given).
+pub fn gemini_chunk(parts: Value, finish: Option<&str>) -> Value {
+    let mut cand = json!({"content": {"role": "model", "parts": parts}, "index": 0});
+    if let Some(f) = finish {
+        cand["finishReason"] = json!(f);
+    }
+    json!({"candidates": [cand], "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3}})
 }
 
 /// A whole text reply: role chunk, the pieces, the finish chunk.
@@ -123,17 +133,19 @@ fn sse(data: &str) -> Result<Bytes, Infallible> {
 
 async fn handle(
     State(inner): State<Arc<Inner>>,
+    uri: axum::http::Uri,
     headers: axum::http::HeaderMap,
     body: String,
 ) -> Response {
     let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     inner.requests.lock().unwrap().push(v);
-    inner.auth_headers.lock().unwrap().push(
-        headers
-            .get(header::AUTHORIZATION)
-            .and_then(|h| h.to_str().ok())
-            .map(str::to_string),
-    );
+    let auth = headers
+        .get(header::AUTHORIZATION)
+        .or_else(|| headers.get("x-goog-api-key"))
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_string);
+    inner.auth_headers.lock().unwrap().push(auth);
+    inner.paths.lock().unwrap().push(uri.to_string());
     inner.changed.notify_waiters();
     let script = inner
         .scripts
@@ -210,6 +222,8 @@ impl FakeLlm {
         let inner = Arc::new(Inner::default());
         let router = Router::new()
             .route("/v1/chat/completions", post(handle))
+            // Gemini: /v1beta/models/{model}:streamGenerateContent?alt=sse
+            .route("/v1beta/models/{*rest}", post(handle))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -227,6 +241,11 @@ impl FakeLlm {
 
     pub fn requests(&self) -> Vec<Value> {
         self.inner.requests.lock().unwrap().clone()
+    }
+
+    /// Paths (with query) of the requests, in order.
+    pub fn paths(&self) -> Vec<String> {
+        self.inner.paths.lock().unwrap().clone()
     }
 
     pub fn auth_headers(&self) -> Vec<Option<String>> {
