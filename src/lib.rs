@@ -14,8 +14,10 @@
 //! protocol/      wire types of every message both ways, decode with field-naming errors, encode. Pure
 //! session/       per-connection state machine and its task: attributes, requests in flight (a child
 //!                CancellationToken each), uploads, heartbeat/warn/expiry timers, the outbox
-//! pipeline/      one request: input → prompt (+ history) → LLM stream → RESPONSE frames
-//! providers/llm/ one trait (stream of Segments) and the OpenAI-compatible provider
+//! pipeline/      one request: input → slash command, or prompt (+ retrieval, history) → tool loop
+//!                (server tools, observations) → RESPONSE frames via ReplyStream
+//! providers/llm/ one trait (stream of Segments): openai, gemini, offline (the default)
+//! providers/srs/ the Retriever trait over the collection
 //! transport/     ws.rs: upgrade, reader adapter, the one writer task per socket; http.rs: health
 //! store/         the only rusqlite user: accounts, API keys, migrations from migrations/*.sql
 //! util.rs        time, random ids, process CPU and RSS readings
