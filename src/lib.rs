@@ -38,6 +38,7 @@
 pub mod app;
 pub mod auth;
 pub mod config;
+pub mod load;
 pub mod pipeline;
 pub mod protocol;
 pub mod providers;

@@ -8,6 +8,7 @@ mod cli;
 mod http;
 mod interrupt;
 mod llm;
+mod load;
 mod register;
 mod requests;
 mod session_timers;

@@ -1,0 +1,215 @@
+//! `museum-agent-load`: the load tool. See `museum_agent::load` and the README's Performance
+//! section. Bounded in count and time; loopback only.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use museum_agent::load::scenarios::{self, Target};
+use museum_agent::load::upstream::{FakeUpstream, UpstreamTiming};
+use museum_agent::load::{Report, SpawnedServer, stats};
+
+#[derive(Parser)]
+#[command(
+    name = "museum-agent-load",
+    about = "Load generator for servers speaking the museum agent protocol"
+)]
+struct Cli {
+    /// Server URL (ws://127.0.0.1:PORT/ws/agent/stream). Not needed with --spawn.
+    #[arg(long)]
+    url: Option<String>,
+    /// API key for REGISTER.
+    #[arg(long, env = "MUSEUM_AGENT_LOAD_KEY")]
+    api_key: Option<String>,
+    /// The server's pid, to read its RSS and CPU (same machine).
+    #[arg(long)]
+    pid: Option<u32>,
+    /// Start this museum-agent binary, pointed at the tool's own fake upstream.
+    #[arg(long)]
+    spawn: Option<PathBuf>,
+    /// Write the figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Subcommand, Clone)]
+enum Scenario {
+    /// Raw WebSocket echo baseline (in-process server).
+    Echo {
+        #[arg(long, default_value_t = 50)]
+        conns: usize,
+        #[arg(long, default_value_t = 200)]
+        messages: usize,
+    },
+    /// Hold N registered sessions for T seconds.
+    Idle {
+        #[arg(long, default_value_t = 1000)]
+        sessions: usize,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 256)]
+        concurrency: usize,
+    },
+    /// N sessions streaming replies; relay latency.
+    Stream {
+        #[arg(long, default_value_t = 100)]
+        sessions: usize,
+        #[arg(long, default_value_t = 3)]
+        requests: usize,
+        #[arg(long, default_value_t = 50)]
+        chunks: usize,
+        #[arg(long, default_value_t = 20.0)]
+        rate: f64,
+    },
+    /// Requests interrupted at random points.
+    Interrupt {
+        #[arg(long, default_value_t = 50)]
+        sessions: usize,
+        #[arg(long, default_value_t = 5)]
+        requests: usize,
+    },
+    /// Connect → register → request → disconnect cycles.
+    Churn {
+        #[arg(long, default_value_t = 2000)]
+        cycles: usize,
+        #[arg(long, default_value_t = 50)]
+        concurrency: usize,
+    },
+    /// echo, stream, interrupt, churn and idle with their defaults, in one run.
+    All,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let nofile = stats::raise_nofile_limit();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let epoch = Instant::now();
+        let up = FakeUpstream::start(
+            epoch,
+            UpstreamTiming {
+                chunks: 50,
+                rate: 20.0,
+            },
+        )
+        .await?;
+        let mut spawned = None;
+        let target = match &cli.spawn {
+            Some(bin) => {
+                let s = SpawnedServer::start(bin, &up.base_url(), &[]).await?;
+                let t = Target {
+                    url: s.url.clone(),
+                    api_key: s.api_key.clone(),
+                    pid: Some(s.pid),
+                };
+                spawned = Some(s);
+                t
+            }
+            None => Target {
+                url: cli
+                    .url
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("--url or --spawn is required"))?,
+                api_key: cli
+                    .api_key
+                    .clone()
+                    .ok_or_else(|| anyhow::anyhow!("--api-key is required with --url"))?,
+                pid: cli.pid,
+            },
+        };
+        anyhow::ensure!(
+            target.url.contains("://127.")
+                || target.url.contains("://localhost")
+                || target.url.contains("://[::1]"),
+            "loopback targets only"
+        );
+        if spawned.is_none() {
+            eprintln!(
+                "fake upstream for the server under test: {} (point its [llm] base_url here)",
+                up.base_url()
+            );
+        }
+        eprintln!("open-file limit: {nofile}");
+        let mut reports: Vec<Report> = Vec::new();
+        let scenarios = match cli.scenario {
+            Scenario::All => vec![
+                Scenario::Echo {
+                    conns: 50,
+                    messages: 200,
+                },
+                Scenario::Stream {
+                    sessions: 100,
+                    requests: 3,
+                    chunks: 50,
+                    rate: 20.0,
+                },
+                Scenario::Interrupt {
+                    sessions: 50,
+                    requests: 5,
+                },
+                Scenario::Churn {
+                    cycles: 2000,
+                    concurrency: 50,
+                },
+                Scenario::Idle {
+                    sessions: 1000,
+                    seconds: 10.0,
+                    concurrency: 256,
+                },
+            ],
+            s => vec![s],
+        };
+        for s in scenarios {
+            let r = match s {
+                Scenario::Echo { conns, messages } => scenarios::echo(conns, messages).await?,
+                Scenario::Idle {
+                    sessions,
+                    seconds,
+                    concurrency,
+                } => {
+                    scenarios::idle(
+                        &target,
+                        sessions,
+                        Duration::from_secs_f64(seconds),
+                        concurrency,
+                    )
+                    .await?
+                }
+                Scenario::Stream {
+                    sessions,
+                    requests,
+                    chunks,
+                    rate,
+                } => {
+                    scenarios::stream(&target, &up, epoch, sessions, requests, chunks, rate).await?
+                }
+                Scenario::Interrupt { sessions, requests } => {
+                    scenarios::interrupt(&target, &up, sessions, requests).await?
+                }
+                Scenario::Churn {
+                    cycles,
+                    concurrency,
+                } => scenarios::churn(&target, &up, cycles, concurrency).await?,
+                Scenario::All => unreachable!(),
+            };
+            print!("{}", r.table());
+            reports.push(r);
+        }
+        if let Some(path) = &cli.json {
+            let v = serde_json::json!({
+                "date": museum_agent::util::now_ms(),
+                "target": target.url,
+                "reports": reports.iter().map(Report::json).collect::<Vec<_>>(),
+            });
+            std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
+        }
+        if let Some(mut s) = spawned {
+            let _ = s.child.kill().await;
+        }
+        anyhow::Ok(())
+    })
+}

@@ -1,0 +1,90 @@
+//! A minimal client of the protocol for the load tool (any server speaking it).
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+pub struct Client {
+    pub ws: Ws,
+    pub session_id: String,
+}
+
+pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn frame(msg_type: &str, sid: &str, payload: Value) -> String {
+    json!({"version": "1.0", "msg_type": msg_type, "session_id": sid, "payload": payload,
+           "timestamp": crate::util::now_ms()})
+    .to_string()
+}
+
+impl Client {
+    pub async fn connect(url: &str) -> anyhow::Result<Client> {
+        let (ws, _) =
+            tokio::time::timeout(IO_TIMEOUT, tokio_tungstenite::connect_async(url)).await??;
+        Ok(Client {
+            ws,
+            session_id: String::new(),
+        })
+    }
+
+    pub async fn send(&mut self, msg_type: &str, payload: Value) -> anyhow::Result<()> {
+        let text = frame(msg_type, &self.session_id, payload);
+        tokio::time::timeout(IO_TIMEOUT, self.ws.send(Message::Text(text.into()))).await??;
+        Ok(())
+    }
+
+    /// Next JSON frame; HEARTBEATs are answered and skipped.
+    pub async fn recv(&mut self) -> anyhow::Result<Value> {
+        loop {
+            let msg = tokio::time::timeout(IO_TIMEOUT, self.ws.next())
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("connection closed"))??;
+            match msg {
+                Message::Text(t) => {
+                    let v: Value = serde_json::from_str(t.as_str())?;
+                    if v["msg_type"] == "HEARTBEAT" {
+                        self.send("HEARTBEAT_REPLY", json!({"client_status": "ONLINE"}))
+                            .await?;
+                        continue;
+                    }
+                    return Ok(v);
+                }
+                Message::Close(_) => anyhow::bail!("connection closed by the server"),
+                _ => continue,
+            }
+        }
+    }
+
+    pub async fn register(&mut self, api_key: &str) -> anyhow::Result<()> {
+        let payload = json!({"auth": {"type": "API_KEY", "api_key": api_key}, "platform": "WEB",
+                             "require_tts": false, "enable_srs": false, "function_calling": []});
+        let text = frame("REGISTER", "", payload);
+        tokio::time::timeout(IO_TIMEOUT, self.ws.send(Message::Text(text.into()))).await??;
+        let v = self.recv().await?;
+        anyhow::ensure!(v["msg_type"] == "REGISTER_ACK", "REGISTER refused: {v}");
+        self.session_id = v["payload"]["session_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        Ok(())
+    }
+
+    pub async fn text_request(&mut self, id: &str, text: &str) -> anyhow::Result<()> {
+        self.send(
+            "REQUEST",
+            json!({"request_id": id, "data_type": "TEXT", "stream_flag": false, "stream_seq": 0,
+                   "content": {"text": text}}),
+        )
+        .await
+    }
+
+    pub async fn close(mut self) {
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.ws.close(None)).await;
+    }
+}

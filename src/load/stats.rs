@@ -1,0 +1,86 @@
+//! Latency samples and their percentiles.
+
+#[derive(Debug, Default, Clone)]
+pub struct Samples {
+    micros: Vec<f64>,
+}
+
+impl Samples {
+    pub fn push_micros(&mut self, us: f64) {
+        self.micros.push(us);
+    }
+
+    pub fn extend(&mut self, other: Samples) {
+        self.micros.extend(other.micros);
+    }
+
+    pub fn len(&self) -> usize {
+        self.micros.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.micros.is_empty()
+    }
+
+    /// Percentile `p` in 0..=1 (nearest rank), in microseconds; NaN when empty.
+    pub fn pct(&mut self, p: f64) -> f64 {
+        if self.micros.is_empty() {
+            return f64::NAN;
+        }
+        self.micros
+            .sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+        let rank = ((p * self.micros.len() as f64).ceil() as usize).clamp(1, self.micros.len());
+        self.micros[rank - 1]
+    }
+
+    pub fn max(&self) -> f64 {
+        self.micros.iter().cloned().fold(f64::NAN, f64::max)
+    }
+}
+
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    Some(ticks as f64 / if hz > 0 { hz as f64 } else { 100.0 })
+}
+
+/// Raises this process's open-file limit to its hard limit (sockets are files).
+pub fn raise_nofile_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+            return r.rlim_cur as u64;
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let mut s = Samples::default();
+        for i in 1..=100 {
+            s.push_micros(i as f64);
+        }
+        assert_eq!(s.pct(0.5), 50.0);
+        assert_eq!(s.pct(0.99), 99.0);
+        assert_eq!(s.pct(1.0), 100.0);
+        assert_eq!(s.max(), 100.0);
+        assert!(Samples::default().pct(0.5).is_nan());
+        assert!(cpu_seconds(std::process::id()).is_some());
+    }
+}

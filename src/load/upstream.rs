@@ -1,0 +1,178 @@
+//! The load tool's own OpenAI-compatible upstream, whose timing it controls: each reply is
+//! `chunks` text chunks sent at `rate` chunks per second, each chunk's text being `@<ns>;` —
+//! the moment it was written, in nanoseconds since the tool's epoch — so the client can measure
+//! relay latency (chunk written upstream → RESPONSE frame received). It records when a client
+//! went away before its reply was complete, keyed by the question's text.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::post;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+#[derive(Debug, Clone, Copy)]
+pub struct UpstreamTiming {
+    pub chunks: usize,
+    /// Chunks per second; 0 = as fast as possible.
+    pub rate: f64,
+}
+
+struct Inner {
+    epoch: Instant,
+    timing: Mutex<UpstreamTiming>,
+    disconnects: Mutex<HashMap<String, Instant>>,
+    started: AtomicU64,
+    completed: AtomicU64,
+}
+
+#[derive(Clone)]
+pub struct FakeUpstream {
+    pub addr: SocketAddr,
+    inner: Arc<Inner>,
+}
+
+struct Guard {
+    inner: Arc<Inner>,
+    tag: String,
+    done: bool,
+}
+
+impl Guard {
+    fn complete(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if self.done {
+            self.inner.completed.fetch_add(1, Ordering::Relaxed);
+        } else {
+            let mut d = self
+                .inner
+                .disconnects
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            d.insert(std::mem::take(&mut self.tag), Instant::now());
+        }
+    }
+}
+
+fn sse(v: &str) -> Result<Bytes, Infallible> {
+    Ok(Bytes::from(format!("data: {v}\n\n")))
+}
+
+async fn chat(State(inner): State<Arc<Inner>>, body: String) -> Response {
+    let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let tag = v["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or("")
+        .to_string();
+    inner.started.fetch_add(1, Ordering::Relaxed);
+    let timing = *inner.timing.lock().unwrap_or_else(|p| p.into_inner());
+    let guard = Guard {
+        inner: inner.clone(),
+        tag,
+        done: false,
+    };
+    let period = (timing.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / timing.rate));
+    let stream = futures_util::stream::unfold((0usize, guard), move |(i, guard)| async move {
+        if i > timing.chunks + 1 {
+            guard.complete();
+            return None;
+        }
+        if i > 0
+            && i <= timing.chunks
+            && let Some(p) = period
+        {
+            tokio::time::sleep(p).await;
+        }
+        let item = if i < timing.chunks {
+            let ns = guard.inner.epoch.elapsed().as_nanos();
+            sse(&json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": format!("@{ns};")}, "finish_reason": null}]}).to_string())
+        } else if i == timing.chunks {
+            sse(&json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).to_string())
+        } else {
+            sse("[DONE]")
+        };
+        Some((item, (i + 1, guard)))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .expect("valid response")
+}
+
+impl FakeUpstream {
+    pub async fn start(epoch: Instant, timing: UpstreamTiming) -> std::io::Result<FakeUpstream> {
+        let inner = Arc::new(Inner {
+            epoch,
+            timing: Mutex::new(timing),
+            disconnects: Mutex::new(HashMap::new()),
+            started: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+        });
+        let router = Router::new()
+            .route("/v1/chat/completions", post(chat))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        Ok(FakeUpstream { addr, inner })
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    pub fn set_timing(&self, t: UpstreamTiming) {
+        *self.inner.timing.lock().unwrap_or_else(|p| p.into_inner()) = t;
+    }
+
+    /// When the server dropped the reply to the question `tag`, if it did.
+    pub fn disconnected_at(&self, tag: &str) -> Option<Instant> {
+        self.inner
+            .disconnects
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tag)
+            .copied()
+    }
+
+    pub fn started(&self) -> u64 {
+        self.inner.started.load(Ordering::Relaxed)
+    }
+
+    pub fn completed(&self) -> u64 {
+        self.inner.completed.load(Ordering::Relaxed)
+    }
+}
+
+/// The stamps `@<ns>;` in a text.
+pub fn stamps(text: &str) -> impl Iterator<Item = u128> + '_ {
+    text.split(';')
+        .filter_map(|p| p.strip_prefix('@'))
+        .filter_map(|n| n.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn stamps_parse() {
+        let v: Vec<u128> = super::stamps("@12;@345;junk;").collect();
+        assert_eq!(v, vec![12, 345]);
+    }
+}

@@ -1,0 +1,84 @@
+//! Smoke test of the load tool: every scenario runs briefly with tiny numbers so the tool keeps
+//! working. No timing assertions: only that the scenarios complete and count correctly.
+
+use std::time::{Duration, Instant};
+
+use museum_agent::load::SpawnedServer;
+use museum_agent::load::scenarios::{self, Target};
+use museum_agent::load::upstream::{FakeUpstream, UpstreamTiming};
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_scenario_runs_with_tiny_numbers() {
+    let epoch = Instant::now();
+    let up = FakeUpstream::start(
+        epoch,
+        UpstreamTiming {
+            chunks: 5,
+            rate: 0.0,
+        },
+    )
+    .await
+    .unwrap();
+    let base = up.base_url();
+    let app = spawn_app_with(move |c| c.llm.base_url = base).await;
+    let t = Target {
+        url: app.ws_url(),
+        api_key: app.api_key.clone(),
+        pid: Some(std::process::id()),
+    };
+
+    let r = scenarios::echo(2, 5).await.unwrap();
+    assert_eq!(r.get("round trips"), Some(10.0));
+
+    let r = scenarios::stream(&t, &up, epoch, 3, 2, 4, 0.0)
+        .await
+        .unwrap();
+    assert_eq!(r.get("chunks relayed"), Some(24.0), "{}", r.table());
+    assert_eq!(r.get("errors"), Some(0.0));
+    assert!(r.get("relay latency p99").unwrap() > 0.0);
+
+    let r = scenarios::interrupt(&t, &up, 2, 2).await.unwrap();
+    assert_eq!(r.get("interrupts"), Some(4.0), "{}", r.table());
+    assert_eq!(r.get("frames after the final frame"), Some(0.0));
+    assert_eq!(r.get("upstream never closed"), Some(0.0));
+
+    let r = scenarios::churn(&t, &up, 10, 3).await.unwrap();
+    assert_eq!(r.get("failures"), Some(0.0), "{}", r.table());
+
+    let r = scenarios::idle(&t, 5, Duration::from_millis(50), 5)
+        .await
+        .unwrap();
+    assert_eq!(r.get("sessions registered"), Some(5.0), "{}", r.table());
+    assert!(r.json()["figures"]["server RSS per session"]["unit"] == "KiB");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tool_can_spawn_the_real_binary() {
+    let epoch = Instant::now();
+    let up = FakeUpstream::start(
+        epoch,
+        UpstreamTiming {
+            chunks: 3,
+            rate: 0.0,
+        },
+    )
+    .await
+    .unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_museum-agent"));
+    let mut s = SpawnedServer::start(bin, &up.base_url(), &[])
+        .await
+        .unwrap();
+    let t = Target {
+        url: s.url.clone(),
+        api_key: s.api_key.clone(),
+        pid: Some(s.pid),
+    };
+    let r = scenarios::stream(&t, &up, epoch, 2, 1, 3, 0.0)
+        .await
+        .unwrap();
+    assert_eq!(r.get("chunks relayed"), Some(6.0), "{}", r.table());
+    assert!(r.get("server CPU").unwrap() >= 0.0);
+    s.child.kill().await.unwrap();
+}
