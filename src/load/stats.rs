@@ -60,7 +60,7 @@ pub fn raise_nofile_limit() -> u64 {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
             r.rlim_cur = r.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-            return r.rlim_cur as u64;
+            return r.rlim_cur;
         }
     }
     0
