@@ -28,7 +28,12 @@ fn main() {
         let (outbox, mut rx) = Outbox::new(BATCH * 2, token.clone(), Duration::from_secs(10));
         outbox.set_session_id("sess_0123456789abcdef0123456789abcdef");
         let ctx = Arc::new(RequestCtx::new("req_bench".into(), token.child_token()));
-        let deps = Deps { llm: None, llm_config: Default::default(), retriever: None };
+        let deps = Deps {
+            llm: None,
+            llm_config: Default::default(),
+            retriever: None,
+            metrics: Default::default(),
+        };
         let mut reply = ReplyStream::new(ctx, outbox, false, &deps);
         let chunk = r#"{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1730000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"这件青铜鼎铸造于西周晚期，"},"logprobs":null,"finish_reason":null}]}"#;
         let mut per_chunk_ns = Vec::with_capacity(BATCHES);

@@ -10,6 +10,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::auth::Authenticator;
 use crate::config::{Config, LlmProviderKind, secs};
+use crate::metrics::Metrics;
 use crate::pipeline::Deps;
 use crate::protocol::{HealthState, HealthStatus};
 use crate::providers::llm::LlmProvider;
@@ -31,6 +32,7 @@ pub struct Stats {
 
 pub struct AppState {
     pub config: Arc<Config>,
+    pub metrics: Arc<Metrics>,
     pub auth: Authenticator,
     pub deps: Arc<Deps>,
     pub stats: Stats,
@@ -81,13 +83,16 @@ pub fn build_llm(config: &Config) -> anyhow::Result<Option<Arc<dyn LlmProvider>>
 impl AppState {
     pub fn new(config: Config, store: Store, llm: Option<Arc<dyn LlmProvider>>) -> Arc<AppState> {
         let auth = Authenticator::new(store, config.auth.clone());
+        let metrics = Arc::new(Metrics::default());
         let deps = Arc::new(Deps {
             llm,
             llm_config: config.llm.clone(),
             retriever: None,
+            metrics: metrics.clone(),
         });
         Arc::new(AppState {
             config: Arc::new(config),
+            metrics,
             auth,
             deps,
             stats: Stats::default(),

@@ -39,6 +39,7 @@ pub mod app;
 pub mod auth;
 pub mod config;
 pub mod load;
+pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
 pub mod providers;

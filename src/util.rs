@@ -81,6 +81,24 @@ pub fn rss_kib(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// Raises this process's open-file limit to its hard limit (every socket is a file; the
+/// default soft limit of 1024 would cap the server near a thousand connections).
+pub fn raise_nofile_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        let mut r = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
+            r.rlim_cur = r.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
+            return r.rlim_cur;
+        }
+    }
+    0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,22 +49,7 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks as f64 / if hz > 0 { hz as f64 } else { 100.0 })
 }
 
-/// Raises this process's open-file limit to its hard limit (sockets are files).
-pub fn raise_nofile_limit() -> u64 {
-    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
-    unsafe {
-        let mut r = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) == 0 {
-            r.rlim_cur = r.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &r);
-            return r.rlim_cur;
-        }
-    }
-    0
-}
+pub use crate::util::raise_nofile_limit;
 
 #[cfg(test)]
 mod tests {

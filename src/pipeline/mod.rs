@@ -24,6 +24,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::config::{LlmConfig, secs};
+use crate::metrics::{Metrics, Outcome};
 use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, ServerMessage};
 use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
@@ -42,6 +43,7 @@ pub struct Deps {
     pub llm_config: LlmConfig,
     /// The collection search (None: retrieval off for every session).
     pub retriever: Option<Arc<dyn Retriever>>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// The visitor's input for one request.
@@ -63,6 +65,7 @@ pub struct Job {
     /// The session's attributes when the request arrived.
     pub attrs: Attributes,
     pub input: Input,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Why a request failed, as the protocol will say it.
@@ -95,12 +98,15 @@ pub async fn run(job: Job, deps: Arc<Deps>) {
     let started = Instant::now();
     let outcome = run_inner(&job, &deps).await;
     match outcome {
+        Ok(()) if job.ctx.token.is_cancelled() => {} // counted by whoever cancelled it
         Ok(()) => {
+            deps.metrics.request(Outcome::Completed);
             tracing::debug!(request_id = %id, ms = started.elapsed().as_millis() as u64, "request finished")
         }
         Err(f) => {
             tracing::warn!(request_id = %id, code = %f.code, detail = %f.detail, "request failed");
             if job.inflight.finish(&job.ctx) {
+                deps.metrics.request(Outcome::Error);
                 let e = ErrorPayload::new(f.code, f.detail).with_request(Some(id));
                 job.outbox.send(&ServerMessage::Error(e)).await;
             }
@@ -346,6 +352,7 @@ async fn stream_step(
     let ctx = &job.ctx;
     let mut attempt = 0;
     'attempt: loop {
+        let call_started = Instant::now();
         let mut stream = llm.stream(request.clone());
         let mut out = StepOutput {
             text: String::new(),
@@ -378,11 +385,19 @@ async fn stream_step(
                 Ok(None) => return Ok(Some(out)),
                 Ok(Some(Err(e))) => e,
                 Ok(Some(Ok(segment))) => {
+                    let received = Instant::now();
+                    if first {
+                        let s = received.duration_since(call_started).as_secs_f64();
+                        job_metrics(job).upstream(llm.name(), "first_segment", s);
+                    }
                     first = false;
                     match segment {
                         Segment::Text(t) => {
                             reply.push_text(&t).await;
                             out.text.push_str(&t);
+                            job_metrics(job)
+                                .relay_seconds
+                                .observe(received.elapsed().as_secs_f64());
                         }
                         Segment::ToolCall(call) => {
                             let kind = tools::classify(&call, offered, client_names);
@@ -398,6 +413,8 @@ async fn stream_step(
                             out.calls.push((call, kind));
                         }
                         Segment::Done(meta) => {
+                            let s = call_started.elapsed().as_secs_f64();
+                            job_metrics(job).upstream(llm.name(), "call", s);
                             tracing::debug!(provider = llm.name(), finish = ?meta.finish_reason, prompt_tokens = ?meta.prompt_tokens, completion_tokens = ?meta.completion_tokens, "LLM step done");
                             return Ok(Some(out));
                         }
@@ -430,6 +447,10 @@ async fn stream_step(
             return Err(error.into());
         }
     }
+}
+
+fn job_metrics(job: &Job) -> &Metrics {
+    &job.metrics
 }
 
 const SERVER_TOOL_TIMEOUT: Duration = Duration::from_secs(5);

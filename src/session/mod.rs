@@ -551,6 +551,7 @@ impl Conn {
     }
 
     async fn on_interrupt(&mut self, p: InterruptPayload) -> Flow {
+        let received = std::time::Instant::now();
         let s = self.session.as_mut().expect("registered");
         let target = p.interrupt_request_id.filter(|id| !id.is_empty());
         let cancelled: Vec<Arc<RequestCtx>> = match &target {
@@ -580,12 +581,17 @@ impl Conn {
             message,
         }))
         .await;
-        for id in ids {
-            self.send(ServerMessage::Response(Response::interrupted(
-                &id, p.reason,
-            )))
-            .await;
+        for id in &ids {
+            self.send(ServerMessage::Response(Response::interrupted(id, p.reason)))
+                .await;
+            self.app
+                .metrics
+                .request(crate::metrics::Outcome::Interrupted);
         }
+        self.app
+            .metrics
+            .interrupt_seconds
+            .observe(received.elapsed().as_secs_f64());
         Flow::Continue
     }
 
@@ -867,6 +873,7 @@ impl Conn {
             history: s.history.clone(),
             attrs: s.attrs.clone(),
             input,
+            metrics: self.app.metrics.clone(),
         };
         let deps = self.app.deps.clone();
         self.app.tracker.spawn(pipeline::run(job, deps));

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::inflight::RequestCtx;
+use crate::metrics::Metrics;
 use crate::protocol::{ServerMessage, encode_server};
 use crate::util::now_ms;
 
@@ -59,6 +60,8 @@ pub struct Outbox {
     conn: CancellationToken,
     slow_timeout: Duration,
     session_id: Arc<std::sync::RwLock<String>>,
+    capacity: usize,
+    metrics: Option<Arc<Metrics>>,
 }
 
 impl Outbox {
@@ -74,9 +77,17 @@ impl Outbox {
                 conn,
                 slow_timeout,
                 session_id: Arc::default(),
+                capacity,
+                metrics: None,
             },
             rx,
         )
+    }
+
+    /// Records queue depths and ERROR frames in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Sets the session id written into every later frame's envelope.
@@ -98,6 +109,9 @@ impl Outbox {
 
     /// Queues a message. Returns false when the connection is gone (or just closed as too slow).
     pub async fn send(&self, msg: &ServerMessage) -> bool {
+        if let (Some(m), ServerMessage::Error(e)) = (&self.metrics, msg) {
+            m.error(e.error_code);
+        }
         self.push(OutFrame {
             kind: OutKind::Text(self.encode(msg)),
             guard: None,
@@ -138,6 +152,10 @@ impl Outbox {
     pub async fn push(&self, frame: OutFrame) -> bool {
         if self.tx.is_closed() {
             return false;
+        }
+        if let Some(m) = &self.metrics {
+            m.outbox_depth
+                .observe(self.capacity.saturating_sub(self.tx.capacity()) as f64);
         }
         match tokio::time::timeout(self.slow_timeout, self.tx.send(frame)).await {
             Ok(Ok(())) => true,

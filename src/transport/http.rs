@@ -16,6 +16,36 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
+/// Prometheus metrics.
+pub async fn metrics(State(app): State<Arc<AppState>>) -> impl axum::response::IntoResponse {
+    use std::sync::atomic::Ordering;
+    let s = &app.stats;
+    let body = app.metrics.render(&[
+        (
+            "museum_agent_sessions",
+            "Registered sessions.",
+            s.sessions.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "museum_agent_connections",
+            "Open WebSocket connections.",
+            s.connections.load(Ordering::Relaxed) as f64,
+        ),
+        (
+            "museum_agent_uptime_seconds",
+            "Seconds since start.",
+            app.started.elapsed().as_secs_f64(),
+        ),
+    ]);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        body,
+    )
+}
+
 /// Readiness: the database answers and the server is not shutting down.
 pub async fn readyz(State(app): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
     let db_ok = tokio::time::timeout(Duration::from_secs(2), app.store().call(|s| s.ping()))

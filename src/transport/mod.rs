@@ -22,6 +22,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route(WS_PATH, get(ws::upgrade))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
+        .route("/metrics", get(http::metrics))
         .fallback_service(ServeDir::new(static_dir))
         .with_state(app)
 }

@@ -67,6 +67,7 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
     let token = app.hard_stop.child_token();
     let slow = secs(app.config.limits.slow_client_timeout_seconds);
     let (outbox, rx) = Outbox::new(app.config.limits.outbound_queue_frames, token.clone(), slow);
+    let outbox = outbox.with_metrics(app.metrics.clone());
     let writer = tokio::spawn(writer(sink, rx, token.clone(), slow));
     // Text and binary frames go to the session; a close ends the stream; a read error (invalid
     // UTF-8 in a text frame, a frame over hard_frame_bytes, a protocol violation) becomes one

@@ -34,3 +34,41 @@ async fn healthz_readyz_and_health_check_with_and_without_session() {
     let v = c.recv().await;
     assert_eq!(v["payload"]["health_status"]["session_count"], 1);
 }
+
+#[tokio::test]
+async fn metrics_count_requests_errors_and_interrupts() {
+    let app = spawn_app().await;
+    let mut c = app.client().await;
+    app.llm
+        .push(crate::support::fake_llm::text_reply(&["a", "b"]));
+    c.text_request("r1", "q").await;
+    c.reply("r1").await;
+    app.llm.push(Script::Status(500, "x".into()));
+    app.llm.push(Script::Status(500, "x".into()));
+    app.llm.push(Script::Status(500, "x".into()));
+    c.text_request("r2", "q").await;
+    c.reply("r2").await;
+    app.llm.push(Script::Stall);
+    c.text_request("r3", "q").await;
+    app.llm.wait_requests(5).await;
+    c.send("INTERRUPT", json!({"reason": "USER_STOP"})).await;
+    c.recv().await;
+    c.recv().await;
+    let (code, text) = app.http_get("/metrics").await;
+    assert_eq!(code, 200);
+    for line in [
+        "museum_agent_sessions 1",
+        "museum_agent_requests_total{outcome=\"completed\"} 1",
+        "museum_agent_requests_total{outcome=\"error\"} 1",
+        "museum_agent_requests_total{outcome=\"interrupted\"} 1",
+        "museum_agent_errors_total{code=\"INTERNAL_ERROR\"} 1",
+        "museum_agent_interrupt_seconds_count 1",
+        "museum_agent_relay_seconds_count 2",
+        "museum_agent_upstream_seconds_count{provider=\"openai\",stage=\"call\"} 1",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "missing {line:?} in\n{text}"
+        );
+    }
+}
