@@ -30,6 +30,12 @@ pub struct ServerConfig {
     pub static_dir: PathBuf,
     /// On SIGTERM/Ctrl-C, how long in-flight requests may run on after SHUTDOWN was sent.
     pub shutdown_grace_seconds: f64,
+    /// PEM certificate chain and private key; both set = serve `https`/`wss` on `bind`.
+    pub tls_cert: PathBuf,
+    pub tls_key: PathBuf,
+    /// Browser origins allowed to open the WebSocket besides the page's own origin (requests
+    /// without an `Origin` header, i.e. apps, are always allowed); `"*"` allows any.
+    pub allowed_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -38,6 +44,9 @@ impl Default for ServerConfig {
             bind: "127.0.0.1:8080".into(),
             static_dir: "static".into(),
             shutdown_grace_seconds: 10.0,
+            tls_cert: PathBuf::new(),
+            tls_key: PathBuf::new(),
+            allowed_origins: Vec::new(),
         }
     }
 }
@@ -94,6 +103,10 @@ pub struct LimitsConfig {
     pub max_sessions: usize,
     /// Open WebSocket connections (registered or not); more are refused with HTTP 503.
     pub max_connections: usize,
+    /// Open TCP connections from one peer address; more are closed at accept.
+    pub max_connections_per_address: usize,
+    /// Time a client has to complete the TLS handshake and to send its request headers.
+    pub header_timeout_seconds: f64,
     /// Requests in flight per session; more get SERVER_BUSY.
     pub max_requests_in_flight: usize,
     /// Longest `content.text` in characters; longer gets PAYLOAD_TOO_LARGE.
@@ -114,6 +127,8 @@ impl Default for LimitsConfig {
             hard_frame_bytes: 4 * 1024 * 1024,
             max_sessions: 20_000,
             max_connections: 25_000,
+            max_connections_per_address: 1000,
+            header_timeout_seconds: 10.0,
             max_requests_in_flight: 8,
             max_text_chars: 4000,
             max_upload_bytes: 1_920_000,
@@ -366,6 +381,12 @@ impl Config {
         if l.hard_frame_bytes < l.max_text_frame_bytes.max(l.max_binary_frame_bytes) {
             return Err(ConfigError::Invalid(
                 "limits.hard_frame_bytes must be at least the text and binary frame limits".into(),
+            ));
+        }
+        if self.server.tls_cert.as_os_str().is_empty() != self.server.tls_key.as_os_str().is_empty()
+        {
+            return Err(ConfigError::Invalid(
+                "server.tls_cert and server.tls_key must be set together".into(),
             ));
         }
         Ok(())

@@ -49,7 +49,6 @@ pub mod transport;
 pub mod util;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,18 +65,25 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let router = transport::router(app.clone());
-    let draining = app.draining.clone();
-    let signal = async move {
-        shutdown.await;
-        tracing::info!("shutdown requested: draining sessions");
-        draining.cancel();
+    let tls = match (&app.config.server.tls_cert, &app.config.server.tls_key) {
+        (c, k) if !c.as_os_str().is_empty() => {
+            Some(transport::server::tls_acceptor(c, k).map_err(std::io::Error::other)?)
+        }
+        _ => None,
     };
-    axum::serve(
+    let stop_accepting = tokio_util::sync::CancellationToken::new();
+    let accept = tokio::spawn(transport::server::accept_loop(
         listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(signal)
-    .await?;
+        router,
+        app.clone(),
+        tls,
+        stop_accepting.clone(),
+    ));
+    shutdown.await;
+    tracing::info!("shutdown requested: draining sessions");
+    app.draining.cancel();
+    stop_accepting.cancel();
+    let _ = accept.await;
     // axum does not wait for upgraded sockets: the tracker does.
     app.tracker.close();
     let grace = config::secs(app.config.server.shutdown_grace_seconds) + Duration::from_secs(1);

@@ -95,6 +95,10 @@ impl SpawnedServer {
                 .env("MUSEUM_AGENT__LLM__MAX_RETRIES", "0")
                 .env("MUSEUM_AGENT__LIMITS__MAX_SESSIONS", "100000")
                 .env("MUSEUM_AGENT__LIMITS__MAX_CONNECTIONS", "100000")
+                .env(
+                    "MUSEUM_AGENT__LIMITS__MAX_CONNECTIONS_PER_ADDRESS",
+                    "100000",
+                )
                 .env("RUST_LOG", "warn")
                 .current_dir(dir.path());
             for (k, v) in extra_env {

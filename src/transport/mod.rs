@@ -3,6 +3,7 @@
 //! `http` serves health, readiness and the static kiosk page.
 
 pub mod http;
+pub mod server;
 pub mod ws;
 
 use std::sync::Arc;

@@ -33,11 +33,40 @@ impl Drop for ConnSlot {
     }
 }
 
+/// Whether a browser page from `origin` may open the WebSocket: no `Origin` header (apps, TVs,
+/// tools), the page's own origin (same host as the request), or one of `allowed` (`"*"`: any).
+pub fn origin_allowed(origin: Option<&str>, host: Option<&str>, allowed: &[String]) -> bool {
+    let Some(origin) = origin else {
+        return true;
+    };
+    if allowed
+        .iter()
+        .any(|a| a == "*" || a.trim_end_matches('/').eq_ignore_ascii_case(origin))
+    {
+        return true;
+    }
+    let origin_host = origin
+        .strip_prefix("https://")
+        .or_else(|| origin.strip_prefix("http://"));
+    matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h))
+}
+
 pub async fn upgrade(
     ws: WebSocketUpgrade,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     State(app): State<Arc<AppState>>,
+    address_slot: Option<axum::Extension<Arc<super::server::AddressSlot>>>,
+    headers: axum::http::HeaderMap,
 ) -> Response {
+    let header = |n: axum::http::HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
+    if !origin_allowed(
+        header(axum::http::header::ORIGIN),
+        header(axum::http::header::HOST),
+        &app.config.server.allowed_origins,
+    ) {
+        tracing::warn!(%peer, origin = ?header(axum::http::header::ORIGIN), "WebSocket refused: origin not allowed");
+        return (StatusCode::FORBIDDEN, "origin not allowed").into_response();
+    }
     if app.draining.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "server shutting down").into_response();
     }
@@ -57,6 +86,7 @@ pub async fn upgrade(
             let tracker = app.tracker.clone();
             tracker.track_future(async move {
                 let _slot = slot;
+                let _address_slot = address_slot;
                 serve(socket, peer, app).await;
             })
         })
@@ -171,4 +201,45 @@ async fn writer(
         }
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin_allowed;
+
+    #[test]
+    fn origins() {
+        let none: Vec<String> = vec![];
+        assert!(
+            origin_allowed(None, Some("a:8080"), &none),
+            "apps send no Origin"
+        );
+        assert!(
+            origin_allowed(Some("http://a:8080"), Some("a:8080"), &none),
+            "same origin"
+        );
+        assert!(origin_allowed(
+            Some("https://A:8080"),
+            Some("a:8080"),
+            &none
+        ));
+        assert!(!origin_allowed(
+            Some("https://evil.example"),
+            Some("a:8080"),
+            &none
+        ));
+        assert!(!origin_allowed(Some("null"), Some("a:8080"), &none));
+        let list = vec!["https://kiosk.museum.org".to_string()];
+        assert!(origin_allowed(
+            Some("https://kiosk.museum.org"),
+            Some("api:443"),
+            &list
+        ));
+        assert!(!origin_allowed(
+            Some("https://kiosk.museum.org.evil"),
+            Some("api:443"),
+            &list
+        ));
+        assert!(origin_allowed(Some("https://x"), None, &["*".to_string()]));
+    }
 }

@@ -5,6 +5,7 @@ mod support;
 
 mod bad_frames;
 mod cli;
+mod hardening;
 mod http;
 mod interrupt;
 mod llm;
