@@ -8,7 +8,7 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::auth::Authenticator;
+use crate::auth::{Authenticator, Principal};
 use crate::config::{Config, LlmProviderKind, secs};
 use crate::metrics::Metrics;
 use crate::pipeline::Deps;
@@ -19,6 +19,72 @@ use crate::providers::llm::offline::OfflineProvider;
 use crate::providers::llm::openai::{OpenAiOptions, OpenAiProvider};
 use crate::store::Store;
 use crate::util::CpuSampler;
+
+/// A live session as the server sees it from outside its task.
+pub struct SessionEntry {
+    pub principal: Principal,
+    /// Ends the session with SHUTDOWN {reason}.
+    pub kick: tokio::sync::mpsc::Sender<String>,
+}
+
+/// Live sessions by id.
+#[derive(Default)]
+pub struct Registry(std::sync::Mutex<std::collections::HashMap<String, SessionEntry>>);
+
+impl Registry {
+    pub fn insert(&self, id: &str, entry: SessionEntry) {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), entry);
+    }
+
+    pub fn remove(&self, id: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+
+    /// Kicks every session whose principal matches; returns how many.
+    pub fn kick_where(&self, matches: impl Fn(&Principal) -> bool, reason: &str) -> usize {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = 0;
+        for e in map.values().filter(|e| matches(&e.principal)) {
+            if e.kick.try_send(reason.to_string()).is_ok() {
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+/// Closes live sessions whose API key was revoked or account disabled since they registered.
+pub async fn revocation_watch(app: Arc<AppState>) {
+    let period = secs(app.config.auth.revocation_check_seconds.max(0.05));
+    loop {
+        tokio::select! {
+            _ = app.hard_stop.cancelled() => return,
+            _ = tokio::time::sleep(period) => {}
+        }
+        let res = tokio::time::timeout(
+            period.max(std::time::Duration::from_secs(2)),
+            app.store().call(|s| s.revoked_principals()),
+        )
+        .await;
+        let Ok(Ok((keys, accounts))) = res else {
+            tracing::warn!("revocation check failed; will retry");
+            continue;
+        };
+        let n = app.sessions.kick_where(
+            |p| match p {
+                Principal::ApiKey { id, .. } => keys.contains(id),
+                Principal::Account { id, .. } => accounts.contains(id),
+            },
+            "credential revoked",
+        );
+        if n > 0 {
+            tracing::info!(sessions = n, "closed sessions whose credential was revoked");
+        }
+    }
+}
 
 /// Live counters.
 #[derive(Default)]
@@ -43,6 +109,7 @@ pub struct AppState {
     pub hard_stop: CancellationToken,
     /// Every connection task, so shutdown can wait for them (axum does not track upgraded sockets).
     pub tracker: TaskTracker,
+    pub sessions: Registry,
 }
 
 /// Builds the configured LLM provider (None when `[llm] provider = "none"`).
@@ -100,6 +167,7 @@ impl AppState {
             draining: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
             tracker: TaskTracker::new(),
+            sessions: Registry::default(),
         })
     }
 

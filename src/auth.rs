@@ -262,6 +262,7 @@ mod tests {
             max_failures_per_address: 3,
             failure_window_seconds: 60,
             lockout_seconds: 60,
+            ..Default::default()
         };
         let a = Authenticator::new(store, cfg);
         let peer: IpAddr = "10.0.0.1".parse().unwrap();

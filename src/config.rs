@@ -77,6 +77,9 @@ pub struct SessionConfig {
     pub warn_before_seconds: u64,
     /// A connection that has not registered within this time is closed.
     pub register_timeout_seconds: u64,
+    /// A session whose client has sent nothing for this many heartbeat intervals is presumed
+    /// half-open and closed (0 = never).
+    pub max_missed_heartbeats: u32,
 }
 
 impl Default for SessionConfig {
@@ -86,6 +89,7 @@ impl Default for SessionConfig {
             heartbeat_interval_seconds: 30,
             warn_before_seconds: 300,
             register_timeout_seconds: 30,
+            max_missed_heartbeats: 3,
         }
     }
 }
@@ -146,6 +150,9 @@ pub struct AuthConfig {
     pub failure_window_seconds: u64,
     /// Once over the limit, the address is refused (without checking credentials) this long.
     pub lockout_seconds: u64,
+    /// How often live sessions are checked against revoked keys and disabled accounts; a
+    /// session whose credential was revoked gets SHUTDOWN and is closed.
+    pub revocation_check_seconds: f64,
 }
 
 impl Default for AuthConfig {
@@ -154,6 +161,7 @@ impl Default for AuthConfig {
             max_failures_per_address: 10,
             failure_window_seconds: 60,
             lockout_seconds: 300,
+            revocation_check_seconds: 5.0,
         }
     }
 }

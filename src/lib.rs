@@ -71,6 +71,7 @@ pub async fn run(
         }
         _ => None,
     };
+    tokio::spawn(app::revocation_watch(app.clone()));
     let stop_accepting = tokio_util::sync::CancellationToken::new();
     let accept = tokio::spawn(transport::server::accept_loop(
         listener,

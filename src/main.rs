@@ -72,9 +72,19 @@ enum AccountCmd {
     },
 }
 
+const SECRET_BEARING_TARGETS: [&str; 5] =
+    ["tungstenite", "tokio_tungstenite", "reqwest", "hyper", "h2"];
+
 fn init_tracing(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // These libraries log whole frames and messages at trace level, and frames carry API keys
+    // and passwords (REGISTER): cap them whatever RUST_LOG says, so secrets never reach a log.
+    for target in SECRET_BEARING_TARGETS {
+        if let Ok(d) = format!("{target}=debug").parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -73,15 +73,18 @@ struct Session {
     live: Liveness,
     /// The one open voice upload, if any; its request is in `inflight`.
     upload: Option<(Upload, Arc<RequestCtx>)>,
+    /// Receives a reason when the server ends this session from outside (credential revoked).
+    kick: tokio::sync::mpsc::Receiver<String>,
     _slot: SessionSlot,
 }
 
-/// Holds one unit of the server's session count.
-struct SessionSlot(Arc<AppState>);
+/// Holds one unit of the server's session count and the session's registry entry.
+struct SessionSlot(Arc<AppState>, String);
 
 impl Drop for SessionSlot {
     fn drop(&mut self) {
         self.0.stats.sessions.fetch_sub(1, Ordering::Relaxed);
+        self.0.sessions.remove(&self.1);
     }
 }
 
@@ -96,6 +99,7 @@ enum Event {
     Timer,
     DrainStart,
     Removed,
+    Kicked(String),
 }
 
 struct Conn {
@@ -146,9 +150,11 @@ impl Conn {
             let draining = self.app.draining.clone();
             let drain_started = self.drain_deadline.is_some();
             let inflight = self.session.as_ref().map(|s| s.inflight.clone());
+            let kick = self.session.as_mut().map(|s| &mut s.kick);
             let event = tokio::select! {
                 biased;
                 _ = token.cancelled() => Event::Cancelled,
+                Some(reason) = async { match kick { Some(k) => k.recv().await, None => std::future::pending().await } } => Event::Kicked(reason),
                 _ = draining.cancelled(), if !drain_started => Event::DrainStart,
                 _ = async { match &inflight { Some(f) => f.removed().await, None => std::future::pending().await } }, if drain_started => Event::Removed,
                 f = inbound.next() => Event::Frame(f),
@@ -163,6 +169,13 @@ impl Conn {
                 Event::Timer => self.on_timer().await,
                 Event::DrainStart => self.on_drain_start().await,
                 Event::Removed => self.drain_check(),
+                Event::Kicked(reason) => {
+                    self.send(ServerMessage::Shutdown(ShutdownPayload {
+                        reason: reason.clone(),
+                    }))
+                    .await;
+                    Flow::Close(close_code::POLICY, reason)
+                }
             };
             if let Flow::Close(code, reason) = flow {
                 break Some((code, reason));
@@ -250,6 +263,14 @@ impl Conn {
                         ),
                     }))
                     .await;
+                }
+                TimerEvent::Unresponsive => {
+                    tracing::info!(session = %self.session_label(), "no client frame for several heartbeats; closing");
+                    self.send(ServerMessage::Shutdown(ShutdownPayload {
+                        reason: "no reply to heartbeats".into(),
+                    }))
+                    .await;
+                    return Flow::Close(close_code::GOING_AWAY, "no reply to heartbeats".into());
                 }
                 TimerEvent::Expire => {
                     self.send(ServerMessage::Shutdown(ShutdownPayload {
@@ -475,9 +496,17 @@ impl Conn {
             .await;
             return Flow::Continue;
         }
-        let slot = SessionSlot(self.app.clone());
         let cfg = &self.app.config.session;
         let id = crate::util::random_id("sess_");
+        let slot = SessionSlot(self.app.clone(), id.clone());
+        let (kick_tx, kick) = tokio::sync::mpsc::channel(1);
+        self.app.sessions.insert(
+            &id,
+            crate::app::SessionEntry {
+                principal: principal.clone(),
+                kick: kick_tx,
+            },
+        );
         let now = Instant::now();
         let session = Session {
             id: id.clone(),
@@ -498,8 +527,10 @@ impl Conn {
                 Duration::from_secs(cfg.timeout_seconds),
                 Duration::from_secs(cfg.heartbeat_interval_seconds),
                 Duration::from_secs(cfg.warn_before_seconds),
-            ),
+            )
+            .with_max_missed(cfg.max_missed_heartbeats),
             upload: None,
+            kick,
             _slot: slot,
         };
         tracing::info!(session = %id, who = %session.principal.label(), platform = ?p.platform, peer = %self.peer, "session registered");

@@ -13,6 +13,9 @@ pub enum TimerEvent {
     Warn { remaining_seconds: u64 },
     /// Send SHUTDOWN and close.
     Expire,
+    /// No client frame for `max_missed` heartbeat intervals: the connection is presumed
+    /// half-open (the peer vanished without closing); close it.
+    Unresponsive,
 }
 
 #[derive(Debug, Clone)]
@@ -24,6 +27,10 @@ pub struct Liveness {
     expires_at: Instant,
     next_heartbeat: Instant,
     warned: bool,
+    /// Heartbeats sent since the last client frame.
+    unanswered: u32,
+    /// Close after this many unanswered heartbeats (0 = never).
+    max_missed: u32,
 }
 
 impl Liveness {
@@ -45,13 +52,22 @@ impl Liveness {
             expires_at: now + timeout,
             next_heartbeat: now + heartbeat,
             warned: false,
+            unanswered: 0,
+            max_missed: 0,
         }
+    }
+
+    /// Closes the session after `n` heartbeats go unanswered (0 = never).
+    pub fn with_max_missed(mut self, n: u32) -> Self {
+        self.max_missed = n;
+        self
     }
 
     /// A valid client frame arrived: the idle timer starts again.
     pub fn touch(&mut self, now: Instant) {
         self.expires_at = now + self.timeout;
         self.warned = false;
+        self.unanswered = 0;
     }
 
     /// Whole seconds left, rounded up (a fresh session reports its full timeout).
@@ -87,10 +103,14 @@ impl Liveness {
             });
         }
         if now >= self.next_heartbeat {
+            if self.max_missed > 0 && self.unanswered >= self.max_missed {
+                return vec![TimerEvent::Unresponsive];
+            }
             // Skip missed beats rather than bursting them.
             while self.next_heartbeat <= now {
                 self.next_heartbeat += self.heartbeat;
             }
+            self.unanswered += 1;
             out.push(TimerEvent::Heartbeat {
                 remaining_seconds: self.remaining_seconds(now),
             });
@@ -164,6 +184,24 @@ mod tests {
                 remaining_seconds: 25
             }]
         );
+    }
+
+    #[test]
+    fn unanswered_heartbeats_mean_a_half_open_connection() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, s(1000), s(10), s(0)).with_max_missed(2);
+        assert!(matches!(l.due(t0 + s(10))[0], TimerEvent::Heartbeat { .. }));
+        l.touch(t0 + s(15));
+        assert!(matches!(l.due(t0 + s(20))[0], TimerEvent::Heartbeat { .. }));
+        assert!(matches!(l.due(t0 + s(30))[0], TimerEvent::Heartbeat { .. }));
+        assert_eq!(l.due(t0 + s(40)), vec![TimerEvent::Unresponsive]);
+        let mut never = Liveness::new(t0, s(1000), s(10), s(0));
+        for i in 1..20 {
+            assert!(matches!(
+                never.due(t0 + s(10 * i))[0],
+                TimerEvent::Heartbeat { .. }
+            ));
+        }
     }
 
     #[test]

@@ -117,6 +117,18 @@ impl Store {
         })
     }
 
+    /// `PRAGMA integrity_check`: `Ok(())` when SQLite reports "ok".
+    pub fn integrity_check(&self) -> Result<(), StoreError> {
+        self.with(|c| {
+            let r: String = c.query_row("PRAGMA integrity_check", [], |r| r.get(0))?;
+            if r == "ok" {
+                Ok(())
+            } else {
+                Err(StoreError::Conflict(format!("integrity check failed: {r}")))
+            }
+        })
+    }
+
     pub fn schema_version(&self) -> Result<i64, StoreError> {
         self.with(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
     }
@@ -213,6 +225,23 @@ impl Store {
                 params![name_or_id],
                 Self::key_row,
             )?)
+        })
+    }
+
+    /// Ids of revoked API keys and of disabled accounts.
+    pub fn revoked_principals(&self) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
+        self.with(|c| {
+            let ids = |sql: &str| -> Result<Vec<i64>, StoreError> {
+                let mut st = c.prepare(sql)?;
+                let v = st
+                    .query_map([], |r| r.get(0))?
+                    .collect::<Result<Vec<i64>, _>>()?;
+                Ok(v)
+            };
+            Ok((
+                ids("SELECT id FROM api_keys WHERE revoked = 1")?,
+                ids("SELECT id FROM accounts WHERE disabled = 1")?,
+            ))
         })
     }
 

@@ -1,6 +1,7 @@
 //! The admin commands of the real binary against a temporary database.
 
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use museum_agent::auth::hash_api_key;
@@ -80,4 +81,132 @@ fn key_and_account_admin_commands() {
         .output()
         .unwrap();
     assert!(!out.status.success());
+}
+
+#[test]
+fn sigkill_during_writes_loses_no_acknowledged_key() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("kill.db");
+    let bin = env!("CARGO_BIN_EXE_museum-agent");
+    // A loop of admin writes; each key is printed only after its transaction committed.
+    let script =
+        format!("i=0; while true; do i=$((i+1)); '{bin}' key create --name k$i || exit 1; done");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(&script)
+        .env("MUSEUM_AGENT__DATABASE__PATH", &db)
+        .env("RUST_LOG", "error")
+        .current_dir(dir.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pgid = child.id() as i32;
+    let mut keys = Vec::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    while keys.len() < 25 {
+        keys.push(lines.next().unwrap().unwrap());
+    }
+    // SAFETY: signalling our own child's process group.
+    unsafe { libc::killpg(pgid, libc::SIGKILL) };
+    let _ = child.wait();
+    let store = Store::open(&db).unwrap();
+    store.integrity_check().unwrap();
+    for k in &keys {
+        assert!(
+            store.find_api_key(&hash_api_key(k)).unwrap().is_some(),
+            "acknowledged key lost"
+        );
+    }
+    assert!(store.list_api_keys().unwrap().len() >= keys.len());
+}
+
+#[test]
+fn secrets_never_reach_the_logs() {
+    use std::io::Read;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let llm = rt.block_on(crate::support::FakeLlm::start());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (_, key, _) = bin(d, &["key", "create", "--name", "kiosk"], None);
+    let key = key.trim().to_string();
+    let password = "p4ssw0rd-that-must-not-leak";
+    assert!(
+        bin(
+            d,
+            &["account", "create", "carol"],
+            Some(&format!("{password}\n"))
+        )
+        .0
+    );
+    let llm_key = "sk-llm-secret-that-must-not-leak";
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let log_path = d.join("server.log");
+    let mut server = Command::new(env!("CARGO_BIN_EXE_museum-agent"))
+        .env("MUSEUM_AGENT__DATABASE__PATH", d.join("cli.db"))
+        .env("MUSEUM_AGENT__SERVER__BIND", format!("127.0.0.1:{port}"))
+        .env("MUSEUM_AGENT__LLM__PROVIDER", "openai")
+        .env("MUSEUM_AGENT__LLM__BASE_URL", llm.base_url())
+        .env("MUSEUM_AGENT__LLM__API_KEY_ENV", "TEST_LLM_SECRET")
+        .env("TEST_LLM_SECRET", llm_key)
+        .env("RUST_LOG", "trace")
+        .current_dir(d)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log_path).unwrap())
+        .spawn()
+        .unwrap();
+    rt.block_on(async {
+        let url = format!("ws://127.0.0.1:{port}/ws/agent/stream");
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(20);
+        let (ws, _) = loop {
+            match tokio_tungstenite::connect_async(&url).await {
+                Ok(x) => break x,
+                Err(_) if tokio::time::Instant::now() < deadline => tokio::task::yield_now().await,
+                Err(e) => panic!("server did not start: {e}"),
+            }
+        };
+        let mut c = crate::support::Client {
+            ws,
+            session_id: String::new(),
+        };
+        c.register_key(&key).await;
+        c.text_request("r1", "hello").await;
+        c.reply("r1").await;
+        for pw in [password, "wrong-password-also-secret"] {
+            let (ws, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+            let mut a = crate::support::Client {
+                ws,
+                session_id: String::new(),
+            };
+            a.register(serde_json::json!({"type": "ACCOUNT", "account": "carol", "password": pw}))
+                .await;
+        }
+    });
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(server.id() as i32, libc::SIGTERM) };
+    let status = server.wait().unwrap();
+    assert!(status.success(), "graceful exit 0 on SIGTERM: {status:?}");
+    let mut log = String::new();
+    std::fs::File::open(&log_path)
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(log.contains("session registered"), "the log was captured");
+    for secret in [
+        key.as_str(),
+        password,
+        "wrong-password-also-secret",
+        llm_key,
+    ] {
+        assert!(!log.contains(secret), "secret {secret:?} found in the logs");
+    }
 }

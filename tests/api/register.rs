@@ -193,3 +193,24 @@ async fn frames_over_the_hard_limit_close_the_connection_only() {
     assert!(matches!(code, None | Some(1009)), "{code:?}");
     other.sync().await;
 }
+
+#[tokio::test]
+async fn revoking_a_key_or_disabling_an_account_closes_live_sessions() {
+    let app = spawn_app_with(|c| c.auth.revocation_check_seconds = 0.1).await;
+    let mut by_key = app.client().await;
+    let mut by_account = app.connect().await;
+    let ack = by_account
+        .register(json!({"type": "ACCOUNT", "account": ACCOUNT, "password": PASSWORD}))
+        .await;
+    assert_eq!(ack["msg_type"], "REGISTER_ACK");
+    app.app.store().revoke_api_key("test").unwrap();
+    let v = by_key.recv().await;
+    assert_eq!(v["msg_type"], "SHUTDOWN");
+    assert_eq!(v["payload"]["reason"], "credential revoked");
+    assert_eq!(by_key.expect_closed().await, Some(1008));
+    // The account session is untouched until its account is disabled.
+    by_account.sync().await;
+    app.app.store().set_account_disabled(ACCOUNT, true).unwrap();
+    assert_eq!(by_account.recv().await["msg_type"], "SHUTDOWN");
+    assert_eq!(by_account.expect_closed().await, Some(1008));
+}

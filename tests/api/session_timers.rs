@@ -38,7 +38,18 @@ impl Harness {
 }
 
 async fn start(timeout: u64, heartbeat: u64, warn: u64, register_timeout: u64) -> Harness {
+    start_with(timeout, heartbeat, warn, register_timeout, 3).await
+}
+
+async fn start_with(
+    timeout: u64,
+    heartbeat: u64,
+    warn: u64,
+    register_timeout: u64,
+    max_missed: u32,
+) -> Harness {
     let mut config = Config::default();
+    config.session.max_missed_heartbeats = max_missed;
     config.session.timeout_seconds = timeout;
     config.session.heartbeat_interval_seconds = heartbeat;
     config.session.warn_before_seconds = warn;
@@ -152,4 +163,17 @@ async fn unregistered_connections_are_closed_after_the_register_timeout() {
     ));
     task.await.unwrap();
     assert!(token.is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_never_answers_heartbeats_is_dropped_as_half_open() {
+    let mut h = start_with(3600, 10, 0, 30, 2).await;
+    let t0 = tokio::time::Instant::now();
+    assert_eq!(h.next().await["msg_type"], "HEARTBEAT");
+    assert_eq!(h.next().await["msg_type"], "HEARTBEAT");
+    let s = h.next().await;
+    assert_eq!(s["msg_type"], "SHUTDOWN");
+    assert_eq!(s["payload"]["reason"], "no reply to heartbeats");
+    assert_eq!(t0.elapsed(), Duration::from_secs(30));
+    assert_eq!(h.next().await["close"], 1001);
 }
