@@ -5,8 +5,8 @@
 //! - API keys: `mak_` + 43 base64url characters (256 random bits). Only their SHA-256 digest is
 //!   stored (PROTOCOL-NOTES allows a fast hash for long random tokens: no dictionary to try), and
 //!   lookup is by digest, so nothing secret is compared byte by byte in SQL.
-//! - Failures are counted per peer address; past the limit the address is refused for a while
-//!   without checking anything. The reply never says which part was wrong.
+//! - Failures are counted per peer address and per account; past a limit that address or account
+//!   is refused for a while without checking anything. The reply never says which part was wrong.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -101,11 +101,19 @@ struct FailState {
     locked_until: Option<Instant>,
 }
 
-/// Checks REGISTER credentials against the store, with per-address failure limits.
+/// What failures are counted against: the peer address, and for ACCOUNT auth the account name
+/// too (so a distributed guesser cannot try one account's password from many addresses).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum FailKey {
+    Address(IpAddr),
+    Account(String),
+}
+
+/// Checks REGISTER credentials against the store, with failure limits per address and account.
 pub struct Authenticator {
     store: Store,
     cfg: AuthConfig,
-    failures: Mutex<HashMap<IpAddr, FailState>>,
+    failures: Mutex<HashMap<FailKey, FailState>>,
     dummy_hash: String,
 }
 
@@ -123,14 +131,24 @@ impl Authenticator {
         &self.store
     }
 
-    fn locked(&self, peer: IpAddr, now: Instant) -> bool {
-        let map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(&peer)
-            .and_then(|s| s.locked_until)
-            .is_some_and(|until| now < until)
+    fn keys(peer: IpAddr, auth: &Auth) -> Vec<FailKey> {
+        let mut k = vec![FailKey::Address(peer)];
+        if let Auth::Account { account, .. } = auth {
+            k.push(FailKey::Account(account.clone()));
+        }
+        k
     }
 
-    fn record_failure(&self, peer: IpAddr, now: Instant) {
+    fn locked(&self, keys: &[FailKey], now: Instant) -> bool {
+        let map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+        keys.iter().any(|k| {
+            map.get(k)
+                .and_then(|s| s.locked_until)
+                .is_some_and(|until| now < until)
+        })
+    }
+
+    fn record_failure(&self, keys: &[FailKey], now: Instant) {
         let window = Duration::from_secs(self.cfg.failure_window_seconds);
         let lockout = Duration::from_secs(self.cfg.lockout_seconds);
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
@@ -140,30 +158,39 @@ impl Authenticator {
                     || s.locked_until.is_some_and(|u| now < u)
             });
         }
-        let st = map.entry(peer).or_insert(FailState {
-            window_start: now,
-            failures: 0,
-            locked_until: None,
-        });
-        if now.duration_since(st.window_start) >= window {
-            st.window_start = now;
-            st.failures = 0;
-        }
-        st.failures += 1;
-        if st.failures >= self.cfg.max_failures_per_address {
-            st.locked_until = Some(now + lockout);
-            tracing::warn!(%peer, failures = st.failures, "auth failures over the limit; address locked out");
+        for key in keys {
+            let max = match key {
+                FailKey::Address(_) => self.cfg.max_failures_per_address,
+                FailKey::Account(_) => self.cfg.max_failures_per_account,
+            };
+            let st = map.entry(key.clone()).or_insert(FailState {
+                window_start: now,
+                failures: 0,
+                locked_until: None,
+            });
+            if now.duration_since(st.window_start) >= window {
+                st.window_start = now;
+                st.failures = 0;
+            }
+            st.failures += 1;
+            if max > 0 && st.failures >= max {
+                st.locked_until = Some(now + lockout);
+                tracing::warn!(key = ?key, failures = st.failures, "auth failures over the limit; locked out");
+            }
         }
     }
 
-    fn record_success(&self, peer: IpAddr) {
+    fn record_success(&self, keys: &[FailKey]) {
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        map.remove(&peer);
+        for k in keys {
+            map.remove(k);
+        }
     }
 
     /// Authenticates a REGISTER. Never says which part of the credentials was wrong.
     pub async fn authenticate(&self, peer: IpAddr, auth: &Auth) -> Result<Principal, AuthError> {
-        if self.locked(peer, Instant::now()) {
+        let keys = Self::keys(peer, auth);
+        if self.locked(&keys, Instant::now()) {
             return Err(AuthError::Locked);
         }
         let store = self.store.clone();
@@ -212,11 +239,11 @@ impl Authenticator {
         };
         match result {
             Ok(Some(p)) => {
-                self.record_success(peer);
+                self.record_success(&keys);
                 Ok(p)
             }
             Ok(None) => {
-                self.record_failure(peer, Instant::now());
+                self.record_failure(&keys, Instant::now());
                 Err(AuthError::Invalid)
             }
             Err(e @ StoreError::Task(_)) | Err(e @ StoreError::Sqlite(_)) => {

@@ -147,6 +147,8 @@ impl Default for LimitsConfig {
 pub struct AuthConfig {
     /// Failed REGISTERs allowed per peer address within `failure_window_seconds`.
     pub max_failures_per_address: u32,
+    /// Failed REGISTERs allowed per account (from any address) within the window.
+    pub max_failures_per_account: u32,
     pub failure_window_seconds: u64,
     /// Once over the limit, the address is refused (without checking credentials) this long.
     pub lockout_seconds: u64,
@@ -159,6 +161,7 @@ impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
             max_failures_per_address: 10,
+            max_failures_per_account: 10,
             failure_window_seconds: 60,
             lockout_seconds: 300,
             revocation_check_seconds: 5.0,
