@@ -11,3 +11,4 @@ mod register;
 mod requests;
 mod session_timers;
 mod shutdown;
+mod voice;
