@@ -33,6 +33,10 @@ fn main() {
             llm_config: Default::default(),
             retriever: None,
             metrics: Default::default(),
+            stt: None,
+            tts: None,
+            tts_config: Default::default(),
+            voice: museum_agent::pipeline::speech::Voice::new(&Default::default()),
         };
         let mut reply = ReplyStream::new(ctx, outbox, false, &deps);
         let chunk = r#"{"id":"chatcmpl-9","object":"chat.completion.chunk","created":1730000000,"model":"gpt-4o-mini","system_fingerprint":"fp_1","choices":[{"index":0,"delta":{"content":"这件青铜鼎铸造于西周晚期，"},"logprobs":null,"finish_reason":null}]}"#;

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::auth::{Authenticator, Principal};
-use crate::config::{Config, LlmProviderKind, secs};
+use crate::config::{Config, LlmProviderKind, SttProviderKind, TtsProviderKind, secs};
 use crate::metrics::Metrics;
 use crate::pipeline::Deps;
 use crate::protocol::{HealthState, HealthStatus};
@@ -17,6 +17,11 @@ use crate::providers::llm::LlmProvider;
 use crate::providers::llm::gemini::{GeminiOptions, GeminiProvider};
 use crate::providers::llm::offline::OfflineProvider;
 use crate::providers::llm::openai::{OpenAiOptions, OpenAiProvider};
+use crate::providers::stt::SttProvider;
+use crate::providers::stt::funasr::{FunAsrOptions, FunAsrStt};
+use crate::providers::stt::openai::{OpenAiStt, OpenAiSttOptions};
+use crate::providers::tts::TtsProvider;
+use crate::providers::tts::openai::{OpenAiTts, OpenAiTtsOptions, SpeechFormat};
 use crate::store::Store;
 use crate::util::CpuSampler;
 
@@ -147,8 +152,86 @@ pub fn build_llm(config: &Config) -> anyhow::Result<Option<Arc<dyn LlmProvider>>
     })
 }
 
+/// Builds the configured speech-to-text provider (None when `[stt] provider = "none"`).
+pub fn build_stt(config: &Config) -> anyhow::Result<Option<Arc<dyn SttProvider>>> {
+    let c = &config.stt;
+    Ok(match c.provider {
+        SttProviderKind::None => None,
+        SttProviderKind::Openai => {
+            let api_key = c.api_key();
+            if api_key.is_none() && !c.api_key_env.is_empty() {
+                tracing::warn!(env = %c.api_key_env, "STT API key variable is not set; requests are sent without a key");
+            }
+            Some(Arc::new(OpenAiStt::new(OpenAiSttOptions {
+                base_url: c.base_url.clone(),
+                model: c.model.clone(),
+                api_key,
+                language: c.language.clone(),
+                prompt: c.prompt.clone(),
+                connect_timeout: secs(c.connect_timeout_seconds),
+            })?))
+        }
+        SttProviderKind::Funasr => Some(Arc::new(FunAsrStt::new(FunAsrOptions {
+            url: c.funasr_url.clone(),
+            mode: c.funasr_mode.clone(),
+            itn: c.funasr_itn,
+            hotwords: c.funasr_hotwords.clone(),
+            frame_ms: 100,
+            connect_timeout: secs(c.connect_timeout_seconds),
+        })?)),
+    })
+}
+
+/// Builds the configured text-to-speech provider (None when `[tts] provider = "none"`).
+pub fn build_tts(config: &Config) -> anyhow::Result<Option<Arc<dyn TtsProvider>>> {
+    let c = &config.tts;
+    Ok(match c.provider {
+        TtsProviderKind::None => None,
+        TtsProviderKind::Openai => {
+            let api_key = c.api_key();
+            if api_key.is_none() && !c.api_key_env.is_empty() {
+                tracing::warn!(env = %c.api_key_env, "TTS API key variable is not set; requests are sent without a key");
+            }
+            let format = if c.response_format == "wav" {
+                SpeechFormat::Wav
+            } else {
+                SpeechFormat::Pcm {
+                    sample_rate: c.sample_rate,
+                }
+            };
+            Some(Arc::new(OpenAiTts::new(OpenAiTtsOptions {
+                base_url: c.base_url.clone(),
+                model: c.model.clone(),
+                voice: c.voice.clone(),
+                api_key,
+                format,
+                speed: c.speed,
+                instructions: c.instructions.clone(),
+                connect_timeout: secs(c.connect_timeout_seconds),
+            })?))
+        }
+    })
+}
+
 impl AppState {
+    /// Builds the state; the STT and TTS providers come from `config` (a provider that cannot
+    /// be built is logged as an error and left out, so voice requests then say it is not
+    /// configured).
     pub fn new(config: Config, store: Store, llm: Option<Arc<dyn LlmProvider>>) -> Arc<AppState> {
+        let stt = build_stt(&config).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot build the STT provider; voice input is off");
+            None
+        });
+        let tts = build_tts(&config).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot build the TTS provider; speech output is off");
+            None
+        });
+        if let Some(s) = &stt {
+            tracing::info!(provider = s.name(), "speech recognition on");
+        }
+        if let Some(t) = &tts {
+            tracing::info!(provider = t.name(), "speech output on");
+        }
         let auth = Authenticator::new(store, config.auth.clone());
         let metrics = Arc::new(Metrics::default());
         let deps = Arc::new(Deps {
@@ -156,6 +239,10 @@ impl AppState {
             llm_config: config.llm.clone(),
             retriever: None,
             metrics: metrics.clone(),
+            stt,
+            tts,
+            tts_config: config.tts.clone(),
+            voice: crate::pipeline::speech::Voice::new(&config.stt),
         });
         Arc::new(AppState {
             config: Arc::new(config),

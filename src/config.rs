@@ -19,6 +19,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     pub auth: AuthConfig,
     pub llm: LlmConfig,
+    pub stt: SttConfig,
+    pub tts: TtsConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -308,6 +310,179 @@ impl LlmConfig {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SttProviderKind {
+    /// No STT: voice requests get a clear ERROR.
+    None,
+    /// OpenAI-compatible `POST {base_url}/audio/transcriptions` (OpenAI, whisper.cpp server,
+    /// faster-whisper/speaches, ...).
+    Openai,
+    /// FunASR runtime WebSocket server (audio forwarded while it is uploaded).
+    Funasr,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SttConfig {
+    pub provider: SttProviderKind,
+    /// openai: base URL up to the version segment.
+    pub base_url: String,
+    /// openai: model name.
+    pub model: String,
+    /// openai: name of the environment variable holding the API key (empty: send no key).
+    pub api_key_env: String,
+    /// openai: ISO-639-1 language hint; empty lets the model detect it.
+    pub language: String,
+    /// openai: optional prompt guiding recognition (e.g. exhibit names).
+    pub prompt: String,
+    /// funasr: `ws://host:port` of funasr-wss-server (or -2pass).
+    pub funasr_url: String,
+    /// funasr: `offline` or `2pass`.
+    pub funasr_mode: String,
+    /// funasr: inverse text normalisation.
+    pub funasr_itn: bool,
+    /// funasr: hotwords string as FunASR takes it, e.g. `{"青铜鼎": 20}`.
+    pub funasr_hotwords: String,
+    pub connect_timeout_seconds: f64,
+    /// From the end of the upload to the recognised text.
+    pub timeout_seconds: f64,
+    /// An open voice upload that receives nothing for this long is discarded (REQUEST_TIMEOUT).
+    pub upload_idle_timeout_seconds: f64,
+}
+
+impl Default for SttConfig {
+    fn default() -> Self {
+        SttConfig {
+            provider: SttProviderKind::None,
+            base_url: "https://api.openai.com/v1".into(),
+            model: "whisper-1".into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            language: String::new(),
+            prompt: String::new(),
+            funasr_url: "ws://127.0.0.1:10095".into(),
+            funasr_mode: "offline".into(),
+            funasr_itn: true,
+            funasr_hotwords: String::new(),
+            connect_timeout_seconds: 5.0,
+            timeout_seconds: 20.0,
+            upload_idle_timeout_seconds: 15.0,
+        }
+    }
+}
+
+impl std::fmt::Debug for SttConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SttConfig")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key_env", &self.api_key_env)
+            .field("funasr_url", &self.funasr_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SttConfig {
+    /// Reads the API key from the environment variable named by `api_key_env`.
+    pub fn api_key(&self) -> Option<String> {
+        env_key(&self.api_key_env)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TtsProviderKind {
+    /// No TTS: `require_tts` replies are text with a notice.
+    None,
+    /// OpenAI-compatible `POST {base_url}/audio/speech`.
+    Openai,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TtsConfig {
+    pub provider: TtsProviderKind,
+    pub base_url: String,
+    pub model: String,
+    pub voice: String,
+    /// Name of the environment variable holding the API key (empty: send no key).
+    pub api_key_env: String,
+    /// `pcm` (raw s16le mono at `sample_rate`) or `wav`.
+    pub response_format: String,
+    /// Sample rate of `pcm` answers (OpenAI: 24000). WAV answers carry their own.
+    pub sample_rate: u32,
+    /// Speaking speed (0.25–4.0); not sent when absent.
+    pub speed: Option<f64>,
+    /// Voice guidance for models that take it; not sent when empty.
+    pub instructions: String,
+    pub connect_timeout_seconds: f64,
+    /// From a piece's request to its first audio byte.
+    pub first_byte_timeout_seconds: f64,
+    /// Longest silence between two audio chunks of a piece.
+    pub idle_timeout_seconds: f64,
+    /// Pieces synthesised at once per reply (they are still sent in order).
+    pub max_concurrent: usize,
+    /// Audio per `content.voice` chunk, in milliseconds.
+    pub chunk_ms: u32,
+    /// The first piece may end at a clause mark once it has this many characters.
+    pub first_piece_min_chars: usize,
+    /// Later pieces end at a clause mark once they have this many characters.
+    pub clause_min_chars: usize,
+    /// A piece without punctuation is cut at this many characters.
+    pub max_piece_chars: usize,
+}
+
+impl Default for TtsConfig {
+    fn default() -> Self {
+        TtsConfig {
+            provider: TtsProviderKind::None,
+            base_url: "https://api.openai.com/v1".into(),
+            model: "gpt-4o-mini-tts".into(),
+            voice: "alloy".into(),
+            api_key_env: "OPENAI_API_KEY".into(),
+            response_format: "pcm".into(),
+            sample_rate: 24_000,
+            speed: None,
+            instructions: String::new(),
+            connect_timeout_seconds: 5.0,
+            first_byte_timeout_seconds: 10.0,
+            idle_timeout_seconds: 10.0,
+            max_concurrent: 2,
+            chunk_ms: 160,
+            first_piece_min_chars: 6,
+            clause_min_chars: 24,
+            max_piece_chars: 120,
+        }
+    }
+}
+
+impl std::fmt::Debug for TtsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TtsConfig")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("voice", &self.voice)
+            .field("api_key_env", &self.api_key_env)
+            .finish_non_exhaustive()
+    }
+}
+
+impl TtsConfig {
+    /// Reads the API key from the environment variable named by `api_key_env`.
+    pub fn api_key(&self) -> Option<String> {
+        env_key(&self.api_key_env)
+    }
+}
+
+fn env_key(var: &str) -> Option<String> {
+    if var.is_empty() {
+        return None;
+    }
+    std::env::var(var).ok().filter(|k| !k.is_empty())
+}
+
 pub fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s.max(0.0))
 }
@@ -399,6 +574,38 @@ impl Config {
             return Err(ConfigError::Invalid(
                 "server.tls_cert and server.tls_key must be set together".into(),
             ));
+        }
+        if !matches!(self.stt.funasr_mode.as_str(), "offline" | "2pass") {
+            return Err(ConfigError::Invalid(
+                "stt.funasr_mode must be \"offline\" or \"2pass\"".into(),
+            ));
+        }
+        if self.stt.provider == SttProviderKind::Funasr
+            && !(self.stt.funasr_url.starts_with("ws://")
+                || self.stt.funasr_url.starts_with("wss://"))
+        {
+            return Err(ConfigError::Invalid(
+                "stt.funasr_url must start with ws://".into(),
+            ));
+        }
+        if self.stt.provider == SttProviderKind::Openai && self.stt.base_url.is_empty() {
+            return Err(ConfigError::Invalid("stt.base_url is empty".into()));
+        }
+        let t = &self.tts;
+        if !matches!(t.response_format.as_str(), "pcm" | "wav") {
+            return Err(ConfigError::Invalid(
+                "tts.response_format must be \"pcm\" or \"wav\"".into(),
+            ));
+        }
+        if t.sample_rate == 0 || t.max_concurrent == 0 || t.chunk_ms == 0 || t.max_piece_chars == 0
+        {
+            return Err(ConfigError::Invalid(
+                "tts.sample_rate, tts.max_concurrent, tts.chunk_ms and tts.max_piece_chars must be > 0"
+                    .into(),
+            ));
+        }
+        if t.provider != TtsProviderKind::None && t.base_url.is_empty() {
+            return Err(ConfigError::Invalid("tts.base_url is empty".into()));
         }
         Ok(())
     }

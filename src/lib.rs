@@ -18,13 +18,16 @@
 //!                (server tools, observations) → RESPONSE frames via ReplyStream
 //! providers/llm/ one trait (stream of Segments): openai, gemini, offline (the default)
 //! providers/srs/ the Retriever trait over the collection
+//! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
+//! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
+//! audio/         WAV, resampling, voice chunking, the speakable-piece splitter. Pure
 //! transport/     ws.rs: upgrade, reader adapter, the one writer task per socket; http.rs: health
 //! store/         the only rusqlite user: accounts, API keys, migrations from migrations/*.sql
 //! util.rs        time, random ids, process CPU and RSS readings
 //! ```
 //!
 //! # Architecture invariants
-//! - `protocol`, `session::timers`, `session::upload`, `session::attributes` and
+//! - `protocol`, `audio`, `session::timers`, `session::upload`, `session::attributes` and
 //!   `pipeline::history` do no I/O.
 //! - `session` never imports axum or rusqlite; it reads any `Stream<Item = Inbound>` and writes
 //!   to an [`session::outbox::Outbox`], so it runs over channels in tests.
@@ -36,6 +39,7 @@
 //!   exactly once: normal `-1`, ERROR, or the interrupted frame.
 
 pub mod app;
+pub mod audio;
 pub mod auth;
 pub mod config;
 pub mod load;

@@ -44,6 +44,13 @@ pub struct Deps {
     /// The collection search (None: retrieval off for every session).
     pub retriever: Option<Arc<dyn Retriever>>,
     pub metrics: Arc<Metrics>,
+    /// Speech recognition for voice input (None: voice requests get a clear ERROR).
+    pub stt: Option<Arc<dyn crate::providers::stt::SttProvider>>,
+    /// Speech synthesis for `require_tts` replies (None: text with a `notice`).
+    pub tts: Option<Arc<dyn crate::providers::tts::TtsProvider>>,
+    pub tts_config: crate::config::TtsConfig,
+    /// Voice timeouts, timings and the hand-over of streaming recognitions.
+    pub voice: speech::Voice,
 }
 
 /// The visitor's input for one request.

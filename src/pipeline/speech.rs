@@ -1,22 +1,321 @@
 //! Speech input: a complete utterance (16 kHz s16le mono PCM) to text, spec §7.2 (full text
-//! only, no partial results reach the LLM). Speech-to-text providers plug in here.
+//! only, no partial results reach the LLM), plus the per-request voice timings.
+//!
+//! Two ways in:
+//! - A provider that streams input (FunASR) gets the audio while it is uploaded: the session
+//!   starts a [`LiveStt`] when the upload opens, feeds it every chunk, and hands it over when the
+//!   upload is complete; [`transcribe`] then only waits for the final text.
+//! - Otherwise [`transcribe`] sends the whole utterance at once.
+//!
+//! Either way the wait is under the request's token and `[stt] timeout_seconds`, and dropping it
+//! closes the upstream connection.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::task::AbortOnDropHandle;
+
+use crate::config::{SttConfig, secs};
 use crate::protocol::ErrorCode;
+use crate::providers::stt::{SttError, SttProvider};
 use crate::session::inflight::RequestCtx;
 
 use super::{Deps, Failure};
 
-/// Transcribes one utterance under the request's token.
-pub async fn transcribe(
-    _deps: &Deps,
-    _pcm: &[u8],
-    _ctx: &Arc<RequestCtx>,
-) -> Result<String, Failure> {
-    Err(Failure {
-        code: ErrorCode::InternalError,
-        detail: "speech recognition (STT) is not configured on this server; send text instead"
-            .into(),
-    })
+pub const NO_STT: &str =
+    "speech recognition (STT) is not configured on this server; send text instead";
+
+impl From<SttError> for Failure {
+    fn from(e: SttError) -> Self {
+        let code = if e.is_timeout() {
+            ErrorCode::RequestTimeout
+        } else {
+            ErrorCode::InternalError
+        };
+        // The error texts never carry upstream bodies or credentials.
+        Failure {
+            code,
+            detail: format!("speech recognition failed: {e}"),
+        }
+    }
+}
+
+/// Voice settings and per-request hand-over state, shared by every session (in [`Deps`]).
+pub struct Voice {
+    pub stt_timeout: Duration,
+    /// Open uploads idle this long are discarded.
+    pub upload_idle_timeout: Duration,
+    pub timings: Arc<Timings>,
+    /// Streaming recognitions whose upload is complete, waiting for their pipeline.
+    live: ByRequest<LiveStt>,
+    /// When each request's transcript was ready (for the STT → first token hop).
+    stt_done: ByRequest<Instant>,
+}
+
+impl Voice {
+    pub fn new(stt: &SttConfig) -> Self {
+        Voice {
+            stt_timeout: secs(stt.timeout_seconds),
+            upload_idle_timeout: secs(stt.upload_idle_timeout_seconds),
+            timings: Arc::new(Timings::default()),
+            live: ByRequest::default(),
+            stt_done: ByRequest::default(),
+        }
+    }
+
+    /// Hands a complete upload's streaming recognition to the request's pipeline.
+    pub fn hand_over(&self, ctx: &Arc<RequestCtx>, live: LiveStt) {
+        self.live.put(ctx, live);
+    }
+
+    /// When the transcript of `ctx`'s request was ready (taken once).
+    pub fn take_stt_done(&self, ctx: &Arc<RequestCtx>) -> Option<Instant> {
+        self.stt_done.take(ctx)
+    }
+}
+
+/// A small map keyed by request identity; entries of requests that are gone are pruned.
+struct ByRequest<T>(Mutex<HashMap<usize, (Weak<RequestCtx>, T)>>);
+
+impl<T> Default for ByRequest<T> {
+    fn default() -> Self {
+        ByRequest(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<T> ByRequest<T> {
+    fn put(&self, ctx: &Arc<RequestCtx>, v: T) {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, (w, _)| w.upgrade().is_some_and(|c| !c.token.is_cancelled()));
+        m.insert(Arc::as_ptr(ctx) as usize, (Arc::downgrade(ctx), v));
+    }
+
+    fn take(&self, ctx: &Arc<RequestCtx>) -> Option<T> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let (w, v) = m.remove(&(Arc::as_ptr(ctx) as usize))?;
+        w.upgrade()
+            .is_some_and(|c| Arc::ptr_eq(&c, ctx))
+            .then_some(v)
+    }
+}
+
+/// A recognition running while its audio is uploaded. Dropping it cancels the upstream call.
+pub struct LiveStt {
+    tx: Option<mpsc::UnboundedSender<Bytes>>,
+    result: oneshot::Receiver<Result<String, SttError>>,
+    _task: AbortOnDropHandle<()>,
+}
+
+impl LiveStt {
+    /// Starts recognising under the request's token.
+    pub fn start(stt: &Arc<dyn SttProvider>, ctx: &Arc<RequestCtx>) -> LiveStt {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (rtx, rrx) = oneshot::channel();
+        let fut = stt.transcribe(rx);
+        let token = ctx.token.clone();
+        let task = tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                _ = token.cancelled() => {}
+                r = fut => { let _ = rtx.send(r); }
+            }
+        });
+        LiveStt {
+            tx: Some(tx),
+            result: rrx,
+            _task: AbortOnDropHandle::new(task),
+        }
+    }
+
+    /// Forwards a piece of the upload (bounded by the upload's own size limit).
+    pub fn feed(&self, pcm: &[u8]) {
+        if let Some(tx) = &self.tx
+            && !pcm.is_empty()
+        {
+            let _ = tx.send(Bytes::copy_from_slice(pcm));
+        }
+    }
+
+    /// Ends the audio and waits for the text.
+    async fn finish(mut self) -> Result<String, SttError> {
+        self.tx = None;
+        match (&mut self.result).await {
+            Ok(r) => r,
+            Err(_) => Err(SttError::Closed("the recognition task ended".into())),
+        }
+    }
+}
+
+/// Transcribes one utterance under the request's token and `[stt] timeout_seconds`.
+pub async fn transcribe(deps: &Deps, pcm: &[u8], ctx: &Arc<RequestCtx>) -> Result<String, Failure> {
+    let Some(stt) = deps.stt.clone() else {
+        return Err(Failure {
+            code: ErrorCode::InternalError,
+            detail: NO_STT.into(),
+        });
+    };
+    let started = Instant::now();
+    let live = deps.voice.live.take(ctx);
+    let work = async move {
+        match live {
+            Some(l) => l.finish().await,
+            None => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let _ = tx.send(Bytes::copy_from_slice(pcm));
+                drop(tx);
+                stt.transcribe(rx).await
+            }
+        }
+    };
+    let res = tokio::select! {
+        biased;
+        _ = ctx.token.cancelled() => {
+            return Err(Failure { code: ErrorCode::InternalError, detail: "cancelled".into() });
+        }
+        r = tokio::time::timeout(deps.voice.stt_timeout, work) => r,
+    };
+    let text = match res {
+        Err(_) => {
+            return Err(Failure {
+                code: ErrorCode::RequestTimeout,
+                detail: "speech recognition (STT) did not answer in time".into(),
+            });
+        }
+        Ok(r) => r?,
+    };
+    let now = Instant::now();
+    deps.voice
+        .timings
+        .record(Hop::UploadToText, now - started, &ctx.request_id);
+    if text.trim().is_empty() {
+        return Err(Failure {
+            code: ErrorCode::MalformedPayload,
+            detail: "no speech was recognised in the upload; speak again or send text".into(),
+        });
+    }
+    tracing::debug!(request_id = %ctx.request_id, chars = text.chars().count(), "transcribed");
+    deps.voice.stt_done.put(ctx, now);
+    Ok(text)
+}
+
+/// The server-side hops of a voice request that are timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hop {
+    /// End of the upload → recognised text.
+    UploadToText,
+    /// Recognised text → first LLM token.
+    TextToFirstToken,
+    /// First speakable piece → its TTS request sent.
+    PieceToTtsRequest,
+    /// First TTS audio byte → first voice frame queued for the socket.
+    TtsByteToVoiceFrame,
+}
+
+impl Hop {
+    pub const ALL: [Hop; 4] = [
+        Hop::UploadToText,
+        Hop::TextToFirstToken,
+        Hop::PieceToTtsRequest,
+        Hop::TtsByteToVoiceFrame,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Hop::UploadToText => "upload_end_to_stt_text",
+            Hop::TextToFirstToken => "stt_text_to_first_llm_token",
+            Hop::PieceToTtsRequest => "first_piece_to_tts_request",
+            Hop::TtsByteToVoiceFrame => "first_tts_byte_to_first_voice_frame",
+        }
+    }
+}
+
+/// Recent durations per hop (the last [`Timings::KEEP`] of each), logged as they happen.
+#[derive(Default)]
+pub struct Timings {
+    samples: Mutex<HashMap<Hop, std::collections::VecDeque<Duration>>>,
+}
+
+/// Percentiles of one hop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HopSummary {
+    pub count: usize,
+    pub p50: Duration,
+    pub p99: Duration,
+    pub max: Duration,
+}
+
+impl Timings {
+    pub const KEEP: usize = 4096;
+
+    pub fn record(&self, hop: Hop, d: Duration, request_id: &str) {
+        tracing::debug!(target: "museum_agent::timing", request_id, hop = hop.name(), us = d.as_micros() as u64, "voice hop");
+        let mut m = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let q = m.entry(hop).or_default();
+        if q.len() == Self::KEEP {
+            q.pop_front();
+        }
+        q.push_back(d);
+    }
+
+    pub fn summary(&self, hop: Hop) -> Option<HopSummary> {
+        let m = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<Duration> = m.get(&hop)?.iter().copied().collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort();
+        let at = |q: f64| v[((v.len() as f64 - 1.0) * q).round() as usize];
+        Some(HopSummary {
+            count: v.len(),
+            p50: at(0.5),
+            p99: at(0.99),
+            max: v[v.len() - 1],
+        })
+    }
+
+    pub fn clear(&self) {
+        self.samples
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_keep_percentiles() {
+        let t = Timings::default();
+        assert!(t.summary(Hop::UploadToText).is_none());
+        for i in 1..=100 {
+            t.record(Hop::UploadToText, Duration::from_micros(i), "r");
+        }
+        let s = t.summary(Hop::UploadToText).unwrap();
+        assert_eq!(s.count, 100);
+        assert_eq!(s.p50, Duration::from_micros(51));
+        assert_eq!(s.p99, Duration::from_micros(99));
+        assert_eq!(s.max, Duration::from_micros(100));
+    }
+
+    #[test]
+    fn by_request_matches_identity_not_just_address() {
+        let m: ByRequest<u32> = ByRequest::default();
+        let a = Arc::new(RequestCtx::new("a".into(), Default::default()));
+        let b = Arc::new(RequestCtx::new("b".into(), Default::default()));
+        m.put(&a, 1);
+        assert_eq!(m.take(&b), None);
+        assert_eq!(m.take(&a), Some(1));
+        assert_eq!(m.take(&a), None);
+        // Entries of cancelled requests are pruned on the next insert.
+        m.put(&a, 2);
+        a.token.cancel();
+        m.put(&b, 3);
+        assert_eq!(m.0.lock().unwrap().len(), 1);
+    }
 }

@@ -2,6 +2,8 @@
 
 pub mod llm;
 pub mod srs;
+pub mod stt;
+pub mod tts;
 
 /// A reqwest client builder for upstream calls. TLS is rustls with the `ring` provider
 /// (installed here once, process-wide; reqwest is built without a default provider).

@@ -29,6 +29,7 @@ use crate::app::AppState;
 use crate::auth::{AuthError, Principal};
 use crate::config::secs;
 use crate::pipeline::history::History;
+use crate::pipeline::speech::LiveStt;
 use crate::pipeline::{self, Input, Job};
 use crate::protocol::{
     AckStatus, ClientMessage, DecodeError, ErrorCode, ErrorPayload, HealthCheckAck, Heartbeat,
@@ -75,6 +76,11 @@ struct Session {
     upload: Option<(Upload, Arc<RequestCtx>)>,
     /// Receives a reason when the server ends this session from outside (credential revoked).
     kick: tokio::sync::mpsc::Receiver<String>,
+    /// The open upload's streaming recognition (providers that take audio as it arrives).
+    /// Dropping it closes the upstream connection; it is always cleared with `upload`.
+    upload_live: Option<LiveStt>,
+    /// When the open upload last received something (the idle timeout runs from here).
+    upload_touched: Instant,
     _slot: SessionSlot,
 }
 
@@ -200,6 +206,10 @@ impl Conn {
 
     fn next_deadline(&self) -> Instant {
         let base = match &self.session {
+            Some(s) if s.upload.is_some() => s
+                .live
+                .next_deadline()
+                .min(s.upload_touched + self.app.deps.voice.upload_idle_timeout),
             Some(s) => s.live.next_deadline(),
             None => self.register_deadline,
         };
@@ -235,6 +245,17 @@ impl Conn {
             && now >= d
         {
             return Flow::Close(close_code::GOING_AWAY, "server shutting down".into());
+        }
+        if let Some(s) = self.session.as_ref()
+            && s.upload.is_some()
+            && now >= s.upload_touched + self.app.deps.voice.upload_idle_timeout
+        {
+            let idle = self.app.deps.voice.upload_idle_timeout.as_secs_f64();
+            self.fail_upload(
+                ErrorCode::RequestTimeout,
+                format!("the voice upload received nothing for {idle} s; it was discarded"),
+            )
+            .await;
         }
         let Some(s) = self.session.as_mut() else {
             if now >= self.register_deadline {
@@ -342,8 +363,14 @@ impl Conn {
             }
             Some((u, _)) => u.push_binary(&data),
         };
-        if let Err(e) = res {
-            self.fail_upload_with(e).await;
+        match res {
+            Ok(()) => {
+                s.upload_touched = Instant::now();
+                if let Some(l) = &s.upload_live {
+                    l.feed(&data);
+                }
+            }
+            Err(e) => self.fail_upload_with(e).await,
         }
         Flow::Continue
     }
@@ -531,6 +558,8 @@ impl Conn {
             .with_max_missed(cfg.max_missed_heartbeats),
             upload: None,
             kick,
+            upload_live: None,
+            upload_touched: now,
             _slot: slot,
         };
         tracing::info!(session = %id, who = %session.principal.label(), platform = ?p.platform, peer = %self.peer, "session registered");
@@ -594,6 +623,7 @@ impl Conn {
             .is_some_and(|(_, ctx)| ctx.token.is_cancelled())
         {
             s.upload = None;
+            s.upload_live = None;
         }
         let ids: Vec<String> = cancelled.iter().map(|c| c.request_id.clone()).collect();
         let (status, message) = if ids.is_empty() {
@@ -766,14 +796,27 @@ impl Conn {
                     UploadMode::Base64Chunks
                 };
                 let mut up = Upload::new(&id, mode, self.app.config.limits.max_upload_bytes);
+                let live = self
+                    .app
+                    .deps
+                    .stt
+                    .as_ref()
+                    .filter(|stt| stt.streams_input())
+                    .map(|stt| LiveStt::start(stt, &ctx));
+                let s = self.session.as_mut().expect("registered");
+                s.upload_touched = Instant::now();
                 if let RequestKind::VoiceChunk { data, .. } = &kind
                     && let Err(e) = up.push_chunk(0, data.as_deref())
                 {
-                    self.session.as_mut().expect("registered").upload = Some((up, ctx));
+                    s.upload = Some((up, ctx));
                     self.fail_upload_with(e).await;
                     return Flow::Continue;
                 }
-                self.session.as_mut().expect("registered").upload = Some((up, ctx));
+                if let Some(l) = &live {
+                    l.feed(up.pcm_since(0));
+                }
+                s.upload_live = live;
+                s.upload = Some((up, ctx));
             }
             RequestKind::VoiceChunk { seq, data } => {
                 self.continue_upload(&id, Some((seq, data))).await;
@@ -821,16 +864,29 @@ impl Conn {
             return;
         }
         let (up, _) = s.upload.as_mut().expect("checked");
+        let before = up.len();
         let complete = match chunk {
             Some((seq, data)) => up.push_chunk(seq, data.as_deref()),
             None => Ok(true),
         };
+        if complete.is_ok() {
+            s.upload_touched = Instant::now();
+            if let Some(l) = &s.upload_live {
+                l.feed(up.pcm_since(before));
+            }
+        }
         match complete {
             Ok(false) => {}
             Ok(true) => {
                 let (up, ctx) = s.upload.take().expect("checked");
+                let live = s.upload_live.take();
                 match up.finish() {
-                    Ok(pcm) => self.spawn(ctx, Input::Voice(pcm)),
+                    Ok(pcm) => {
+                        if let Some(l) = live {
+                            self.app.deps.voice.hand_over(&ctx, l);
+                        }
+                        self.spawn(ctx, Input::Voice(pcm))
+                    }
                     Err(e) => {
                         let (code, detail) = upload_error_code(e);
                         self.end_with_error(&ctx, code, detail).await;
@@ -850,6 +906,7 @@ impl Conn {
     /// Discards the open upload and ends its request with an ERROR.
     async fn fail_upload(&mut self, code: ErrorCode, detail: String) {
         let s = self.session.as_mut().expect("registered");
+        s.upload_live = None;
         if let Some((_, ctx)) = s.upload.take() {
             self.end_with_error(&ctx, code, detail).await;
         }

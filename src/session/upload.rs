@@ -81,6 +81,12 @@ impl Upload {
         self.pcm.is_empty()
     }
 
+    /// The audio appended since the upload held `from` bytes (what a streaming STT has not
+    /// been sent yet).
+    pub fn pcm_since(&self, from: usize) -> &[u8] {
+        &self.pcm[from.min(self.pcm.len())..]
+    }
+
     fn append(&mut self, bytes: &[u8]) -> Result<(), UploadError> {
         if self.pcm.len() + bytes.len() > self.max_bytes {
             return Err(UploadError::TooLarge(format!(

@@ -14,3 +14,4 @@ mod register;
 mod requests;
 mod session_timers;
 mod shutdown;
+mod voice;

@@ -2,6 +2,7 @@
 //! a local fake OpenAI-compatible upstream; `Client` is a real WebSocket client.
 
 pub mod fake_llm;
+pub mod fake_speech;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
