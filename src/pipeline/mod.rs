@@ -110,6 +110,10 @@ pub async fn run(job: Job, deps: Arc<Deps>) {
             deps.metrics.request(Outcome::Completed);
             tracing::debug!(request_id = %id, ms = started.elapsed().as_millis() as u64, "request finished")
         }
+        Err(f) if job.ctx.token.is_cancelled() => {
+            // Interrupted or disconnected while a stage was failing: nothing to report.
+            tracing::debug!(request_id = %id, detail = %f.detail, "request ended after cancellation");
+        }
         Err(f) => {
             tracing::warn!(request_id = %id, code = %f.code, detail = %f.detail, "request failed");
             if job.inflight.finish(&job.ctx) {

@@ -36,7 +36,7 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> impl axum::response::I
             "Seconds since start.",
             app.started.elapsed().as_secs_f64(),
         ),
-    ]);
+    ]) + &voice_hops(&app);
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -65,4 +65,31 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> (StatusCode, Json<Value
         StatusCode::SERVICE_UNAVAILABLE
     };
     (code, Json(body))
+}
+
+/// The voice hop timings (recent window) as a Prometheus summary.
+fn voice_hops(app: &AppState) -> String {
+    use crate::pipeline::speech::Hop;
+    use std::fmt::Write;
+    let mut out = String::from(
+        "# HELP museum_agent_voice_hop_seconds Server-side voice hops over the recent window.\n# TYPE museum_agent_voice_hop_seconds summary\n",
+    );
+    for hop in Hop::ALL {
+        if let Some(s) = app.deps.voice.timings.summary(hop) {
+            let name = hop.name();
+            for (q, d) in [("0.5", s.p50), ("0.99", s.p99)] {
+                let _ = writeln!(
+                    out,
+                    "museum_agent_voice_hop_seconds{{hop=\"{name}\",quantile=\"{q}\"}} {}",
+                    d.as_secs_f64()
+                );
+            }
+            let _ = writeln!(
+                out,
+                "museum_agent_voice_hop_seconds_count{{hop=\"{name}\"}} {}",
+                s.count
+            );
+        }
+    }
+    out
 }

@@ -314,6 +314,19 @@ async fn whole_base64_with_openai_stt_and_pcm_tts_interleaves_text_and_voice() {
         r.frames
     );
     assert!(c.sync().await.is_empty());
+    // The server-side hop timings are exported.
+    let (_, metrics) = app.http_get("/metrics").await;
+    for hop in [
+        "upload_end_to_stt_text",
+        "stt_text_to_first_llm_token",
+        "first_piece_to_tts_request",
+    ] {
+        let line = format!("museum_agent_voice_hop_seconds_count{{hop=\"{hop}\"}} 1");
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "missing {line} in {metrics}"
+        );
+    }
 }
 
 #[tokio::test]
