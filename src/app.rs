@@ -14,6 +14,7 @@ use crate::pipeline::Deps;
 use crate::protocol::{HealthState, HealthStatus};
 use crate::providers::llm::LlmProvider;
 use crate::providers::llm::openai::{OpenAiOptions, OpenAiProvider};
+use crate::providers::srs::Retriever;
 use crate::store::Store;
 use crate::util::CpuSampler;
 
@@ -69,11 +70,22 @@ pub fn build_llm(config: &Config) -> anyhow::Result<Option<Arc<dyn LlmProvider>>
 
 impl AppState {
     pub fn new(config: Config, store: Store, llm: Option<Arc<dyn LlmProvider>>) -> Arc<AppState> {
+        Self::with_retriever(config, store, llm, None)
+    }
+
+    /// Like [`AppState::new`], with the collection retriever (see
+    /// [`crate::providers::srs::build_retriever`]).
+    pub fn with_retriever(
+        config: Config,
+        store: Store,
+        llm: Option<Arc<dyn LlmProvider>>,
+        retriever: Option<Arc<dyn Retriever>>,
+    ) -> Arc<AppState> {
         let auth = Authenticator::new(store, config.auth.clone());
         let deps = Arc::new(Deps {
             llm,
             llm_config: config.llm.clone(),
-            retriever: None,
+            retriever,
         });
         Arc::new(AppState {
             config: Arc::new(config),

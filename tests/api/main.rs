@@ -9,5 +9,6 @@ mod http;
 mod interrupt;
 mod register;
 mod requests;
+mod retrieval;
 mod session_timers;
 mod shutdown;
