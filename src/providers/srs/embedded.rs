@@ -20,6 +20,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -198,40 +199,66 @@ fn idf(n: f64, df: f64) -> f64 {
 #[derive(Debug, Clone)]
 pub struct WeightedTerms {
     pub terms: Vec<(QueryTerm, f64)>,
+    /// Document frequency of each term (same order).
+    pub dfs: Vec<f64>,
+    /// Exhibits in the collection.
+    pub docs: f64,
     pub total: f64,
 }
 
 fn weigh(store: &Store, terms: Vec<QueryTerm>) -> Result<WeightedTerms, StoreError> {
     let n = store.exhibit_count()? as f64;
     let mut out = Vec::with_capacity(terms.len());
+    let mut dfs = Vec::with_capacity(terms.len());
     let mut total = 0.0;
     for t in terms {
-        let df = store.doc_freq(&t.text, t.prefix)? as f64;
-        let w = idf(n, df.min(n));
+        let df = (store.doc_freq(&t.text, t.prefix)? as f64).min(n);
+        let w = idf(n, df);
         total += w;
         out.push((t, w));
+        dfs.push(df);
     }
-    Ok(WeightedTerms { terms: out, total })
+    Ok(WeightedTerms {
+        terms: out,
+        dfs,
+        docs: n,
+        total,
+    })
 }
 
-/// IDF-weighted share of the terms present among `tokens`.
-pub fn coverage(w: &WeightedTerms, tokens: &HashSet<&str>) -> f64 {
+/// IDF-weighted share of the terms present in `indexed` (space-separated index tokens).
+pub fn coverage(w: &WeightedTerms, indexed: &str) -> f64 {
     if w.total <= 0.0 {
         return 0.0;
     }
-    let found: f64 = w
+    // One pass over the document's tokens against the question's few terms (FxHash: the
+    // tokens are short and not attacker-chosen keys of a long-lived map).
+    let exact: FxHashMap<&str, usize> = w
         .terms
         .iter()
-        .filter(|(t, _)| {
-            if t.prefix {
-                tokens.iter().any(|tok| t.matches(tok))
-            } else {
-                tokens.contains(t.text.as_str())
-            }
-        })
-        .map(|(_, idf)| idf)
+        .enumerate()
+        .filter(|(_, (t, _))| !t.prefix)
+        .map(|(i, (t, _))| (t.text.as_str(), i))
+        .collect();
+    let mut found = vec![false; w.terms.len()];
+    for tok in indexed.split_ascii_whitespace() {
+        if let Some(&i) = exact.get(tok) {
+            found[i] = true;
+        }
+    }
+    for (i, (t, _)) in w.terms.iter().enumerate() {
+        if t.prefix && !found[i] {
+            found[i] = indexed.split_ascii_whitespace().any(|tok| t.matches(tok));
+        }
+    }
+    let sum: f64 = w
+        .terms
+        .iter()
+        .zip(found)
+        .filter(|(_, f)| *f)
+        .map(|((_, idf), _)| idf)
         .sum();
-    found / w.total
+    sum / w.total
 }
 
 /// One candidate of the lexical stage.
@@ -247,7 +274,20 @@ fn lexical(
     opts: &EmbeddedOptions,
     extra_pks: &[i64],
 ) -> Result<Vec<Lexical>, StoreError> {
-    let terms: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
+    // Terms found nowhere cannot match, and terms in more than half of the collection add
+    // nothing to FTS5's BM25 (it floors their IDF at 1e-6) but make it score most documents:
+    // leave both out of the MATCH (coverage below still counts them).
+    let half = w.docs / 2.0;
+    let mut terms: Vec<QueryTerm> = w
+        .terms
+        .iter()
+        .zip(&w.dfs)
+        .filter(|(_, df)| **df > 0.0 && **df <= half)
+        .map(|((t, _), _)| t.clone())
+        .collect();
+    if terms.is_empty() {
+        terms = w.terms.iter().map(|(t, _)| t.clone()).collect();
+    }
     let expr = text::match_expression(&terms);
     let cands = store.fts_candidates(&expr, &WEIGHTS, opts.candidates)?;
     let best = cands.first().map_or(0.0, |c| c.1).max(f64::MIN_POSITIVE);
@@ -260,8 +300,7 @@ fn lexical(
     let texts = store.indexed_text(&pks)?;
     let mut out = Vec::with_capacity(texts.len());
     for (pk, t) in texts {
-        let tokens: HashSet<&str> = t.split_ascii_whitespace().collect();
-        let cov = coverage(w, &tokens);
+        let cov = coverage(w, &t);
         let bm25 = cands
             .iter()
             .find(|c| c.0 == pk)
