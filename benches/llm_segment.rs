@@ -32,6 +32,7 @@ fn main() {
             llm: None,
             llm_config: Default::default(),
             retriever: None,
+            retrieval_k: 3,
             metrics: Default::default(),
             stt: None,
             tts: None,

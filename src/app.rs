@@ -17,6 +17,7 @@ use crate::providers::llm::LlmProvider;
 use crate::providers::llm::gemini::{GeminiOptions, GeminiProvider};
 use crate::providers::llm::offline::OfflineProvider;
 use crate::providers::llm::openai::{OpenAiOptions, OpenAiProvider};
+use crate::providers::srs::Retriever;
 use crate::providers::stt::SttProvider;
 use crate::providers::stt::funasr::{FunAsrOptions, FunAsrStt};
 use crate::providers::stt::openai::{OpenAiStt, OpenAiSttOptions};
@@ -218,6 +219,17 @@ impl AppState {
     /// be built is logged as an error and left out, so voice requests then say it is not
     /// configured).
     pub fn new(config: Config, store: Store, llm: Option<Arc<dyn LlmProvider>>) -> Arc<AppState> {
+        Self::with_retriever(config, store, llm, None)
+    }
+
+    /// Like [`AppState::new`], with the collection retriever (see
+    /// [`crate::providers::srs::build_retriever`]).
+    pub fn with_retriever(
+        config: Config,
+        store: Store,
+        llm: Option<Arc<dyn LlmProvider>>,
+        retriever: Option<Arc<dyn Retriever>>,
+    ) -> Arc<AppState> {
         let stt = build_stt(&config).unwrap_or_else(|e| {
             tracing::error!(error = %e, "cannot build the STT provider; voice input is off");
             None
@@ -237,7 +249,8 @@ impl AppState {
         let deps = Arc::new(Deps {
             llm,
             llm_config: config.llm.clone(),
-            retriever: None,
+            retriever,
+            retrieval_k: config.srs.top_k,
             metrics: metrics.clone(),
             stt,
             tts,

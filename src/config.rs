@@ -21,6 +21,7 @@ pub struct Config {
     pub llm: LlmConfig,
     pub stt: SttConfig,
     pub tts: TtsConfig,
+    pub srs: SrsConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -235,8 +236,6 @@ pub struct LlmConfig {
     /// Most client functions given to the model per request; above it only the ones that best
     /// match the visitor's words are given (see the README).
     pub max_client_tools: usize,
-    /// Exhibits retrieved into the prompt when the session's enable_srs is on.
-    pub retrieval_k: usize,
 }
 
 impl Default for LlmConfig {
@@ -257,7 +256,6 @@ impl Default for LlmConfig {
             max_retries: 2,
             max_tool_steps: 4,
             max_client_tools: 16,
-            retrieval_k: 3,
         }
     }
 }
@@ -371,6 +369,79 @@ impl Default for SttConfig {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SrsProviderKind {
+    /// No retrieval: answers are not grounded in the collection.
+    None,
+    /// The collection in this server's SQLite file (FTS5/BM25, optional embeddings).
+    Embedded,
+    /// An external retrieval service over HTTP (see `providers/srs/remote.rs`).
+    Remote,
+}
+
+/// `[srs]`: retrieval over the museum's collection.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SrsConfig {
+    pub provider: SrsProviderKind,
+    /// Exhibits put into the prompt per question.
+    pub top_k: usize,
+    /// Hits scoring below this (0–1: the IDF-weighted share of the question found in the
+    /// exhibit, discounted by BM25 rank) are dropped; no hit left = "the collection has no answer".
+    pub no_answer_threshold: f64,
+    /// BM25 candidates re-ranked per question.
+    pub candidates: usize,
+    /// Longer questions are cut to this many characters before analysis.
+    pub max_query_chars: usize,
+    /// Ingest `demo_path` at start when the collection is empty (or the file changed since).
+    pub load_demo: bool,
+    pub demo_path: PathBuf,
+    /// Base URL of the external service for `provider = "remote"`.
+    pub remote_url: String,
+    /// Environment variable holding the remote service's bearer token ("" = none).
+    pub remote_api_key_env: String,
+    /// Bound on each remote call; on failure the answer goes on without retrieval.
+    pub remote_timeout_seconds: f64,
+    /// OpenAI-compatible base URL (…/v1) for embeddings; "" = embeddings off (lexical only).
+    pub embeddings_url: String,
+    pub embeddings_model: String,
+    /// Environment variable holding the embeddings API key ("" = none).
+    pub embeddings_api_key_env: String,
+    pub embeddings_timeout_seconds: f64,
+    /// Texts per embeddings request at ingest.
+    pub embeddings_batch: usize,
+    /// With embeddings, a hit below the lexical threshold is kept when its cosine similarity
+    /// reaches this.
+    pub embeddings_min_similarity: f64,
+    /// Reciprocal rank fusion constant (score = Σ 1/(rrf_k + rank)).
+    pub rrf_k: f64,
+}
+
+impl Default for SrsConfig {
+    fn default() -> Self {
+        SrsConfig {
+            provider: SrsProviderKind::Embedded,
+            top_k: 5,
+            no_answer_threshold: 0.3,
+            candidates: 50,
+            max_query_chars: 500,
+            load_demo: true,
+            demo_path: "fixtures/collection/exhibits.jsonl".into(),
+            remote_url: String::new(),
+            remote_api_key_env: String::new(),
+            remote_timeout_seconds: 2.0,
+            embeddings_url: String::new(),
+            embeddings_model: "text-embedding-3-small".into(),
+            embeddings_api_key_env: "OPENAI_API_KEY".into(),
+            embeddings_timeout_seconds: 10.0,
+            embeddings_batch: 64,
+            embeddings_min_similarity: 0.5,
+            rrf_k: 60.0,
+        }
+    }
+}
+
 impl std::fmt::Debug for SttConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SttConfig")
@@ -386,7 +457,7 @@ impl std::fmt::Debug for SttConfig {
 impl SttConfig {
     /// Reads the API key from the environment variable named by `api_key_env`.
     pub fn api_key(&self) -> Option<String> {
-        env_key(&self.api_key_env)
+        env_secret(&self.api_key_env)
     }
 }
 
@@ -472,15 +543,16 @@ impl std::fmt::Debug for TtsConfig {
 impl TtsConfig {
     /// Reads the API key from the environment variable named by `api_key_env`.
     pub fn api_key(&self) -> Option<String> {
-        env_key(&self.api_key_env)
+        env_secret(&self.api_key_env)
     }
 }
 
-fn env_key(var: &str) -> Option<String> {
-    if var.is_empty() {
+/// The value of the environment variable `name` (None when `name` is empty, unset or empty).
+pub fn env_secret(name: &str) -> Option<String> {
+    if name.is_empty() {
         return None;
     }
-    std::env::var(var).ok().filter(|k| !k.is_empty())
+    std::env::var(name).ok().filter(|k| !k.is_empty())
 }
 
 pub fn secs(s: f64) -> Duration {
@@ -607,6 +679,29 @@ impl Config {
         if t.provider != TtsProviderKind::None && t.base_url.is_empty() {
             return Err(ConfigError::Invalid("tts.base_url is empty".into()));
         }
+        let r = &self.srs;
+        if !(0.0..=1.0).contains(&r.no_answer_threshold)
+            || !(-1.0..=1.0).contains(&r.embeddings_min_similarity)
+        {
+            return Err(ConfigError::Invalid(
+                "srs.no_answer_threshold must be in 0..=1 and srs.embeddings_min_similarity in -1..=1"
+                    .into(),
+            ));
+        }
+        if r.top_k == 0 || r.candidates == 0 || r.max_query_chars == 0 || r.embeddings_batch == 0 {
+            return Err(ConfigError::Invalid(
+                "srs.top_k, srs.candidates, srs.max_query_chars and srs.embeddings_batch must be > 0"
+                    .into(),
+            ));
+        }
+        if r.rrf_k < 0.0 {
+            return Err(ConfigError::Invalid("srs.rrf_k must be >= 0".into()));
+        }
+        if r.provider == SrsProviderKind::Remote && r.remote_url.trim().is_empty() {
+            return Err(ConfigError::Invalid(
+                "srs.provider = \"remote\" needs srs.remote_url".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -657,6 +752,20 @@ mod tests {
         assert!(Config::from_sources("", env).is_err());
         let env = vec![("MUSEUM_AGENT__LLM".to_string(), "x".to_string())];
         assert!(Config::from_sources("", env).is_err());
+    }
+
+    #[test]
+    fn srs_settings_are_checked() {
+        let c = Config::from_sources("[srs]\nprovider = \"none\"\ntop_k = 3\n", vec![]).unwrap();
+        assert_eq!((c.srs.provider, c.srs.top_k), (SrsProviderKind::None, 3));
+        assert!(Config::from_sources("[srs]\nprovider = \"remote\"\n", vec![]).is_err());
+        assert!(Config::from_sources("[srs]\nno_answer_threshold = 1.5\n", vec![]).is_err());
+        assert!(Config::from_sources("[srs]\ntop_k = 0\n", vec![]).is_err());
+        let env = vec![(
+            "MUSEUM_AGENT__SRS__LOAD_DEMO".to_string(),
+            "false".to_string(),
+        )];
+        assert!(!Config::from_sources("", env).unwrap().srs.load_demo);
     }
 
     #[test]

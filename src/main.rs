@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use museum_agent::auth::{generate_api_key, hash_password};
+use museum_agent::providers::srs;
 use museum_agent::store::Store;
 use museum_agent::{AppState, Config};
 
@@ -39,6 +40,38 @@ enum Command {
     Account {
         #[command(subcommand)]
         cmd: AccountCmd,
+    },
+    /// Load collection files (.jsonl or .csv) into the database. Re-ingesting updates changed
+    /// rows and never duplicates; bad rows are reported with their line and skipped.
+    Ingest {
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Print the reports as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search the collection as the server does; print ids, titles, scores (and passages).
+    Search {
+        query: String,
+        #[arg(long, default_value_t = 5)]
+        k: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Retrieval quality over a query file: recall@1, recall@5, MRR. The embedded retriever
+    /// runs on a fresh in-memory copy of --collection, so the figures do not depend on the
+    /// database; with [srs] provider = "remote" the remote service is measured instead.
+    Eval {
+        #[arg(long, default_value = "fixtures/collection/dev_queries.jsonl")]
+        queries: PathBuf,
+        /// Collection file to evaluate on (default: [srs] demo_path).
+        #[arg(long)]
+        collection: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+        /// Also list every query that missed, with what came back.
+        #[arg(long)]
+        verbose: bool,
     },
 }
 
@@ -141,6 +174,14 @@ fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Ingest { paths, json } => runtime()?.block_on(ingest(config, paths, json)),
+        Command::Search { query, k, json } => runtime()?.block_on(search(config, query, k, json)),
+        Command::Eval {
+            queries,
+            collection,
+            json,
+            verbose,
+        } => runtime()?.block_on(eval(config, queries, collection, json, verbose)),
         Command::Account { cmd } => {
             let store = Store::open(&config.database.path)?;
             match cmd {
@@ -187,6 +228,180 @@ fn main() -> anyhow::Result<()> {
     }
 }
 
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+async fn ingest(config: Config, paths: Vec<PathBuf>, json: bool) -> anyhow::Result<()> {
+    let store = Store::open(&config.database.path)
+        .with_context(|| format!("opening database {}", config.database.path.display()))?;
+    let retriever = srs::embedded_from_config(&config, &store).await?;
+    let mut failed = Vec::new();
+    for path in &paths {
+        match retriever.ingest_file(path).await {
+            Ok(r) => {
+                if json {
+                    println!("{}", serde_json::to_string(&r)?);
+                    continue;
+                }
+                println!(
+                    "{}: {} rows (inserted {}, updated {}, unchanged {}), {} rejected, {:.2} s",
+                    r.source,
+                    r.rows,
+                    r.inserted,
+                    r.updated,
+                    r.unchanged,
+                    r.rejected.len(),
+                    r.seconds
+                );
+                for x in r.rejected.iter().take(50) {
+                    println!("  line {}: {}", x.line, x.reason);
+                }
+                if r.rejected.len() > 50 {
+                    println!("  ... and {} more rejected rows", r.rejected.len() - 50);
+                }
+                if let Some(n) = r.vectors_embedded {
+                    println!("  embedding vectors computed: {n}");
+                }
+                if let Some(e) = &r.vectors_error {
+                    println!("  embeddings failed (rows are stored and searchable): {e}");
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                failed.push(path.display().to_string());
+            }
+        }
+    }
+    anyhow::ensure!(failed.is_empty(), "could not ingest: {}", failed.join(", "));
+    Ok(())
+}
+
+async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::Result<()> {
+    let store = Store::open(&config.database.path)
+        .with_context(|| format!("opening database {}", config.database.path.display()))?;
+    let Some(retriever) = srs::build_retriever(&config, &store).await? else {
+        anyhow::bail!("retrieval is off ([srs] provider = \"none\")");
+    };
+    let hits = retriever.search(&query, k).await?;
+    if json {
+        let hits: Vec<serde_json::Value> = hits
+            .iter()
+            .map(|h| {
+                serde_json::json!({"id": h.exhibit.id, "title": h.exhibit.title,
+                                   "score": h.score, "passages": h.passages})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"query": query, "retriever": retriever.name(), "hits": hits})
+        );
+        return Ok(());
+    }
+    if hits.is_empty() {
+        println!("no exhibit clears the no-answer threshold");
+    }
+    for (i, h) in hits.iter().enumerate() {
+        println!(
+            "{:>2}. {:.4}  {}  {}",
+            i + 1,
+            h.score,
+            h.exhibit.id,
+            h.exhibit.title
+        );
+        for p in &h.passages {
+            println!(
+                "      {}",
+                p.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+        }
+    }
+    Ok(())
+}
+
+async fn eval(
+    config: Config,
+    queries: PathBuf,
+    collection: Option<PathBuf>,
+    json: bool,
+    verbose: bool,
+) -> anyhow::Result<()> {
+    use museum_agent::providers::srs::eval;
+    let qs = eval::load_queries(&queries).map_err(anyhow::Error::msg)?;
+    let retriever: std::sync::Arc<dyn srs::Retriever> = match config.srs.provider {
+        museum_agent::config::SrsProviderKind::Remote => {
+            std::sync::Arc::new(srs::remote_from_config(&config.srs)?)
+        }
+        _ => {
+            let path = collection.unwrap_or_else(|| config.srs.demo_path.clone());
+            let store = Store::open_in_memory()?;
+            let r = srs::embedded_from_config(&config, &store).await?;
+            let rep = r.ingest_file(&path).await.map_err(anyhow::Error::msg)?;
+            eprintln!(
+                "collection {}: {} exhibits ({} rejected rows) in {:.2} s",
+                path.display(),
+                rep.rows,
+                rep.rejected.len(),
+                rep.seconds
+            );
+            std::sync::Arc::new(r)
+        }
+    };
+    let outcomes = eval::run(retriever.as_ref(), &qs).await;
+    let m = eval::metrics(&outcomes);
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"queries": queries, "metrics": m, "outcomes": outcomes})
+        );
+        return Ok(());
+    }
+    println!(
+        "{} queries ({} answerable, {} with no answer) from {}, retriever {}, no_answer_threshold {}",
+        m.queries,
+        m.answerable,
+        m.negatives,
+        queries.display(),
+        retriever.name(),
+        config.srs.no_answer_threshold
+    );
+    println!("recall@1  {:.3}", m.recall_at_1);
+    println!("recall@5  {:.3}", m.recall_at_5);
+    println!("MRR       {:.3}", m.mrr);
+    println!(
+        "answerable recall@5 {:.3}; no-answer queries refused {}/{}; answerable queries with no hit {}",
+        m.answerable_recall_at_5, m.negatives_correct, m.negatives, m.answerable_with_no_hits
+    );
+    for (lang, n, r5) in &m.by_language {
+        println!("  {lang}: {n} queries, recall@5 {r5:.3}");
+    }
+    if verbose {
+        for o in &outcomes {
+            let ok = if o.query.relevant_ids.is_empty() {
+                o.returned.is_empty()
+            } else {
+                o.first_relevant.is_some_and(|r| r <= 5)
+            };
+            if ok {
+                continue;
+            }
+            println!(
+                "MISS {:?} relevant {:?}",
+                o.query.query, o.query.relevant_ids
+            );
+            for (id, score) in o.returned.iter().take(5) {
+                println!("     {score:.4} {id}");
+            }
+            if let Some(e) = &o.error {
+                println!("     error: {e}");
+            }
+        }
+    }
+    Ok(())
+}
+
 fn serve(config: Config) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -204,11 +419,16 @@ fn serve(config: Config) -> anyhow::Result<()> {
         if llm.is_none() {
             tracing::warn!("no LLM configured ([llm] provider = \"none\"): text requests will get an ERROR saying so");
         }
+        let retriever = srs::build_retriever(&config, &store).await?;
+        match &retriever {
+            Some(r) => tracing::info!(retriever = r.name(), "collection retrieval ready"),
+            None => tracing::warn!("no retrieval ([srs] provider = \"none\"): answers are not grounded in the collection"),
+        }
         let listener = tokio::net::TcpListener::bind(&config.server.bind)
             .await
             .with_context(|| format!("binding {}", config.server.bind))?;
         tracing::info!(addr = %listener.local_addr()?, path = museum_agent::transport::WS_PATH, "listening");
-        let app = AppState::new(config, store, llm);
+        let app = AppState::with_retriever(config, store, llm, retriever);
         museum_agent::run(listener, app, shutdown_signal()).await?;
         Ok(())
     })

@@ -43,6 +43,8 @@ pub struct Deps {
     pub llm_config: LlmConfig,
     /// The collection search (None: retrieval off for every session).
     pub retriever: Option<Arc<dyn Retriever>>,
+    /// Exhibits retrieved into the prompt per question (`[srs] top_k`).
+    pub retrieval_k: usize,
     pub metrics: Arc<Metrics>,
     /// Speech recognition for voice input (None: voice requests get a clear ERROR).
     pub stt: Option<Arc<dyn crate::providers::stt::SttProvider>>,
@@ -322,7 +324,7 @@ async fn retrieve(job: &Job, deps: &Deps, said: &str) -> Option<Vec<Hit>> {
     if !job.attrs.enable_srs || said.trim().is_empty() {
         return None;
     }
-    let k = deps.llm_config.retrieval_k;
+    let k = deps.retrieval_k;
     tokio::select! {
         biased;
         _ = job.ctx.token.cancelled() => None,

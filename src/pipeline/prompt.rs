@@ -4,25 +4,7 @@
 
 use crate::providers::srs::Hit;
 
-/// Renders retrieved exhibits compactly: id, title, maker, date, period, best passages.
-pub fn render_hits(hits: &[Hit]) -> String {
-    let mut out = String::new();
-    for h in hits {
-        let e = &h.exhibit;
-        out.push_str(&format!("- [{}] {}", e.id, e.title.trim()));
-        for f in [&e.maker, &e.date, &e.period] {
-            if !f.trim().is_empty() {
-                out.push_str(&format!("; {}", f.trim()));
-            }
-        }
-        out.push('\n');
-        for p in h.passages.iter().take(2) {
-            let p: String = p.chars().take(400).collect();
-            out.push_str(&format!("  {}\n", p.trim()));
-        }
-    }
-    out
-}
+use crate::providers::srs::format_passages;
 
 pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
     match retrieved {
@@ -34,7 +16,7 @@ pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
         Some(hits) => format!(
             "{persona}\n\nExhibits from the museum's collection that may answer the question \
              (id in brackets; use only what is written here, and say so when it is not enough):\n{}",
-            render_hits(hits)
+            format_passages(hits)
         ),
     }
 }
@@ -60,7 +42,7 @@ mod tests {
         let s = system_message("P", Some(&hits));
         assert!(s.starts_with("P\n\n"));
         assert!(
-            s.contains("- [walters-1] Bowl; Anon; 1600\n  A blue bowl.\n"),
+            s.contains("[walters-1] Bowl | Anon | 1600\n- A blue bowl.\n"),
             "{s}"
         );
         assert!(system_message("P", Some(&[])).contains("found nothing"));

@@ -1,4 +1,4 @@
-//! The only module that imports rusqlite. Users, API keys and (later) the collection live in one
+//! The only module that imports rusqlite. Users, API keys and the collection live in one
 //! SQLite file in WAL mode; migrations come from `migrations/*.sql` (applied in order, tracked by
 //! `PRAGMA user_version`, each in its own transaction).
 //!
@@ -11,11 +11,19 @@ use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
+pub mod collection;
+
 /// Migrations, in order. `user_version` = how many have been applied.
-const MIGRATIONS: &[(&str, &str)] = &[(
-    "0001_users",
-    include_str!("../../migrations/0001_users.sql"),
-)];
+const MIGRATIONS: &[(&str, &str)] = &[
+    (
+        "0001_users",
+        include_str!("../../migrations/0001_users.sql"),
+    ),
+    (
+        "0002_collection",
+        include_str!("../../migrations/0002_collection.sql"),
+    ),
+];
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {

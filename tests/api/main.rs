@@ -5,6 +5,7 @@ mod support;
 
 mod bad_frames;
 mod cli;
+mod grounding;
 mod hardening;
 mod http;
 mod interrupt;
@@ -12,6 +13,7 @@ mod llm;
 mod load;
 mod register;
 mod requests;
+mod retrieval;
 mod session_timers;
 mod shutdown;
 mod voice;

@@ -297,7 +297,10 @@ async fn attribute_updates_apply_atomically_and_the_attribute_only_form_is_confi
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["only_one", "extra_fn"]);
+    assert_eq!(
+        names,
+        ["only_one", "extra_fn", "search_collection", "get_exhibit"]
+    );
 }
 
 #[tokio::test]

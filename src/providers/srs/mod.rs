@@ -3,9 +3,31 @@
 //! One trait, [`Retriever`], with the embedded SQLite index as the default implementation and a
 //! remote HTTP service as the alternative. The pipeline, the offline answerer and the server
 //! tools (`search_collection`, `get_exhibit`) only see this trait.
+//!
+//! ```text
+//! text.rs        normalisation (NFKC, Traditional→Simplified, case, accents), CJK bigrams + jieba
+//!                words, English stop words and stems, sentences. Pure
+//! ingest.rs      JSONL/CSV rows → Exhibit, each bad row rejected with its line and reason. Pure
+//! embedded.rs    the default Retriever: FTS5/BM25 + coverage re-rank (+ optional vectors, RRF)
+//! embeddings.rs  OpenAI-compatible /embeddings client; cosine and RRF helpers
+//! remote.rs      Retriever over an external HTTP service (wire format documented there)
+//! eval.rs        recall@1, recall@5, MRR over a query file
+//! ```
+
+pub mod embedded;
+pub mod embeddings;
+pub mod eval;
+pub mod ingest;
+pub mod remote;
+pub mod text;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::config::{Config, SrsConfig, SrsProviderKind, secs};
+use crate::store::Store;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -45,7 +67,8 @@ pub struct Exhibit {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
     pub exhibit: Exhibit,
-    /// Higher is better. Only hits at or above the configured no-answer threshold are returned.
+    /// Higher is better, 0–1 for the embedded retriever. Only hits that clear the configured
+    /// no-answer threshold are returned.
     pub score: f64,
     /// The passages (sentences of the record) that matched best, most relevant first.
     pub passages: Vec<String>,
@@ -70,4 +93,156 @@ pub trait Retriever: Send + Sync {
     fn search<'a>(&'a self, query: &'a str, k: usize) -> SrsFuture<'a, Vec<Hit>>;
     /// One exhibit by id.
     fn get<'a>(&'a self, id: &'a str) -> SrsFuture<'a, Option<Exhibit>>;
+}
+
+/// Renders hits for the prompt: one block per exhibit with its id (so the model can cite it or
+/// pass it to a client function), the main facts and the matching passages. Empty for no hits.
+///
+/// ```text
+/// [walters-33094] Box with Badger and Moon | Shibata Zeshin | 1870s | Japan, Meiji period
+/// - The badger gazes up at the full moon ...
+/// ```
+pub fn format_passages(hits: &[Hit]) -> String {
+    let mut out = String::new();
+    for h in hits {
+        let e = &h.exhibit;
+        let facts: Vec<&str> = [&e.title, &e.maker, &e.date, &e.period]
+            .into_iter()
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .collect();
+        out.push_str(&format!("[{}] {}\n", e.id, facts.join(" | ")));
+        for p in &h.passages {
+            let p = p.split_whitespace().collect::<Vec<_>>().join(" ");
+            if !p.is_empty() {
+                out.push_str(&format!("- {p}\n"));
+            }
+        }
+    }
+    out
+}
+
+/// The configured embeddings client (None when `embeddings_url` is empty).
+pub fn embedder_from_config(c: &SrsConfig) -> anyhow::Result<Option<embeddings::Embedder>> {
+    if c.embeddings_url.trim().is_empty() {
+        return Ok(None);
+    }
+    let e = embeddings::Embedder::new(embeddings::EmbedderOptions {
+        base_url: c.embeddings_url.clone(),
+        model: c.embeddings_model.clone(),
+        api_key: crate::config::env_secret(&c.embeddings_api_key_env),
+        timeout: secs(c.embeddings_timeout_seconds),
+        batch: c.embeddings_batch,
+    })?;
+    Ok(Some(e))
+}
+
+/// The embedded retriever over `store`, its index brought up to date (dictionaries loaded).
+pub async fn embedded_from_config(
+    config: &Config,
+    store: &Store,
+) -> anyhow::Result<embedded::EmbeddedRetriever> {
+    let r = embedded::EmbeddedRetriever::new(
+        store.clone(),
+        embedded::EmbeddedOptions::from(&config.srs),
+        embedder_from_config(&config.srs)?,
+    );
+    let reindexed = r.prepare().await?;
+    if reindexed > 0 {
+        tracing::info!(
+            exhibits = reindexed,
+            "collection re-indexed for the current text analyzer"
+        );
+    }
+    Ok(r)
+}
+
+/// The remote retriever of `[srs]`.
+pub fn remote_from_config(c: &SrsConfig) -> anyhow::Result<remote::RemoteRetriever> {
+    Ok(remote::RemoteRetriever::new(remote::RemoteOptions {
+        base_url: c.remote_url.clone(),
+        api_key: crate::config::env_secret(&c.remote_api_key_env),
+        timeout: secs(c.remote_timeout_seconds),
+        max_query_chars: c.max_query_chars,
+    })?)
+}
+
+/// Loads the demo collection into the embedded index when `[srs] load_demo` is on and the
+/// collection is empty (or the demo file changed since it was loaded), then embeds anything
+/// that lacks a vector. Never fails the start: problems are logged.
+pub async fn load_demo_if_needed(config: &Config, r: &embedded::EmbeddedRetriever) {
+    let c = &config.srs;
+    if c.load_demo {
+        let started = Instant::now();
+        match r.ensure_demo(&c.demo_path).await {
+            Ok(Some(rep)) => tracing::info!(
+                path = %c.demo_path.display(),
+                inserted = rep.inserted,
+                updated = rep.updated,
+                unchanged = rep.unchanged,
+                rejected = rep.rejected.len(),
+                ms = started.elapsed().as_millis() as u64,
+                "demo collection ingested"
+            ),
+            Ok(None) => tracing::info!(
+                path = %c.demo_path.display(),
+                ms = started.elapsed().as_millis() as u64,
+                "demo collection already loaded and unchanged"
+            ),
+            Err(e) => tracing::warn!(error = %e, "demo collection not loaded"),
+        }
+    }
+    match r.embed_pending().await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(exhibits = n, "embedding vectors computed"),
+        Err(e) => {
+            tracing::warn!(error = %e, "embedding the collection failed; lexical search only")
+        }
+    }
+}
+
+/// The retriever `[srs] provider` asks for, ready to serve (None for `"none"`). For the embedded
+/// one the demo collection is loaded first when configured.
+pub async fn build_retriever(
+    config: &Config,
+    store: &Store,
+) -> anyhow::Result<Option<Arc<dyn Retriever>>> {
+    match config.srs.provider {
+        SrsProviderKind::None => Ok(None),
+        SrsProviderKind::Remote => Ok(Some(Arc::new(remote_from_config(&config.srs)?))),
+        SrsProviderKind::Embedded => {
+            let r = embedded_from_config(config, store).await?;
+            load_demo_if_needed(config, &r).await;
+            Ok(Some(Arc::new(r)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_passages_is_compact_and_names_ids() {
+        let hit = |id: &str, maker: &str, passages: Vec<&str>| Hit {
+            exhibit: Exhibit {
+                id: id.into(),
+                title: "Jar".into(),
+                maker: maker.into(),
+                date: "1500".into(),
+                ..Default::default()
+            },
+            score: 0.9,
+            passages: passages.into_iter().map(String::from).collect(),
+        };
+        let s = format_passages(&[
+            hit("a1", "", vec!["A blue\n  jar.", "Used for wine."]),
+            hit("b2", "Potter", vec![]),
+        ]);
+        assert_eq!(
+            s,
+            "[a1] Jar | 1500\n- A blue jar.\n- Used for wine.\n[b2] Jar | Potter | 1500\n"
+        );
+        assert_eq!(format_passages(&[]), "");
+    }
 }

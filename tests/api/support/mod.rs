@@ -1,6 +1,7 @@
 //! Test harness: `spawn_app()` starts the real server on port 0 with a temporary SQLite file and
 //! a local fake OpenAI-compatible upstream; `Client` is a real WebSocket client.
 
+pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_speech;
 
@@ -50,6 +51,9 @@ pub fn test_config(dir: &std::path::Path, llm: &FakeLlm) -> Config {
     c.llm.api_key_env = String::new();
     c.llm.first_token_timeout_seconds = 5.0;
     c.llm.idle_timeout_seconds = 5.0;
+    // The 3 MB demo collection is not loaded for every test; tests/api/retrieval.rs loads
+    // what it needs.
+    c.srs.load_demo = false;
     c
 }
 
@@ -71,11 +75,14 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
         .insert_account(ACCOUNT, &hash_password(PASSWORD))
         .unwrap();
     let provider = museum_agent::app::build_llm(&config).unwrap();
+    let retriever = museum_agent::providers::srs::build_retriever(&config, &store)
+        .await
+        .unwrap();
     let listener = tokio::net::TcpListener::bind(&config.server.bind)
         .await
         .unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = AppState::new(config, store, provider);
+    let app = AppState::with_retriever(config, store, provider, retriever);
     let (tx, rx) = oneshot::channel::<()>();
     let server = tokio::spawn(museum_agent::run(listener, app.clone(), async {
         let _ = rx.await;

@@ -1,0 +1,869 @@
+//! The default [`Retriever`]: the collection in the server's own SQLite file, searched with
+//! FTS5/BM25 over analysed text ([`super::text`]), re-ranked by how much of the question an
+//! exhibit covers, optionally fused with embedding similarity (reciprocal rank fusion).
+//!
+//! Ranking, for a question with terms `t` (after normalisation and stop-word removal):
+//! 1. FTS5 `bm25()` with field weights ([`WEIGHTS`]) over any-term matches gives `candidates`.
+//! 2. Each candidate's *coverage* is the IDF-weighted share of the question's terms it
+//!    contains: `Σ_{t in doc} idf(t) / Σ_t idf(t)`, with `idf = ln(1 + (N - df + .5)/(df + .5))`.
+//!    Terms found nowhere in the collection still count in the denominator, so a question about
+//!    something the museum does not have ("Mona Lisa") scores low everywhere.
+//! 3. `score = coverage × (0.5 + 0.5 × bm25 / best bm25)`: the top BM25 hit keeps its coverage,
+//!    the others are discounted by how far their BM25 lags. Hits under `no_answer_threshold`
+//!    are dropped, so the no-answer decision is made on an absolute 0–1 scale.
+//! 4. With embeddings, the lexical ranking and the cosine ranking are fused with RRF; a hit is
+//!    kept when its lexical score clears the threshold or its cosine clears
+//!    `embeddings_min_similarity`, and its `score` is the RRF score scaled to 0–1.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+use serde_json::Value;
+
+use super::embeddings::{Embedder, nearest, rrf};
+use super::ingest::{Rejected, content_hash, file_sha256, parse_file};
+use super::text::{self, QueryTerm};
+use super::{Exhibit, Hit, Retriever, SrsError, SrsFuture};
+use crate::store::collection::IndexedExhibit;
+use crate::store::{Store, StoreError};
+
+/// BM25 weights of the FTS columns: title, maker, period (+ date), medium, description,
+/// extra (aliases, tags, ...), meta (gallery, dimensions, id).
+pub const WEIGHTS: [f64; 7] = [4.0, 3.0, 2.0, 2.0, 1.0, 3.0, 0.5];
+
+/// Passages returned per hit, and their longest length in characters.
+pub const PASSAGES_PER_HIT: usize = 2;
+pub const PASSAGE_CHARS: usize = 300;
+
+/// Exhibits analysed and written per transaction at ingest.
+const INGEST_CHUNK: usize = 500;
+
+#[derive(Debug, Clone)]
+pub struct EmbeddedOptions {
+    pub no_answer_threshold: f64,
+    pub candidates: usize,
+    pub max_query_chars: usize,
+    pub embedding_min_similarity: f64,
+    pub rrf_k: f64,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        let c = crate::config::SrsConfig::default();
+        EmbeddedOptions::from(&c)
+    }
+}
+
+impl From<&crate::config::SrsConfig> for EmbeddedOptions {
+    fn from(c: &crate::config::SrsConfig) -> Self {
+        EmbeddedOptions {
+            no_answer_threshold: c.no_answer_threshold,
+            candidates: c.candidates.max(1),
+            max_query_chars: c.max_query_chars.max(1),
+            embedding_min_similarity: c.embeddings_min_similarity,
+            rrf_k: c.rrf_k,
+        }
+    }
+}
+
+/// Every stored vector of one model: `(exhibit pk, vector)`.
+type Vectors = Arc<Vec<(i64, Vec<f32>)>>;
+type VectorCache = Arc<Mutex<Option<(i64, Vectors)>>>;
+
+pub struct EmbeddedRetriever {
+    store: Store,
+    opts: EmbeddedOptions,
+    embedder: Option<Embedder>,
+    /// Vectors of the configured model, with the collection generation they were read at.
+    vectors: VectorCache,
+}
+
+/// What one ingest did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IngestReport {
+    pub source: String,
+    /// Rows parsed successfully (`inserted + updated + unchanged`).
+    pub rows: usize,
+    pub inserted: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    #[serde(serialize_with = "ser_rejected")]
+    pub rejected: Vec<Rejected>,
+    /// Vectors computed (None: no embeddings endpoint configured).
+    pub vectors_embedded: Option<usize>,
+    /// Why vectors could not be computed (the rows are stored and searchable anyway).
+    pub vectors_error: Option<String>,
+    pub seconds: f64,
+}
+
+fn ser_rejected<S: serde::Serializer>(r: &[Rejected], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(r.len()))?;
+    for x in r {
+        seq.serialize_element(&serde_json::json!({"line": x.line, "reason": x.reason}))?;
+    }
+    seq.end()
+}
+
+/// Counts of one batch of rows written to the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowCounts {
+    pub inserted: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+}
+
+fn extra_text(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) if !s.starts_with("http://") && !s.starts_with("https://") => {
+            out.push_str(s);
+            out.push(' ');
+        }
+        Value::Array(a) => a.iter().for_each(|x| extra_text(x, out)),
+        Value::Object(m) => m.values().for_each(|x| extra_text(x, out)),
+        _ => {}
+    }
+}
+
+/// The analysed FTS columns of an exhibit (order of `store::collection::FTS_COLUMNS`).
+pub fn analyze(e: &Exhibit) -> [String; 7] {
+    let mut extra = String::new();
+    e.extra.values().for_each(|v| extra_text(v, &mut extra));
+    [
+        text::index_text(&e.title),
+        text::index_text(&e.maker),
+        text::index_text(&format!("{} {}", e.period, e.date)),
+        text::index_text(&e.medium),
+        text::index_text(&e.description),
+        text::index_text(&extra),
+        text::index_text(&format!("{} {} {}", e.gallery, e.dimensions, e.id)),
+    ]
+}
+
+/// Writes rows to the store: unchanged rows (same content hash) are skipped, the others are
+/// analysed and upserted. Idempotent. Blocking: run it on the blocking pool.
+pub fn ingest_rows(store: &Store, rows: Vec<Exhibit>) -> Result<RowCounts, StoreError> {
+    let existing = store.exhibit_hashes()?;
+    let mut counts = RowCounts::default();
+    let mut pending = Vec::new();
+    for e in rows {
+        let hash = content_hash(&e);
+        if existing.get(&e.id) == Some(&hash) {
+            counts.unchanged += 1;
+        } else {
+            pending.push((e, hash));
+        }
+    }
+    for chunk in pending.chunks(INGEST_CHUNK) {
+        let docs: Vec<IndexedExhibit> = chunk
+            .iter()
+            .map(|(e, hash)| IndexedExhibit {
+                fts: analyze(e),
+                exhibit: e.clone(),
+                hash: hash.clone(),
+            })
+            .collect();
+        let c = store.upsert_exhibits(&docs)?;
+        counts.inserted += c.inserted;
+        counts.updated += c.updated;
+    }
+    Ok(counts)
+}
+
+/// Re-analyses every stored exhibit when the analyzer changed since the index was built.
+/// Returns how many rows were re-indexed.
+pub fn ensure_index_current(store: &Store) -> Result<usize, StoreError> {
+    let stored = store.collection_meta("analyzer_version")?;
+    if stored.as_deref() == Some(text::ANALYZER_VERSION) {
+        return Ok(0);
+    }
+    let all = store.all_exhibits()?;
+    let n = all.len();
+    if n > 0 {
+        // Content hashes include the analyzer version, so every row counts as changed.
+        ingest_rows(store, all)?;
+    }
+    store.set_collection_meta("analyzer_version", text::ANALYZER_VERSION)?;
+    Ok(n)
+}
+
+fn idf(n: f64, df: f64) -> f64 {
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// A question's terms with their IDF in the current collection.
+#[derive(Debug, Clone)]
+pub struct WeightedTerms {
+    pub terms: Vec<(QueryTerm, f64)>,
+    /// Document frequency of each term (same order).
+    pub dfs: Vec<f64>,
+    /// Exhibits in the collection.
+    pub docs: f64,
+    pub total: f64,
+}
+
+fn weigh(store: &Store, terms: Vec<QueryTerm>) -> Result<WeightedTerms, StoreError> {
+    let n = store.exhibit_count()? as f64;
+    let mut out = Vec::with_capacity(terms.len());
+    let mut dfs = Vec::with_capacity(terms.len());
+    let mut total = 0.0;
+    for t in terms {
+        let df = (store.doc_freq(&t.text, t.prefix)? as f64).min(n);
+        let w = idf(n, df);
+        total += w;
+        out.push((t, w));
+        dfs.push(df);
+    }
+    Ok(WeightedTerms {
+        terms: out,
+        dfs,
+        docs: n,
+        total,
+    })
+}
+
+/// IDF-weighted share of the terms present in `indexed` (space-separated index tokens).
+pub fn coverage(w: &WeightedTerms, indexed: &str) -> f64 {
+    if w.total <= 0.0 {
+        return 0.0;
+    }
+    // One pass over the document's tokens against the question's few terms (FxHash: the
+    // tokens are short and not attacker-chosen keys of a long-lived map).
+    let exact: FxHashMap<&str, usize> = w
+        .terms
+        .iter()
+        .enumerate()
+        .filter(|(_, (t, _))| !t.prefix)
+        .map(|(i, (t, _))| (t.text.as_str(), i))
+        .collect();
+    let mut found = vec![false; w.terms.len()];
+    for tok in indexed.split_ascii_whitespace() {
+        if let Some(&i) = exact.get(tok) {
+            found[i] = true;
+        }
+    }
+    for (i, (t, _)) in w.terms.iter().enumerate() {
+        if t.prefix && !found[i] {
+            found[i] = indexed.split_ascii_whitespace().any(|tok| t.matches(tok));
+        }
+    }
+    let sum: f64 = w
+        .terms
+        .iter()
+        .zip(found)
+        .filter(|(_, f)| *f)
+        .map(|((_, idf), _)| idf)
+        .sum();
+    sum / w.total
+}
+
+/// One candidate of the lexical stage.
+#[derive(Debug, Clone, Copy)]
+struct Lexical {
+    pk: i64,
+    score: f64,
+}
+
+fn lexical(
+    store: &Store,
+    w: &WeightedTerms,
+    opts: &EmbeddedOptions,
+    extra_pks: &[i64],
+) -> Result<Vec<Lexical>, StoreError> {
+    // Terms found nowhere cannot match, and terms in more than half of the collection add
+    // nothing to FTS5's BM25 (it floors their IDF at 1e-6) but make it score most documents:
+    // leave both out of the MATCH (coverage below still counts them).
+    let half = w.docs / 2.0;
+    let mut terms: Vec<QueryTerm> = w
+        .terms
+        .iter()
+        .zip(&w.dfs)
+        .filter(|(_, df)| **df > 0.0 && **df <= half)
+        .map(|((t, _), _)| t.clone())
+        .collect();
+    if terms.is_empty() {
+        terms = w.terms.iter().map(|(t, _)| t.clone()).collect();
+    }
+    let expr = text::match_expression(&terms);
+    let cands = store.fts_candidates(&expr, &WEIGHTS, opts.candidates)?;
+    let best = cands.first().map_or(0.0, |c| c.1).max(f64::MIN_POSITIVE);
+    let mut pks: Vec<i64> = cands.iter().map(|c| c.0).collect();
+    for pk in extra_pks {
+        if !pks.contains(pk) {
+            pks.push(*pk);
+        }
+    }
+    let texts = store.indexed_text(&pks)?;
+    let mut out = Vec::with_capacity(texts.len());
+    for (pk, t) in texts {
+        let cov = coverage(w, &t);
+        let bm25 = cands
+            .iter()
+            .find(|c| c.0 == pk)
+            .map_or(0.0, |c| c.1.max(0.0));
+        out.push(Lexical {
+            pk,
+            score: cov * (0.5 + 0.5 * bm25 / best),
+        });
+    }
+    out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.pk.cmp(&b.pk)));
+    Ok(out)
+}
+
+/// The sentences of the description that match the question best (most relevant first), or
+/// its opening when none does.
+pub fn passages(e: &Exhibit, w: &WeightedTerms) -> Vec<String> {
+    let sents = text::sentences(&e.description);
+    let mut scored: Vec<(f64, usize)> = sents
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let norm = text::normalize(s);
+            let stems: HashSet<String> = text::index_tokens_latin(&norm);
+            let score: f64 = w
+                .terms
+                .iter()
+                .filter(|(t, _)| {
+                    if t.text.chars().any(text::is_cjk) {
+                        norm.contains(t.text.as_str())
+                    } else {
+                        stems.contains(&t.text)
+                    }
+                })
+                .map(|(_, idf)| idf)
+                .sum();
+            (score, i)
+        })
+        .filter(|(s, _)| *s > 0.0)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut picked: Vec<String> = scored
+        .iter()
+        .take(PASSAGES_PER_HIT)
+        .map(|(_, i)| text::clip(&sents[*i], PASSAGE_CHARS))
+        .collect();
+    if picked.is_empty()
+        && let Some(first) = sents.first()
+    {
+        picked.push(text::clip(first, PASSAGE_CHARS));
+    }
+    picked
+}
+
+/// A query vector and the collection's vectors, for the dense half of hybrid search.
+pub struct Dense<'a> {
+    pub query: &'a [f32],
+    pub vectors: &'a [(i64, Vec<f32>)],
+}
+
+/// The whole search, synchronously (blocking: SQLite and text analysis). Empty, whitespace or
+/// stop-word-only questions give no hits; a very long one is cut to `max_query_chars`.
+pub fn search_blocking(
+    store: &Store,
+    query: &str,
+    k: usize,
+    opts: &EmbeddedOptions,
+    dense: Option<Dense<'_>>,
+) -> Result<Vec<Hit>, StoreError> {
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    let query = text::clip(query, opts.max_query_chars);
+    let terms = text::query_terms(&query);
+    if terms.is_empty() && dense.is_none() {
+        return Ok(Vec::new());
+    }
+    let w = weigh(store, terms)?;
+    let dense_ranked = dense
+        .as_ref()
+        .map(|d| nearest(d.query, d.vectors, opts.candidates))
+        .unwrap_or_default();
+    let dense_pks: Vec<i64> = dense_ranked.iter().map(|x| x.0).collect();
+    let lex = if w.terms.is_empty() {
+        Vec::new()
+    } else {
+        lexical(store, &w, opts, &dense_pks)?
+    };
+    let lex_score = |pk: i64| lex.iter().find(|l| l.pk == pk).map_or(0.0, |l| l.score);
+    let chosen: Vec<(i64, f64)> = if dense.is_some() {
+        let lex_pks: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).map(|l| l.pk).collect();
+        let best = 2.0 / (opts.rrf_k + 1.0);
+        rrf(&[&lex_pks, &dense_pks], opts.rrf_k)
+            .into_iter()
+            .filter(|(pk, _)| {
+                let cos = dense_ranked
+                    .iter()
+                    .find(|x| x.0 == *pk)
+                    .map_or(f32::MIN, |x| x.1);
+                lex_score(*pk) >= opts.no_answer_threshold
+                    || f64::from(cos) >= opts.embedding_min_similarity
+            })
+            .map(|(pk, s)| (pk, (s / best).min(1.0)))
+            .take(k)
+            .collect()
+    } else {
+        lex.iter()
+            .filter(|l| l.score >= opts.no_answer_threshold)
+            .take(k)
+            .map(|l| (l.pk, l.score))
+            .collect()
+    };
+    let pks: Vec<i64> = chosen.iter().map(|c| c.0).collect();
+    let exhibits = store.exhibits_by_pk(&pks)?;
+    Ok(chosen
+        .iter()
+        .filter_map(|(pk, score)| {
+            let (_, e) = exhibits.iter().find(|(p, _)| p == pk)?;
+            Some(Hit {
+                passages: passages(e, &w),
+                exhibit: e.clone(),
+                score: (*score * 1e4).round() / 1e4,
+            })
+        })
+        .collect())
+}
+
+impl EmbeddedRetriever {
+    pub fn new(store: Store, opts: EmbeddedOptions, embedder: Option<Embedder>) -> Self {
+        EmbeddedRetriever {
+            store,
+            opts,
+            embedder,
+            vectors: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn options(&self) -> &EmbeddedOptions {
+        &self.opts
+    }
+
+    /// Loads the dictionaries and brings the index up to the current analyzer.
+    pub async fn prepare(&self) -> Result<usize, StoreError> {
+        self.store
+            .call(|s| {
+                text::warm_up();
+                ensure_index_current(s)
+            })
+            .await
+    }
+
+    /// Stores rows (idempotent), then embeds what lacks a vector when embeddings are on.
+    pub async fn ingest_exhibits(
+        &self,
+        source: &str,
+        rows: Vec<Exhibit>,
+        rejected: Vec<Rejected>,
+    ) -> Result<IngestReport, StoreError> {
+        let started = Instant::now();
+        let n = rows.len();
+        let counts = self
+            .store
+            .call(move |s| {
+                text::warm_up();
+                ingest_rows(s, rows)
+            })
+            .await?;
+        let mut report = IngestReport {
+            source: source.to_string(),
+            rows: n,
+            inserted: counts.inserted,
+            updated: counts.updated,
+            unchanged: counts.unchanged,
+            rejected,
+            ..Default::default()
+        };
+        if self.embedder.is_some() {
+            match self.embed_pending().await {
+                Ok(k) => report.vectors_embedded = Some(k),
+                Err(e) => {
+                    tracing::warn!(error = %e, "embedding the collection failed; lexical search only until the next ingest or start");
+                    report.vectors_embedded = Some(0);
+                    report.vectors_error = Some(e.to_string());
+                }
+            }
+        }
+        report.seconds = started.elapsed().as_secs_f64();
+        Ok(report)
+    }
+
+    /// Parses and ingests one JSONL or CSV file.
+    pub async fn ingest_file(&self, path: &Path) -> Result<IngestReport, String> {
+        let p = path.to_path_buf();
+        let parsed = tokio::task::spawn_blocking(move || parse_file(&p))
+            .await
+            .map_err(|e| e.to_string())??;
+        let rows = parsed.rows.into_iter().map(|(_, e)| e).collect();
+        self.ingest_exhibits(&path.display().to_string(), rows, parsed.rejected)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Loads `path` when the collection is empty, or when this file was loaded before and has
+    /// changed since; otherwise does nothing (returns None). Cheap when nothing changed: one
+    /// hash of the file.
+    pub async fn ensure_demo(&self, path: &Path) -> Result<Option<IngestReport>, String> {
+        let p = path.to_path_buf();
+        let source = format!("demo:{}", path.display());
+        let src = source.clone();
+        let store = self.store.clone();
+        let (sha, needed) = tokio::task::spawn_blocking(move || -> Result<_, String> {
+            let sha = file_sha256(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let count = store.exhibit_count().map_err(|e| e.to_string())?;
+            let last = store.collection_load(&src).map_err(|e| e.to_string())?;
+            let needed = count == 0 || last.is_some_and(|l| l.sha256 != sha);
+            Ok((sha, needed))
+        })
+        .await
+        .map_err(|e| e.to_string())??;
+        if !needed {
+            return Ok(None);
+        }
+        let mut report = self.ingest_file(path).await?;
+        report.source = source.clone();
+        let rows = report.rows as i64;
+        self.store
+            .call(move |s| s.record_collection_load(&source, &sha, rows))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Some(report))
+    }
+
+    /// Embeds every exhibit lacking a current vector; returns how many were embedded.
+    pub async fn embed_pending(&self) -> Result<usize, SrsError> {
+        let Some(emb) = &self.embedder else {
+            return Ok(0);
+        };
+        let model = emb.model().to_string();
+        let m = model.clone();
+        let pending = self
+            .store
+            .call(move |s| s.exhibits_needing_vectors(&m))
+            .await
+            .map_err(|e| SrsError::Failed(e.to_string()))?;
+        let mut done = 0;
+        for chunk in pending.chunks(emb.batch()) {
+            let inputs: Vec<String> = chunk.iter().map(|(_, _, e)| embedding_text(e)).collect();
+            let vecs = emb.embed(&inputs).await?;
+            let rows: Vec<(i64, String, Vec<f32>)> = chunk
+                .iter()
+                .zip(vecs)
+                .map(|((pk, hash, _), v)| (*pk, hash.clone(), v))
+                .collect();
+            let m = model.clone();
+            self.store
+                .call(move |s| s.put_vectors(&m, &rows))
+                .await
+                .map_err(|e| SrsError::Failed(e.to_string()))?;
+            done += chunk.len();
+        }
+        Ok(done)
+    }
+
+    async fn query_vector(&self, query: &str) -> Option<Vec<f32>> {
+        let emb = self.embedder.as_ref()?;
+        let q = text::clip(query, self.opts.max_query_chars);
+        match emb.embed(&[q]).await {
+            Ok(mut v) => v.pop(),
+            Err(e) => {
+                tracing::warn!(error = %e, "query embedding failed; searching without vectors");
+                None
+            }
+        }
+    }
+}
+
+/// What is embedded for an exhibit: its main fields and the start of its description.
+pub fn embedding_text(e: &Exhibit) -> String {
+    let head = [&e.title, &e.maker, &e.date, &e.period, &e.medium]
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    text::clip(&format!("{head}\n{}", e.description), 2000)
+}
+
+fn cached_vectors(store: &Store, cache: &VectorCache, model: &str) -> Result<Vectors, StoreError> {
+    let generation = store.collection_generation()?;
+    let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((g, v)) = guard.as_ref()
+        && *g == generation
+    {
+        return Ok(v.clone());
+    }
+    let v = Arc::new(store.load_vectors(model)?);
+    *guard = Some((generation, v.clone()));
+    Ok(v)
+}
+
+impl Retriever for EmbeddedRetriever {
+    fn name(&self) -> &'static str {
+        "embedded"
+    }
+
+    fn search<'a>(&'a self, query: &'a str, k: usize) -> SrsFuture<'a, Vec<Hit>> {
+        Box::pin(async move {
+            if query.trim().is_empty() || k == 0 {
+                return Ok(Vec::new());
+            }
+            let qvec = self.query_vector(query).await;
+            let model = self.embedder.as_ref().map(|e| e.model().to_string());
+            let cache = self.vectors.clone();
+            let opts = self.opts.clone();
+            let query = query.to_string();
+            self.store
+                .call(move |s| {
+                    let vectors = match (&qvec, &model) {
+                        (Some(_), Some(m)) => Some(cached_vectors(s, &cache, m)?),
+                        _ => None,
+                    };
+                    let dense = match (&qvec, &vectors) {
+                        (Some(q), Some(v)) if !v.is_empty() => Some(Dense {
+                            query: q,
+                            vectors: v,
+                        }),
+                        _ => None,
+                    };
+                    search_blocking(s, &query, k, &opts, dense)
+                })
+                .await
+                .map_err(|e| SrsError::Failed(e.to_string()))
+        })
+    }
+
+    fn get<'a>(&'a self, id: &'a str) -> SrsFuture<'a, Option<Exhibit>> {
+        Box::pin(async move {
+            let id = id.to_string();
+            self.store
+                .call(move |s| s.exhibit_by_id(&id))
+                .await
+                .map_err(|e| SrsError::Failed(e.to_string()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ex(id: &str, title: &str, maker: &str, description: &str) -> Exhibit {
+        Exhibit {
+            id: id.into(),
+            title: title.into(),
+            maker: maker.into(),
+            description: description.into(),
+            ..Default::default()
+        }
+    }
+
+    fn sample() -> Vec<Exhibit> {
+        vec![
+            ex(
+                "e1",
+                "Tsuba with Wild Geese",
+                "Ishiguro Masayoshi",
+                "A Japanese sword guard of iron. Wild geese fly across the moon. It was made in Edo.",
+            ),
+            ex(
+                "e2",
+                "Portrait of a Lady",
+                "Jean Dupont",
+                "The young woman later became a Carmelite nun. The painting was altered afterwards.",
+            ),
+            ex(
+                "z1",
+                "唐代青銅鼎",
+                "",
+                "這件青銅鼎鑄造於唐代，器身刻有銘文。後由收藏家捐贈給博物館。",
+            ),
+            ex(
+                "z2",
+                "峄山刻石拓片",
+                "",
+                "峄山刻石相傳為秦代丞相李斯所書，原石已佚。",
+            ),
+        ]
+    }
+
+    fn store() -> Store {
+        let s = Store::open_in_memory().unwrap();
+        ingest_rows(&s, sample()).unwrap();
+        s
+    }
+
+    fn ids(hits: &[Hit]) -> Vec<&str> {
+        hits.iter().map(|h| h.exhibit.id.as_str()).collect()
+    }
+
+    #[test]
+    fn finds_exhibits_in_both_languages_and_scripts() {
+        let s = store();
+        let o = EmbeddedOptions::default();
+        let h =
+            search_blocking(&s, "Are there sword guards with wild geese?", 3, &o, None).unwrap();
+        assert_eq!(ids(&h)[0], "e1");
+        assert!(h[0].score > 0.5 && h[0].score <= 1.0, "{}", h[0].score);
+        assert!(
+            h[0].passages.iter().any(|p| p.contains("geese")),
+            "{:?}",
+            h[0].passages
+        );
+        // Simplified question, Traditional record.
+        let h = search_blocking(&s, "这件青铜鼎是什么年代的", 3, &o, None).unwrap();
+        assert_eq!(ids(&h)[0], "z1");
+        let h = search_blocking(&s, "峄山刻石相传是谁写的？", 3, &o, None).unwrap();
+        assert_eq!(ids(&h)[0], "z2");
+        assert!(h[0].passages[0].contains("李斯"));
+    }
+
+    #[test]
+    fn unrelated_questions_get_no_answer() {
+        let s = store();
+        let o = EmbeddedOptions::default();
+        for q in ["Where can I see the Mona Lisa?", "你们这里有恐龙化石吗？"] {
+            let h = search_blocking(&s, q, 5, &o, None).unwrap();
+            assert!(h.is_empty(), "{q}: {h:?}");
+        }
+    }
+
+    #[test]
+    fn bad_queries_are_empty_not_errors() {
+        let s = store();
+        let o = EmbeddedOptions::default();
+        for q in [
+            "",
+            "   ",
+            "\"",
+            "*",
+            "NEAR(",
+            "-",
+            "AND",
+            "\"wild\" NEAR/2 -geese*",
+            "what is it?",
+        ] {
+            search_blocking(&s, q, 5, &o, None).unwrap_or_else(|e| panic!("{q:?}: {e}"));
+        }
+        let h = search_blocking(&s, "\"wild geese*\" -sword^", 5, &o, None).unwrap();
+        assert_eq!(ids(&h), vec!["e1"]);
+        let huge = "geese ".repeat(100_000);
+        let h = search_blocking(&s, &huge, 5, &o, None).unwrap();
+        assert_eq!(ids(&h), vec!["e1"]);
+        assert!(
+            search_blocking(&s, "geese", 0, &o, None)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn reingest_is_idempotent_and_updates() {
+        let s = store();
+        let c = ingest_rows(&s, sample()).unwrap();
+        assert_eq!(
+            c,
+            RowCounts {
+                inserted: 0,
+                updated: 0,
+                unchanged: 4
+            }
+        );
+        let mut rows = sample();
+        rows[0].description = "Now about cranes instead.".into();
+        let c = ingest_rows(&s, rows).unwrap();
+        assert_eq!(
+            c,
+            RowCounts {
+                inserted: 0,
+                updated: 1,
+                unchanged: 3
+            }
+        );
+        assert_eq!(s.exhibit_count().unwrap(), 4);
+        let o = EmbeddedOptions::default();
+        let h = search_blocking(&s, "cranes", 5, &o, None).unwrap();
+        assert_eq!(ids(&h), vec!["e1"]);
+    }
+
+    #[test]
+    fn aliases_in_extra_are_searchable() {
+        let s = store();
+        let mut e = ex("e9", "Object 9", "", "An object.");
+        e.extra
+            .insert("aliases".into(), serde_json::json!(["Moon Rabbit", "玉兔"]));
+        ingest_rows(&s, vec![e]).unwrap();
+        let o = EmbeddedOptions::default();
+        assert_eq!(
+            ids(&search_blocking(&s, "moon rabbit", 5, &o, None).unwrap())[0],
+            "e9"
+        );
+    }
+
+    #[test]
+    fn analyzer_change_reindexes() {
+        let s = store();
+        s.set_collection_meta("analyzer_version", "old").unwrap();
+        assert_eq!(ensure_index_current(&s).unwrap(), 4);
+        assert_eq!(ensure_index_current(&s).unwrap(), 0);
+        let o = EmbeddedOptions::default();
+        assert!(
+            !search_blocking(&s, "wild geese", 5, &o, None)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn dense_vectors_are_fused() {
+        let s = store();
+        let o = EmbeddedOptions::default();
+        let need = s.exhibits_needing_vectors("m").unwrap();
+        // e2 gets the query's direction; the others are orthogonal to it.
+        let rows: Vec<(i64, String, Vec<f32>)> = need
+            .iter()
+            .map(|(pk, h, e)| {
+                let v = if e.id == "e2" {
+                    vec![1.0, 0.0]
+                } else {
+                    vec![0.0, 1.0]
+                };
+                (*pk, h.clone(), v)
+            })
+            .collect();
+        s.put_vectors("m", &rows).unwrap();
+        let vectors = s.load_vectors("m").unwrap();
+        let q = [1.0f32, 0.0];
+        // No word in common with e2: only the vectors find it.
+        let h = search_blocking(
+            &s,
+            "religious sister",
+            5,
+            &o,
+            Some(Dense {
+                query: &q,
+                vectors: &vectors,
+            }),
+        )
+        .unwrap();
+        assert_eq!(ids(&h)[0], "e2");
+        let h = search_blocking(
+            &s,
+            "xylophone",
+            5,
+            &o,
+            Some(Dense {
+                query: &[0.0, 0.0],
+                vectors: &vectors,
+            }),
+        )
+        .unwrap();
+        assert!(h.is_empty(), "{h:?}");
+    }
+}

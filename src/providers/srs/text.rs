@@ -1,0 +1,756 @@
+//! Text analysis for the embedded index, the same at index and at query time. Pure (no I/O).
+//!
+//! 1. [`normalize`]: NFKC (full-width → ASCII), Traditional → Simplified Chinese with OpenCC's
+//!    tables (`ferrous-opencc`, pure Rust), Latin diacritics removed, lower case.
+//! 2. Split into runs of CJK characters and runs of letters/digits; everything else separates.
+//! 3. Latin runs: English stop words and question words dropped, Snowball (Porter2) stem.
+//! 4. CJK runs: every character bigram (robust to segmentation disagreements and names jieba does
+//!    not know) plus jieba's words of three or more characters; a one-character run stays a
+//!    unigram. For a query, jieba segments the run first so that function and question words
+//!    (的, 是谁, 什么, 有没有, ...) are removed before bigrams are formed.
+//!
+//! The resulting tokens contain only letters and digits, so the index's FTS5 `unicode61`
+//! tokenizer keeps each one whole and no token can carry FTS5 query syntax.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::is_combining_mark;
+
+/// Bumped whenever the analysis below changes: the index is then rebuilt from the stored rows.
+pub const ANALYZER_VERSION: &str = "2";
+
+/// Most terms one query contributes (a very long question is cut, never an error).
+pub const MAX_QUERY_TERMS: usize = 48;
+
+fn t2s() -> Option<&'static ferrous_opencc::OpenCC> {
+    static T2S: OnceLock<Option<ferrous_opencc::OpenCC>> = OnceLock::new();
+    T2S.get_or_init(|| {
+        match ferrous_opencc::OpenCC::from_config(ferrous_opencc::config::BuiltinConfig::T2s) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!(error = %e, "OpenCC t2s tables failed to load; Chinese script is not normalised");
+                None
+            }
+        }
+    })
+    .as_ref()
+}
+
+fn jieba() -> &'static jieba_rs::Jieba {
+    static JIEBA: OnceLock<jieba_rs::Jieba> = OnceLock::new();
+    JIEBA.get_or_init(jieba_rs::Jieba::new)
+}
+
+fn stemmer() -> &'static rust_stemmers::Stemmer {
+    static STEM: OnceLock<rust_stemmers::Stemmer> = OnceLock::new();
+    STEM.get_or_init(|| rust_stemmers::Stemmer::create(rust_stemmers::Algorithm::English))
+}
+
+/// Loads the dictionaries now (about a second in a debug build) instead of on the first query.
+pub fn warm_up() {
+    let _ = t2s();
+    let _ = jieba();
+    let _ = stemmer();
+}
+
+/// CJK ideographs (with extensions and compatibility forms), kana and hangul.
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3007 | 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF
+        | 0xF900..=0xFAFF | 0x20000..=0x323AF)
+}
+
+/// Canonical form for matching: NFKC, Traditional → Simplified, no Latin diacritics, lower case.
+pub fn normalize(text: &str) -> String {
+    if text.is_ascii() {
+        return text.to_ascii_lowercase();
+    }
+    let nfkc: String = text.nfkc().collect();
+    let simplified = match t2s() {
+        Some(c) if nfkc.chars().any(is_cjk) => c.convert(&nfkc),
+        _ => nfkc,
+    };
+    let folded: String = if simplified
+        .chars()
+        .any(|c| !c.is_ascii() && !is_cjk(c) && c.is_alphabetic())
+    {
+        simplified
+            .nfd()
+            .filter(|c| !is_combining_mark(*c))
+            .nfc()
+            .collect()
+    } else {
+        simplified
+    };
+    folded.to_lowercase()
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run<'a> {
+    Cjk(&'a str),
+    Word(&'a str),
+}
+
+/// Splits normalised text into CJK runs and letter/digit runs.
+pub fn runs(text: &str) -> Vec<Run<'_>> {
+    #[derive(PartialEq, Clone, Copy)]
+    enum K {
+        Cjk,
+        Word,
+        Sep,
+    }
+    let kind = |c: char| {
+        if is_cjk(c) {
+            K::Cjk
+        } else if c.is_alphanumeric() {
+            K::Word
+        } else {
+            K::Sep
+        }
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut cur = K::Sep;
+    for (i, c) in text.char_indices() {
+        let k = kind(c);
+        if k != cur {
+            match cur {
+                K::Cjk => out.push(Run::Cjk(&text[start..i])),
+                K::Word => out.push(Run::Word(&text[start..i])),
+                K::Sep => {}
+            }
+            start = i;
+            cur = k;
+        }
+    }
+    match cur {
+        K::Cjk => out.push(Run::Cjk(&text[start..])),
+        K::Word => out.push(Run::Word(&text[start..])),
+        K::Sep => {}
+    }
+    out
+}
+
+/// English stop words plus the words visitors wrap a question in.
+const EN_STOP: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "anything",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "either",
+    "else",
+    "ever",
+    "every",
+    "few",
+    "for",
+    "from",
+    "further",
+    "get",
+    "got",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "kind",
+    "know",
+    "let",
+    "like",
+    "many",
+    "me",
+    "might",
+    "more",
+    "most",
+    "much",
+    "must",
+    "my",
+    "myself",
+    "no",
+    "nor",
+    "not",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "out",
+    "over",
+    "own",
+    "please",
+    "really",
+    "same",
+    "shall",
+    "she",
+    "should",
+    "so",
+    "some",
+    "something",
+    "such",
+    "tell",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "thing",
+    "things",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "us",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "whats",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "would",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+    "museum",
+    "collection",
+    "exhibit",
+    "exhibits",
+];
+
+/// Chinese (Simplified, after normalisation) function words and question words.
+const ZH_STOP: &[&str] = &[
+    "的",
+    "了",
+    "吗",
+    "呢",
+    "吧",
+    "啊",
+    "呀",
+    "么",
+    "嘛",
+    "是",
+    "在",
+    "有",
+    "和",
+    "与",
+    "跟",
+    "及",
+    "或",
+    "也",
+    "都",
+    "就",
+    "还",
+    "又",
+    "把",
+    "被",
+    "给",
+    "对",
+    "从",
+    "向",
+    "这",
+    "那",
+    "这个",
+    "那个",
+    "这件",
+    "那件",
+    "这幅",
+    "那幅",
+    "这张",
+    "那张",
+    "这位",
+    "那位",
+    "这些",
+    "那些",
+    "这里",
+    "那里",
+    "这儿",
+    "那儿",
+    "哪",
+    "哪个",
+    "哪些",
+    "哪一",
+    "哪里",
+    "哪儿",
+    "哪位",
+    "什么",
+    "啥",
+    "谁",
+    "是谁",
+    "怎么",
+    "怎样",
+    "怎么样",
+    "为什么",
+    "为何",
+    "如何",
+    "多少",
+    "几",
+    "几个",
+    "你",
+    "你们",
+    "我",
+    "我们",
+    "他",
+    "她",
+    "它",
+    "他们",
+    "她们",
+    "有没有",
+    "没有",
+    "可以",
+    "能",
+    "能够",
+    "会",
+    "请",
+    "请问",
+    "一下",
+    "一个",
+    "一件",
+    "一幅",
+    "一张",
+    "一位",
+    "到底",
+    "究竟",
+    "着",
+    "过",
+    "得",
+    "地",
+    "之",
+    "其",
+    "所",
+    "而",
+    "以",
+    "于",
+    "个",
+    "吗？",
+    "知道",
+    "告诉",
+    "介绍",
+    "想",
+    "问",
+    "关于",
+    "博物馆",
+    "展品",
+    "上",
+    "里",
+    "中",
+];
+
+fn stop_sets() -> &'static (HashSet<&'static str>, HashSet<&'static str>) {
+    static SETS: OnceLock<(HashSet<&'static str>, HashSet<&'static str>)> = OnceLock::new();
+    SETS.get_or_init(|| {
+        (
+            EN_STOP.iter().copied().collect(),
+            ZH_STOP.iter().copied().collect(),
+        )
+    })
+}
+
+/// The index term of one Latin/digit word, or None for stop words and single letters.
+fn word_token(w: &str) -> Option<String> {
+    if stop_sets().0.contains(w) {
+        return None;
+    }
+    let mut chars = w.chars();
+    if let (Some(c), None) = (chars.next(), chars.next())
+        && !c.is_numeric()
+    {
+        return None;
+    }
+    if w.chars().any(|c| c.is_ascii_digit()) {
+        return Some(w.to_string());
+    }
+    Some(stemmer().stem(w).into_owned())
+}
+
+fn push_bigrams(chars: &[char], out: &mut Vec<String>) {
+    if chars.len() == 1 {
+        out.push(chars[0].to_string());
+        return;
+    }
+    for pair in chars.windows(2) {
+        out.push(pair.iter().collect());
+    }
+}
+
+fn push_long_words(span: &str, out: &mut Vec<String>) {
+    if span.chars().count() < 3 {
+        return;
+    }
+    for t in jieba().cut_for_search(span, false) {
+        if t.word.chars().count() >= 3 {
+            out.push(t.word.to_string());
+        }
+    }
+}
+
+/// Index tokens of a field's text (duplicates kept: term frequency matters to BM25).
+pub fn index_tokens(text: &str) -> Vec<String> {
+    let norm = normalize(text);
+    let mut out = Vec::new();
+    for run in runs(&norm) {
+        match run {
+            Run::Word(w) => out.extend(word_token(w)),
+            Run::Cjk(s) => {
+                let chars: Vec<char> = s.chars().collect();
+                push_bigrams(&chars, &mut out);
+                push_long_words(s, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// The Latin/digit index tokens of already normalised text (no CJK segmentation: cheap).
+pub fn index_tokens_latin(normalized: &str) -> HashSet<String> {
+    runs(normalized)
+        .into_iter()
+        .filter_map(|r| match r {
+            Run::Word(w) => word_token(w),
+            Run::Cjk(_) => None,
+        })
+        .collect()
+}
+
+/// Index tokens joined by spaces, as stored in the FTS table.
+pub fn index_text(text: &str) -> String {
+    index_tokens(text).join(" ")
+}
+
+/// One term of a query: an exact index token, or (for a lone CJK character) a prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct QueryTerm {
+    pub text: String,
+    pub prefix: bool,
+}
+
+impl QueryTerm {
+    fn exact(t: impl Into<String>) -> Self {
+        QueryTerm {
+            text: t.into(),
+            prefix: false,
+        }
+    }
+
+    /// This term as an FTS5 query string: always a quoted string, so nothing in it is syntax.
+    pub fn to_fts(&self) -> String {
+        let quoted = format!("\"{}\"", self.text.replace('"', "\"\""));
+        if self.prefix {
+            format!("{quoted}*")
+        } else {
+            quoted
+        }
+    }
+
+    /// Whether a document token matches this term.
+    pub fn matches(&self, token: &str) -> bool {
+        if self.prefix {
+            token.starts_with(&self.text)
+        } else {
+            token == self.text
+        }
+    }
+}
+
+/// The distinct terms of a visitor's question, in order, at most [`MAX_QUERY_TERMS`].
+pub fn query_terms(query: &str) -> Vec<QueryTerm> {
+    let norm = normalize(query);
+    let zh_stop = &stop_sets().1;
+    let mut terms: Vec<QueryTerm> = Vec::new();
+    for run in runs(&norm) {
+        match run {
+            Run::Word(w) => terms.extend(word_token(w).map(QueryTerm::exact)),
+            Run::Cjk(s) => {
+                // Consecutive non-stop words form a span; bigrams never cross a stop word.
+                let mut spans: Vec<String> = Vec::new();
+                let mut cur = String::new();
+                for t in jieba().cut(s, false) {
+                    if zh_stop.contains(t.word) {
+                        if !cur.is_empty() {
+                            spans.push(std::mem::take(&mut cur));
+                        }
+                    } else {
+                        cur.push_str(t.word);
+                    }
+                }
+                if !cur.is_empty() {
+                    spans.push(cur);
+                }
+                for span in spans {
+                    let chars: Vec<char> = span.chars().collect();
+                    if chars.len() == 1 {
+                        terms.push(QueryTerm {
+                            text: span,
+                            prefix: true,
+                        });
+                        continue;
+                    }
+                    let mut toks = Vec::new();
+                    push_bigrams(&chars, &mut toks);
+                    push_long_words(&span, &mut toks);
+                    terms.extend(toks.into_iter().map(QueryTerm::exact));
+                }
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    terms.retain(|t| seen.insert(t.clone()));
+    terms.truncate(MAX_QUERY_TERMS);
+    terms
+}
+
+/// The FTS5 MATCH expression for these terms (any term may match; BM25 ranks).
+pub fn match_expression(terms: &[QueryTerm]) -> String {
+    terms
+        .iter()
+        .map(QueryTerm::to_fts)
+        .collect::<Vec<_>>()
+        .join(" OR ")
+}
+
+/// Splits a description into sentences (passages), merging very short pieces into the next.
+pub fn sentences(text: &str) -> Vec<String> {
+    const ENDS: &[char] = &['.', '!', '?', '。', '！', '？', '；', ';', '\n'];
+    const MIN: usize = 25;
+    let chars: Vec<char> = text.chars().collect();
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        cur.push(c);
+        if !ENDS.contains(&c) {
+            continue;
+        }
+        // "3.5 cm", "ca. 1500", "St. John": a full stop ends a sentence only before white
+        // space followed by an upper-case letter, a CJK character or the end of the text.
+        let boundary = c != '.' || {
+            let rest = &chars[i + 1..];
+            let next = rest.iter().position(|n| !n.is_whitespace());
+            match next {
+                None => true,
+                Some(0) => false,
+                Some(j) => rest[j].is_uppercase() || is_cjk(rest[j]) || rest[j] == '"',
+            }
+        };
+        if boundary && cur.trim().chars().count() >= MIN {
+            out.push(cur.trim().to_string());
+            cur.clear();
+        }
+    }
+    if !cur.trim().is_empty() {
+        match out.last_mut() {
+            Some(last) if cur.trim().chars().count() < MIN => {
+                last.push(' ');
+                last.push_str(cur.trim());
+            }
+            _ => out.push(cur.trim().to_string()),
+        }
+    }
+    out
+}
+
+/// At most `max_chars` characters of `s`, with an ellipsis when cut.
+pub fn clip(s: &str, max_chars: usize) -> String {
+    match s.char_indices().nth(max_chars) {
+        None => s.to_string(),
+        Some((i, _)) => format!("{}…", &s[..i]),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn texts(terms: &[QueryTerm]) -> Vec<&str> {
+        terms.iter().map(|t| t.text.as_str()).collect()
+    }
+
+    #[test]
+    fn normalize_folds_script_width_case_and_accents() {
+        assert_eq!(normalize("國立歷史博物館"), "国立历史博物馆");
+        assert_eq!(normalize("ＡＢＣ１２３"), "abc123");
+        assert_eq!(normalize("Café Déjà-vu"), "cafe deja-vu");
+        assert_eq!(normalize("Bronze DING"), "bronze ding");
+        // Simplified input is unchanged.
+        assert_eq!(normalize("青铜鼎"), "青铜鼎");
+    }
+
+    #[test]
+    fn runs_split_cjk_words_and_separators() {
+        let n = normalize("阿波羅12號, TPL三個字母");
+        assert_eq!(
+            runs(&n),
+            vec![
+                Run::Cjk("阿波罗"),
+                Run::Word("12"),
+                Run::Cjk("号"),
+                Run::Word("tpl"),
+                Run::Cjk("三个字母"),
+            ]
+        );
+    }
+
+    #[test]
+    fn index_tokens_bigrams_long_words_and_stems() {
+        let t = index_tokens("Carved ivory figures of the dwarfs");
+        assert_eq!(t, vec!["carv", "ivori", "figur", "dwarf"]);
+        let t = index_tokens("腳踏車");
+        assert!(t.contains(&"脚踏".to_string()) && t.contains(&"踏车".to_string()));
+        assert!(t.contains(&"脚踏车".to_string()), "{t:?}");
+        assert_eq!(index_tokens("鼎"), vec!["鼎"]);
+    }
+
+    #[test]
+    fn query_terms_drop_question_and_stop_words() {
+        let t = query_terms("Who painted the portrait of the young woman?");
+        assert_eq!(texts(&t), vec!["paint", "portrait", "young", "woman"]);
+        let t = query_terms("这件青铜鼎是什么年代的");
+        assert_eq!(texts(&t), vec!["青铜", "铜鼎", "年代"]);
+        // Traditional and Simplified questions give the same terms.
+        assert_eq!(
+            query_terms("這件青銅鼎是什麼年代的"),
+            query_terms("这件青铜鼎是什么年代的")
+        );
+    }
+
+    #[test]
+    fn a_lone_character_becomes_a_prefix_term() {
+        let t = query_terms("鼎是谁的");
+        assert_eq!(
+            t,
+            vec![QueryTerm {
+                text: "鼎".into(),
+                prefix: true
+            }]
+        );
+        assert_eq!(t[0].to_fts(), "\"鼎\"*");
+        assert!(t[0].matches("鼎铭") && !t[0].matches("铜鼎"));
+    }
+
+    #[test]
+    fn fts_syntax_in_user_text_is_never_syntax() {
+        for q in [
+            "\"unbalanced",
+            "a* OR b",
+            "NEAR(x y)",
+            "-ivory",
+            "col:val",
+            "^start",
+            "AND OR NOT",
+            "(((",
+        ] {
+            let terms = query_terms(q);
+            let expr = match_expression(&terms);
+            for t in &terms {
+                assert!(
+                    t.text.chars().all(|c| c.is_alphanumeric()),
+                    "{q:?} gave {t:?}"
+                );
+            }
+            assert!(!expr.contains("\"\""), "{q:?}: {expr}");
+        }
+        assert!(query_terms("").is_empty());
+        assert!(query_terms("?!  …").is_empty());
+        assert!(query_terms("the of and what").is_empty());
+    }
+
+    #[test]
+    fn huge_queries_are_capped() {
+        let q: String = (0..5000).map(|i| format!("word{i} ")).collect();
+        assert_eq!(query_terms(&q).len(), MAX_QUERY_TERMS);
+    }
+
+    #[test]
+    fn sentences_split_on_both_scripts_without_breaking_decimals() {
+        let s = sentences(
+            "This jar measures 3.5 cm and was made ca. 1500 in China. It was used for wine! 這是一件唐代的墓誌拓片，出土於洛陽。短。",
+        );
+        // A piece shorter than 25 characters joins its neighbour.
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert!(s[0].contains("3.5 cm") && s[0].ends_with("China."), "{s:?}");
+        assert!(
+            s[1].starts_with("It was") && s[1].ends_with("短。"),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn clip_respects_char_boundaries() {
+        assert_eq!(clip("青铜鼎器", 2), "青铜…");
+        assert_eq!(clip("abc", 5), "abc");
+    }
+}

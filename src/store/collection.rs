@@ -1,0 +1,511 @@
+//! SQL for the collection: exhibits, their FTS5 index (`exhibits_fts`, analysed text written by
+//! the embedded retriever), document frequencies (`exhibits_vocab`), embedding vectors and the
+//! record of automatic loads. Text analysis is not done here: callers pass analysed columns.
+
+use std::collections::HashMap;
+
+use rusqlite::{OptionalExtension, Transaction, params};
+
+use super::{Store, StoreError, now_ms};
+use crate::providers::srs::Exhibit;
+
+/// Columns of `exhibits_fts`, in order; BM25 weights are given in the same order.
+pub const FTS_COLUMNS: [&str; 7] = [
+    "title",
+    "maker",
+    "period",
+    "medium",
+    "description",
+    "extra",
+    "meta",
+];
+
+/// An exhibit with its content hash and analysed FTS columns (see [`FTS_COLUMNS`]).
+#[derive(Debug, Clone)]
+pub struct IndexedExhibit {
+    pub exhibit: Exhibit,
+    pub hash: String,
+    pub fts: [String; 7],
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpsertCounts {
+    pub inserted: usize,
+    pub updated: usize,
+}
+
+/// A file loaded automatically at start (the demo collection).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CollectionLoad {
+    pub source: String,
+    pub sha256: String,
+    pub rows: i64,
+    pub loaded_at: i64,
+}
+
+const EXHIBIT_COLS: &str = "id, title, maker, date, period, medium, dimensions, gallery, \
+                            description, language, source, license, extra";
+
+fn exhibit_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Exhibit> {
+    let extra: String = r.get(at + 12)?;
+    Ok(Exhibit {
+        id: r.get(at)?,
+        title: r.get(at + 1)?,
+        maker: r.get(at + 2)?,
+        date: r.get(at + 3)?,
+        period: r.get(at + 4)?,
+        medium: r.get(at + 5)?,
+        dimensions: r.get(at + 6)?,
+        gallery: r.get(at + 7)?,
+        description: r.get(at + 8)?,
+        language: r.get(at + 9)?,
+        source: r.get(at + 10)?,
+        license: r.get(at + 11)?,
+        extra: serde_json::from_str(&extra).unwrap_or_default(),
+    })
+}
+
+fn bump_generation(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO collection_meta (key, value) VALUES ('generation', '1') \
+         ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
+        [],
+    )?;
+    Ok(())
+}
+
+/// Encodes a vector as little-endian f32 bytes.
+pub fn vector_to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Decodes little-endian f32 bytes (a trailing partial value is ignored).
+pub fn blob_to_vector(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+impl Store {
+    /// `id → content_hash` of every stored exhibit.
+    pub fn exhibit_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare("SELECT id, content_hash FROM exhibits")?;
+            let rows = st
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<HashMap<_, _>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Inserts new exhibits and replaces changed ones (matched by `id`), with their index rows,
+    /// in one transaction.
+    pub fn upsert_exhibits(&self, docs: &[IndexedExhibit]) -> Result<UpsertCounts, StoreError> {
+        if docs.is_empty() {
+            return Ok(UpsertCounts::default());
+        }
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let mut counts = UpsertCounts::default();
+            {
+                let mut find = tx.prepare("SELECT pk FROM exhibits WHERE id = ?1")?;
+                let mut insert = tx.prepare(
+                    "INSERT INTO exhibits (id, title, maker, date, period, medium, dimensions, gallery, \
+                     description, language, source, license, extra, content_hash, updated_at) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                )?;
+                let mut update = tx.prepare(
+                    "UPDATE exhibits SET title = ?2, maker = ?3, date = ?4, period = ?5, medium = ?6, \
+                     dimensions = ?7, gallery = ?8, description = ?9, language = ?10, source = ?11, \
+                     license = ?12, extra = ?13, content_hash = ?14, updated_at = ?15 WHERE pk = ?1",
+                )?;
+                let mut fts_delete = tx.prepare("DELETE FROM exhibits_fts WHERE rowid = ?1")?;
+                let mut fts_insert = tx.prepare(
+                    "INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?;
+                let now = now_ms();
+                for d in docs {
+                    let e = &d.exhibit;
+                    let extra = serde_json::Value::Object(e.extra.clone()).to_string();
+                    let existing: Option<i64> =
+                        find.query_row(params![e.id], |r| r.get(0)).optional()?;
+                    let pk = match existing {
+                        Some(pk) => {
+                            update.execute(params![
+                                pk,
+                                e.title,
+                                e.maker,
+                                e.date,
+                                e.period,
+                                e.medium,
+                                e.dimensions,
+                                e.gallery,
+                                e.description,
+                                e.language,
+                                e.source,
+                                e.license,
+                                extra,
+                                d.hash,
+                                now
+                            ])?;
+                            fts_delete.execute(params![pk])?;
+                            counts.updated += 1;
+                            pk
+                        }
+                        None => {
+                            insert.execute(params![
+                                e.id,
+                                e.title,
+                                e.maker,
+                                e.date,
+                                e.period,
+                                e.medium,
+                                e.dimensions,
+                                e.gallery,
+                                e.description,
+                                e.language,
+                                e.source,
+                                e.license,
+                                extra,
+                                d.hash,
+                                now
+                            ])?;
+                            counts.inserted += 1;
+                            tx.last_insert_rowid()
+                        }
+                    };
+                    let f = &d.fts;
+                    fts_insert.execute(params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]])?;
+                }
+            }
+            bump_generation(&tx)?;
+            tx.commit()?;
+            Ok(counts)
+        })
+    }
+
+    /// Every exhibit (for re-indexing after the analyzer changed).
+    pub fn all_exhibits(&self) -> Result<Vec<Exhibit>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!("SELECT {EXHIBIT_COLS} FROM exhibits ORDER BY pk"))?;
+            let rows = st
+                .query_map([], |r| exhibit_row(r, 0))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    pub fn exhibit_count(&self) -> Result<i64, StoreError> {
+        self.with(|c| Ok(c.query_row("SELECT count(*) FROM exhibits", [], |r| r.get(0))?))
+    }
+
+    /// Changes whenever the collection changes (any process).
+    pub fn collection_generation(&self) -> Result<i64, StoreError> {
+        Ok(self
+            .collection_meta("generation")?
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0))
+    }
+
+    pub fn collection_meta(&self, key: &str) -> Result<Option<String>, StoreError> {
+        self.with(|c| {
+            Ok(
+                c.prepare_cached("SELECT value FROM collection_meta WHERE key = ?1")?
+                    .query_row(params![key], |r| r.get(0))
+                    .optional()?,
+            )
+        })
+    }
+
+    pub fn set_collection_meta(&self, key: &str, value: &str) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO collection_meta (key, value) VALUES (?1, ?2) \
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![key, value],
+            )?;
+            Ok(())
+        })
+    }
+
+    pub fn exhibit_by_id(&self, id: &str) -> Result<Option<Exhibit>, StoreError> {
+        self.with(|c| {
+            Ok(c.prepare_cached(&format!(
+                "SELECT {EXHIBIT_COLS} FROM exhibits WHERE id = ?1"
+            ))?
+            .query_row(params![id], |r| exhibit_row(r, 0))
+            .optional()?)
+        })
+    }
+
+    /// Exhibits by primary key, in the order asked (unknown keys are skipped).
+    pub fn exhibits_by_pk(&self, pks: &[i64]) -> Result<Vec<(i64, Exhibit)>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {EXHIBIT_COLS} FROM exhibits WHERE pk = ?1"
+            ))?;
+            let mut out = Vec::with_capacity(pks.len());
+            for &pk in pks {
+                if let Some(e) = st
+                    .query_row(params![pk], |r| exhibit_row(r, 0))
+                    .optional()?
+                {
+                    out.push((pk, e));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Full-text candidates for an FTS5 MATCH expression, best first, with their BM25 score
+    /// (sign flipped: higher is better). `weights` follow [`FTS_COLUMNS`].
+    pub fn fts_candidates(
+        &self,
+        match_expr: &str,
+        weights: &[f64; 7],
+        limit: usize,
+    ) -> Result<Vec<(i64, f64)>, StoreError> {
+        self.with(|c| {
+            let w = weights.map(|x| x.to_string()).join(", ");
+            let sql = format!(
+                "SELECT rowid, -bm25(exhibits_fts, {w}) AS s FROM exhibits_fts \
+                 WHERE exhibits_fts MATCH ?1 ORDER BY bm25(exhibits_fts, {w}) LIMIT ?2"
+            );
+            let mut st = c.prepare_cached(&sql)?;
+            let rows = st
+                .query_map(params![match_expr, limit as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Number of exhibits containing the index token `term` (or, with `prefix`, any token that
+    /// starts with it).
+    pub fn doc_freq(&self, term: &str, prefix: bool) -> Result<i64, StoreError> {
+        self.with(|c| {
+            if prefix {
+                let expr = format!("\"{}\"*", term.replace('"', "\"\""));
+                Ok(c.prepare_cached(
+                    "SELECT count(*) FROM exhibits_fts WHERE exhibits_fts MATCH ?1",
+                )?
+                .query_row(params![expr], |r| r.get(0))?)
+            } else {
+                Ok(
+                    c.prepare_cached("SELECT doc FROM exhibits_vocab WHERE term = ?1")?
+                        .query_row(params![term], |r| r.get(0))
+                        .optional()?
+                        .unwrap_or(0),
+                )
+            }
+        })
+    }
+
+    /// The analysed text of these exhibits (all FTS columns joined by spaces).
+    pub fn indexed_text(&self, pks: &[i64]) -> Result<Vec<(i64, String)>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT title || ' ' || maker || ' ' || period || ' ' || medium || ' ' || \
+                 description || ' ' || extra || ' ' || meta FROM exhibits_fts WHERE rowid = ?1",
+            )?;
+            let mut out = Vec::with_capacity(pks.len());
+            for &pk in pks {
+                if let Some(t) = st.query_row(params![pk], |r| r.get(0)).optional()? {
+                    out.push((pk, t));
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    pub fn collection_load(&self, source: &str) -> Result<Option<CollectionLoad>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT source, sha256, rows, loaded_at FROM collection_loads WHERE source = ?1",
+                params![source],
+                |r| {
+                    Ok(CollectionLoad {
+                        source: r.get(0)?,
+                        sha256: r.get(1)?,
+                        rows: r.get(2)?,
+                        loaded_at: r.get(3)?,
+                    })
+                },
+            )
+            .optional()?)
+        })
+    }
+
+    pub fn record_collection_load(
+        &self,
+        source: &str,
+        sha256: &str,
+        rows: i64,
+    ) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO collection_loads (source, sha256, rows, loaded_at) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT(source) DO UPDATE SET sha256 = excluded.sha256, rows = excluded.rows, \
+                 loaded_at = excluded.loaded_at",
+                params![source, sha256, rows, now_ms()],
+            )?;
+            Ok(())
+        })
+    }
+
+    // ---- embedding vectors ----
+
+    /// Exhibits with no vector for `model`, or one computed from older content.
+    pub fn exhibits_needing_vectors(
+        &self,
+        model: &str,
+    ) -> Result<Vec<(i64, String, Exhibit)>, StoreError> {
+        self.with(|c| {
+            let cols = EXHIBIT_COLS
+                .split(", ")
+                .map(|col| format!("e.{col}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let mut st = c.prepare(&format!(
+                "SELECT e.pk, e.content_hash, {cols} FROM exhibits e \
+                 LEFT JOIN exhibit_vectors v ON v.pk = e.pk \
+                 WHERE v.pk IS NULL OR v.model != ?1 OR v.content_hash != e.content_hash \
+                 ORDER BY e.pk"
+            ))?;
+            let rows = st
+                .query_map(params![model], |r| {
+                    Ok((r.get(0)?, r.get(1)?, exhibit_row(r, 2)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Stores vectors `(pk, content_hash, vector)` for `model`.
+    pub fn put_vectors(
+        &self,
+        model: &str,
+        vectors: &[(i64, String, Vec<f32>)],
+    ) -> Result<(), StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            {
+                let mut st = tx.prepare(
+                    "INSERT INTO exhibit_vectors (pk, model, content_hash, dim, vector) \
+                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(pk) DO UPDATE SET model = excluded.model, \
+                     content_hash = excluded.content_hash, dim = excluded.dim, vector = excluded.vector",
+                )?;
+                for (pk, hash, v) in vectors {
+                    st.execute(params![pk, model, hash, v.len() as i64, vector_to_blob(v)])?;
+                }
+            }
+            bump_generation(&tx)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Every stored vector of `model`.
+    pub fn load_vectors(&self, model: &str) -> Result<Vec<(i64, Vec<f32>)>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare("SELECT pk, vector FROM exhibit_vectors WHERE model = ?1")?;
+            let rows = st
+                .query_map(params![model], |r| {
+                    let b: Vec<u8> = r.get(1)?;
+                    Ok((r.get(0)?, blob_to_vector(&b)))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(id: &str, title: &str, hash: &str) -> IndexedExhibit {
+        IndexedExhibit {
+            exhibit: Exhibit {
+                id: id.into(),
+                title: title.into(),
+                ..Default::default()
+            },
+            hash: hash.into(),
+            fts: [
+                title.to_lowercase(),
+                String::new(),
+                String::new(),
+                String::new(),
+                "bronz vessel".into(),
+                String::new(),
+                String::new(),
+            ],
+        }
+    }
+
+    #[test]
+    fn upsert_is_idempotent_and_keeps_the_index_in_step() {
+        let s = Store::open_in_memory().unwrap();
+        assert_eq!(s.collection_generation().unwrap(), 0);
+        let c = s
+            .upsert_exhibits(&[doc("a", "Ding", "h1"), doc("b", "Jar", "h1")])
+            .unwrap();
+        assert_eq!(
+            c,
+            UpsertCounts {
+                inserted: 2,
+                updated: 0
+            }
+        );
+        let g1 = s.collection_generation().unwrap();
+        assert!(g1 > 0);
+        let c = s.upsert_exhibits(&[doc("a", "Gui", "h2")]).unwrap();
+        assert_eq!(
+            c,
+            UpsertCounts {
+                inserted: 0,
+                updated: 1
+            }
+        );
+        assert!(s.collection_generation().unwrap() > g1);
+        assert_eq!(s.exhibit_count().unwrap(), 2);
+        assert_eq!(s.exhibit_by_id("a").unwrap().unwrap().title, "Gui");
+        assert_eq!(s.exhibit_hashes().unwrap()["a"], "h2");
+        // The old index row is gone, the new one is there, the other exhibit untouched.
+        let w = [1.0; 7];
+        assert!(s.fts_candidates("\"ding\"", &w, 10).unwrap().is_empty());
+        assert_eq!(s.fts_candidates("\"gui\"", &w, 10).unwrap().len(), 1);
+        assert_eq!(s.doc_freq("bronz", false).unwrap(), 2);
+        assert_eq!(s.doc_freq("bro", true).unwrap(), 2);
+        assert_eq!(s.doc_freq("nothing", false).unwrap(), 0);
+    }
+
+    #[test]
+    fn vectors_round_trip_and_go_stale_with_content() {
+        let s = Store::open_in_memory().unwrap();
+        s.upsert_exhibits(&[doc("a", "Ding", "h1")]).unwrap();
+        let need = s.exhibits_needing_vectors("m").unwrap();
+        assert_eq!(need.len(), 1);
+        let (pk, hash, _) = &need[0];
+        s.put_vectors("m", &[(*pk, hash.clone(), vec![0.5, -1.0])])
+            .unwrap();
+        assert!(s.exhibits_needing_vectors("m").unwrap().is_empty());
+        assert_eq!(s.exhibits_needing_vectors("other").unwrap().len(), 1);
+        assert_eq!(s.load_vectors("m").unwrap(), vec![(*pk, vec![0.5, -1.0])]);
+        s.upsert_exhibits(&[doc("a", "Ding", "h2")]).unwrap();
+        assert_eq!(s.exhibits_needing_vectors("m").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn loads_are_recorded() {
+        let s = Store::open_in_memory().unwrap();
+        assert!(s.collection_load("demo").unwrap().is_none());
+        s.record_collection_load("demo", "abc", 3).unwrap();
+        s.record_collection_load("demo", "def", 4).unwrap();
+        let l = s.collection_load("demo").unwrap().unwrap();
+        assert_eq!((l.sha256.as_str(), l.rows), ("def", 4));
+    }
+}

@@ -1,0 +1,490 @@
+//! Collection retrieval (issue 5): the embedded index built by the server at start, hybrid
+//! search against a local fake embeddings server, the remote SRS client against a local fake
+//! service, the ingest/search/eval commands, and quality over the real demo collection.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Path as UrlPath, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use museum_agent::Config;
+use museum_agent::config::SrsProviderKind;
+use museum_agent::providers::srs::embedded::EmbeddedRetriever;
+use museum_agent::providers::srs::{self, Retriever, SrsError, eval};
+use museum_agent::store::Store;
+use serde_json::{Value, json};
+
+use crate::support::fake_embeddings::{FakeEmbeddings, Mode};
+use crate::support::fake_llm::text_reply;
+use crate::support::*;
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/collection")
+        .join(name)
+}
+
+/// The first `n` English and `n` Chinese records of the demo collection, as JSONL text.
+fn demo_sample(n: usize) -> String {
+    let all = std::fs::read_to_string(fixture("exhibits.jsonl")).unwrap();
+    let en = all
+        .lines()
+        .filter(|l| l.contains("\"language\": \"en\""))
+        .take(n);
+    let zh = all
+        .lines()
+        .filter(|l| l.contains("\"language\": \"zh\""))
+        .take(n);
+    en.chain(zh).map(|l| format!("{l}\n")).collect()
+}
+
+fn line_of(jsonl: &str, i: usize) -> Value {
+    serde_json::from_str(jsonl.lines().nth(i).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn every_app_gets_the_configured_retriever() {
+    let app = spawn_app().await;
+    let r = app.app.deps.retriever.clone().expect("embedded by default");
+    assert_eq!(r.name(), "embedded");
+    // The test harness does not load the demo: the collection is empty, not an error.
+    assert!(r.search("青铜鼎", 5).await.unwrap().is_empty());
+    assert_eq!(r.get("walters-1").await.unwrap(), None);
+    let app = spawn_app_with(|c| c.srs.provider = SrsProviderKind::None).await;
+    assert!(app.app.deps.retriever.is_none());
+}
+
+#[tokio::test]
+async fn server_start_loads_the_demo_once_and_again_when_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo.jsonl");
+    let sample = demo_sample(3);
+    std::fs::write(&demo, &sample).unwrap();
+    let path = demo.clone();
+    let app = spawn_app_with(move |c| {
+        c.srs.load_demo = true;
+        c.srs.demo_path = path;
+    })
+    .await;
+    let store = app.app.store().clone();
+    assert_eq!(store.exhibit_count().unwrap(), 6);
+    let r = app.app.deps.retriever.clone().unwrap();
+    let first = line_of(&sample, 0);
+    let id = first["id"].as_str().unwrap();
+    let title = first["title"].as_str().unwrap();
+    let hits = r.search(title, 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, id, "{hits:?}");
+    let zh = line_of(&sample, 3);
+    let got = r.get(zh["id"].as_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(got.title, zh["title"].as_str().unwrap());
+    assert_eq!(got.maker, zh["artist_or_maker"].as_str().unwrap());
+
+    // A second start over the same database: the file is unchanged, nothing is ingested.
+    let mut config = app.app.config.as_ref().clone();
+    config.srs.demo_path = demo.clone();
+    let again = srs::embedded_from_config(&config, &store).await.unwrap();
+    assert!(again.ensure_demo(&demo).await.unwrap().is_none());
+    // The file changes: it is loaded again, as an update, never a duplicate.
+    let mut changed: Vec<Value> = sample
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    changed[0]["description"] = json!("Now described as a xylophone made of jade.");
+    let text: String = changed.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(&demo, text).unwrap();
+    let rep = again.ensure_demo(&demo).await.unwrap().unwrap();
+    assert_eq!((rep.inserted, rep.updated, rep.unchanged), (0, 1, 5));
+    assert_eq!(store.exhibit_count().unwrap(), 6);
+    let hits = again.search("jade xylophone", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, id);
+}
+
+#[tokio::test]
+async fn a_missing_demo_file_does_not_stop_the_server() {
+    let app = spawn_app_with(|c| {
+        c.srs.load_demo = true;
+        c.srs.demo_path = "/nonexistent/demo.jsonl".into();
+    })
+    .await;
+    assert_eq!(app.http_get("/healthz").await.0, 200);
+    let r = app.app.deps.retriever.clone().unwrap();
+    assert!(r.search("bronze", 5).await.unwrap().is_empty());
+}
+
+fn jsonl(rows: &[Value]) -> String {
+    rows.iter().map(|v| format!("{v}\n")).collect()
+}
+
+fn hybrid_rows() -> Vec<Value> {
+    vec![
+        json!({"id": "h1", "title": "Netsuke of a Sleeping Kitten", "description": "A small ivory toggle."}),
+        json!({"id": "h2", "title": "Lacquer Box", "description": "Gold lacquer with a full moon."}),
+        json!({"id": "h3", "title": "Model of a Junk", "description": "A wooden model of a trading junk."}),
+    ]
+}
+
+async fn hybrid_retriever(
+    fake: &FakeEmbeddings,
+    dir: &Path,
+) -> (EmbeddedRetriever, Store, PathBuf) {
+    let mut config = Config::default();
+    config.srs.embeddings_url = fake.base_url();
+    config.srs.embeddings_model = "fake-embed".into();
+    config.srs.embeddings_api_key_env = String::new();
+    config.srs.embeddings_batch = 2;
+    config.srs.embeddings_timeout_seconds = 1.0;
+    let store = Store::open(&dir.join("h.db")).unwrap();
+    let r = srs::embedded_from_config(&config, &store).await.unwrap();
+    let file = dir.join("h.jsonl");
+    std::fs::write(&file, jsonl(&hybrid_rows())).unwrap();
+    (r, store, file)
+}
+
+#[tokio::test]
+async fn hybrid_search_stores_vectors_at_ingest_and_fuses_them() {
+    let fake = FakeEmbeddings::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (r, store, file) = hybrid_retriever(&fake, dir.path()).await;
+    let rep = r.ingest_file(&file).await.unwrap();
+    assert_eq!(rep.inserted, 3);
+    assert_eq!(rep.vectors_embedded, Some(3));
+    assert_eq!(store.load_vectors("fake-embed").unwrap().len(), 3);
+    // The OpenAI wire format, in batches of embeddings_batch, no key configured.
+    let reqs = fake.requests();
+    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs[0]["model"], "fake-embed");
+    assert_eq!(reqs[0]["input"].as_array().unwrap().len(), 2);
+    assert!(reqs[0]["input"][0].as_str().unwrap().contains("Kitten"));
+    assert!(fake.auth_headers().iter().all(Option::is_none));
+    // Re-ingesting unchanged rows embeds nothing again.
+    let rep = r.ingest_file(&file).await.unwrap();
+    assert_eq!((rep.unchanged, rep.vectors_embedded), (3, Some(0)));
+    assert_eq!(fake.requests().len(), 2);
+
+    // "feline" shares no word with any record: only the vectors find the kitten.
+    let hits = r.search("Do you have anything feline?", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "h1", "{hits:?}");
+    assert!(hits[0].score > 0.0 && hits[0].score <= 1.0);
+    let hits = r.search("a boat", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "h3", "{hits:?}");
+    // Lexical matches still rank.
+    let hits = r.search("gold lacquer", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "h2");
+}
+
+#[tokio::test]
+async fn a_failing_embeddings_endpoint_degrades_to_lexical_search() {
+    let fake = FakeEmbeddings::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let (r, store, file) = hybrid_retriever(&fake, dir.path()).await;
+    fake.set_mode(Mode::Fail);
+    // Ingest keeps the rows and says why there are no vectors.
+    let rep = r.ingest_file(&file).await.unwrap();
+    assert_eq!(rep.inserted, 3);
+    assert!(rep.vectors_error.unwrap().contains("HTTP 500"));
+    assert!(store.load_vectors("fake-embed").unwrap().is_empty());
+    let hits = r.search("gold lacquer", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "h2");
+    // A stalled endpoint is bounded by embeddings_timeout_seconds, then lexical search answers.
+    fake.set_mode(Mode::Stall);
+    let hits = tokio::time::timeout(Duration::from_secs(10), r.search("gold lacquer", 3))
+        .await
+        .expect("the embeddings timeout bounds the search")
+        .unwrap();
+    assert_eq!(hits[0].exhibit.id, "h2");
+    // Back up: the pending vectors are computed.
+    fake.set_mode(Mode::Ok);
+    assert_eq!(r.embed_pending().await.unwrap(), 3);
+}
+
+// ---- remote SRS ----
+
+#[derive(Clone, Default)]
+struct RemoteState {
+    requests: Arc<Mutex<Vec<Value>>>,
+    auth: Arc<Mutex<Vec<Option<String>>>>,
+    mode: Arc<Mutex<&'static str>>,
+}
+
+async fn remote_search(
+    State(s): State<RemoteState>,
+    headers: axum::http::HeaderMap,
+    body: axum::Json<Value>,
+) -> Response {
+    s.requests.lock().unwrap().push(body.0.clone());
+    s.auth.lock().unwrap().push(
+        headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .map(String::from),
+    );
+    let mode = *s.mode.lock().unwrap();
+    match mode {
+        "500" => (StatusCode::INTERNAL_SERVER_ERROR, "secret upstream detail").into_response(),
+        "garbage" => (StatusCode::OK, "{\"hits\": [{\"nope\": 1}]}").into_response(),
+        "stall" => std::future::pending().await,
+        _ => axum::Json(json!({"hits": [
+            {"exhibit": {"id": "r1", "title": "Bronze Ding", "period": "Western Zhou"},
+             "score": 0.9, "passages": ["A ritual cauldron."]},
+            {"exhibit": {"id": "r2", "title": "Jade Bi"}, "score": 0.5, "passages": []},
+        ]}))
+        .into_response(),
+    }
+}
+
+async fn remote_get(UrlPath(id): UrlPath<String>) -> Response {
+    if id == "r1/x" {
+        axum::Json(json!({"id": "r1/x", "title": "Bronze Ding"})).into_response()
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
+}
+
+async fn start_remote() -> (String, RemoteState) {
+    let state = RemoteState::default();
+    *state.mode.lock().unwrap() = "ok";
+    let app = Router::new()
+        .route("/srs/search", post(remote_search))
+        .route("/srs/exhibits/{id}", get(remote_get))
+        .with_state(state.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (format!("http://{addr}/srs"), state)
+}
+
+fn remote_config(url: &str) -> Config {
+    let mut c = Config::default();
+    c.srs.provider = SrsProviderKind::Remote;
+    c.srs.remote_url = url.into();
+    c.srs.remote_timeout_seconds = 0.5;
+    c
+}
+
+#[tokio::test]
+async fn remote_srs_speaks_the_documented_format() {
+    let (url, state) = start_remote().await;
+    let store = Store::open_in_memory().unwrap();
+    let r = srs::build_retriever(&remote_config(&url), &store)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r.name(), "remote");
+    let hits = r.search("  这件青铜鼎是什么年代的  ", 1).await.unwrap();
+    assert_eq!(
+        state.requests.lock().unwrap()[0],
+        json!({"query": "这件青铜鼎是什么年代的", "k": 1})
+    );
+    assert!(state.auth.lock().unwrap()[0].is_none());
+    // At most k hits are used, whatever the service sends.
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].exhibit.id, "r1");
+    assert_eq!(hits[0].exhibit.period, "Western Zhou");
+    assert_eq!(hits[0].passages, vec!["A ritual cauldron."]);
+    assert!(srs::format_passages(&hits).starts_with("[r1] Bronze Ding | Western Zhou\n- A ritual"));
+    // Ids are one percent-encoded path segment; unknown ids are None.
+    assert_eq!(r.get("r1/x").await.unwrap().unwrap().title, "Bronze Ding");
+    assert_eq!(r.get("nope").await.unwrap(), None);
+    // Nothing is sent for an empty question.
+    assert!(r.search("   ", 5).await.unwrap().is_empty());
+    assert_eq!(state.requests.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn remote_srs_failures_are_clear_errors() {
+    let (url, state) = start_remote().await;
+    let store = Store::open_in_memory().unwrap();
+    let r = srs::build_retriever(&remote_config(&url), &store)
+        .await
+        .unwrap()
+        .unwrap();
+    *state.mode.lock().unwrap() = "500";
+    let e = r.search("ding", 5).await.unwrap_err();
+    assert_eq!(
+        e,
+        SrsError::Failed("the remote SRS answered HTTP 500".into())
+    );
+    assert!(!e.to_string().contains("secret"));
+    *state.mode.lock().unwrap() = "garbage";
+    let e = r.search("ding", 5).await.unwrap_err();
+    assert!(
+        matches!(&e, SrsError::Failed(m) if m.contains("malformed")),
+        "{e:?}"
+    );
+    *state.mode.lock().unwrap() = "stall";
+    let e = tokio::time::timeout(Duration::from_secs(10), r.search("ding", 5))
+        .await
+        .expect("bounded by remote_timeout_seconds")
+        .unwrap_err();
+    assert_eq!(e, SrsError::Timeout);
+
+    // Nothing listening.
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = dead.local_addr().unwrap();
+    drop(dead);
+    let r = srs::build_retriever(&remote_config(&format!("http://{addr}")), &store)
+        .await
+        .unwrap()
+        .unwrap();
+    let e = r.search("ding", 5).await.unwrap_err();
+    assert!(matches!(e, SrsError::Unavailable(_)), "{e:?}");
+    // A bad URL is refused when the retriever is built.
+    let bad = remote_config("not a url");
+    assert!(srs::build_retriever(&bad, &store).await.is_err());
+}
+
+#[tokio::test]
+async fn an_unreachable_remote_srs_never_fails_a_visitors_request() {
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = dead.local_addr().unwrap();
+    drop(dead);
+    let app = spawn_app_with(move |c| {
+        c.srs.provider = SrsProviderKind::Remote;
+        c.srs.remote_url = format!("http://{addr}");
+        c.srs.remote_timeout_seconds = 0.5;
+    })
+    .await;
+    app.llm.push(text_reply(&["我不确定。"]));
+    let mut c = app.client().await;
+    c.text_request("r1", "这件青铜鼎是什么年代的？").await;
+    let r = c.reply("r1").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.text, "我不确定。");
+}
+
+// ---- quality over the real demo collection ----
+
+#[tokio::test]
+async fn dev_queries_reach_the_recall_target_on_the_demo_collection() {
+    let store = Store::open_in_memory().unwrap();
+    let r = srs::embedded_from_config(&Config::default(), &store)
+        .await
+        .unwrap();
+    let rep = r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();
+    assert_eq!((rep.rows, rep.rejected.len()), (2700, 0));
+    let queries = eval::load_queries(&fixture("dev_queries.jsonl")).unwrap();
+    assert_eq!(queries.len(), 40);
+    let outcomes = eval::run(&r, &queries).await;
+    assert!(outcomes.iter().all(|o| o.error.is_none()));
+    let m = eval::metrics(&outcomes);
+    // The issue's target; `museum-agent eval` prints the figures (README, Retrieval).
+    assert!(m.recall_at_5 >= 0.85, "{m:?}");
+    assert!(m.recall_at_1 <= m.recall_at_5 && m.mrr <= m.recall_at_5 + 1e-9);
+    // Simplified questions find Traditional records.
+    let hits = r.search("峄山刻石相传是谁写的", 5).await.unwrap();
+    assert!(hits.iter().any(|h| h.exhibit.id == "nmh-10648"), "{hits:?}");
+    assert!(hits[0].passages.iter().any(|p| p.contains("李斯")));
+}
+
+// ---- the commands ----
+
+fn bin(dir: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_museum-agent"))
+        .env("MUSEUM_AGENT__DATABASE__PATH", dir.join("cli.db"))
+        .env("MUSEUM_AGENT__SRS__LOAD_DEMO", "false")
+        .env("RUST_LOG", "warn")
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ingest_search_and_eval_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let sample = demo_sample(2);
+    let bad = format!("{sample}{{broken\n{}\n", json!({"id": "x", "title": ""}));
+    std::fs::write(d.join("c.jsonl"), &bad).unwrap();
+    std::fs::write(
+        d.join("c.csv"),
+        "id,title,maker,description\nc1,Blue Jar,Anon,A jar for wine.\nc2\n",
+    )
+    .unwrap();
+    let (ok, out, err) = bin(d, &["ingest", "c.jsonl", "c.csv"]);
+    assert!(ok, "{out}{err}");
+    assert!(
+        out.contains("c.jsonl: 4 rows (inserted 4, updated 0, unchanged 0), 2 rejected"),
+        "{out}"
+    );
+    assert!(out.contains("line 5: invalid JSON"), "{out}");
+    assert!(out.contains("line 6: missing `title`"), "{out}");
+    assert!(out.contains("c.csv: 1 rows (inserted 1"), "{out}");
+    assert!(out.contains("line 3: expected 4 fields, found 1"), "{out}");
+    // Idempotent.
+    let (ok, out, _) = bin(d, &["ingest", "c.jsonl"]);
+    assert!(
+        ok && out.contains("(inserted 0, updated 0, unchanged 4)"),
+        "{out}"
+    );
+    // A file that cannot be read fails the command, naming it.
+    let (ok, _, err) = bin(d, &["ingest", "missing.jsonl"]);
+    assert!(!ok && err.contains("missing.jsonl"), "{err}");
+    let (ok, _, err) = bin(d, &["ingest", "c.txt"]);
+    assert!(!ok && err.contains("unsupported file type"), "{err}");
+
+    let first = line_of(&sample, 0);
+    let (ok, out, err) = bin(
+        d,
+        &[
+            "search",
+            first["title"].as_str().unwrap(),
+            "--k",
+            "2",
+            "--json",
+        ],
+    );
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["retriever"], "embedded");
+    assert_eq!(v["hits"][0]["id"], first["id"]);
+    assert!(v["hits"].as_array().unwrap().len() <= 2);
+    assert!(v["hits"][0]["score"].as_f64().unwrap() > 0.0);
+    // FTS syntax in the question is text, not an error.
+    let (ok, out, err) = bin(d, &["search", "\"wine* NEAR( -jar", "--json"]);
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["hits"][0]["id"], "c1");
+    let (ok, out, _) = bin(d, &["search", "Blue Jar"]);
+    assert!(ok && out.contains("c1  Blue Jar"), "{out}");
+
+    // eval on a small collection and query file.
+    std::fs::write(
+        d.join("q.jsonl"),
+        format!(
+            "{}\n{}\n",
+            json!({"query": "a jar for wine", "language": "en", "relevant_ids": ["c1"]}),
+            json!({"query": "Mona Lisa", "language": "en", "relevant_ids": []}),
+        ),
+    )
+    .unwrap();
+    let (ok, out, err) = bin(
+        d,
+        &[
+            "eval",
+            "--queries",
+            "q.jsonl",
+            "--collection",
+            "c.csv",
+            "--json",
+        ],
+    );
+    assert!(ok, "{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["metrics"]["recall_at_1"], 1.0);
+    assert_eq!(v["metrics"]["mrr"], 1.0);
+    let (ok, _, err) = bin(d, &["eval", "--queries", "nope.jsonl"]);
+    assert!(!ok && err.contains("nope.jsonl"), "{err}");
+}
