@@ -315,7 +315,13 @@ async function setHandsFree(on) {
   handsFree = on;
   ui.handsfree.setAttribute('aria-pressed', String(on));
   vad.reset();
-  if (!on && listening && !pttHeld) endUtterance();
+  if (!on && listening && !pttHeld) {
+    // Switched off mid-sentence: the fragment is dropped, not sent as a question.
+    listening.abort('USER_STOP');
+    listening = null;
+    ui.ptt.setAttribute('aria-pressed', 'false');
+    ui.ptt.querySelector('[data-i18n]').textContent = t('ptt');
+  }
 }
 
 // ---- wiring ----------------------------------------------------------------------------------
