@@ -88,25 +88,20 @@ function pearson(a, b) {
 }
 
 /**
- * Best correlation of the fixture's envelope against the received one. The browser's fake
- * microphone loops the file, so a capture may start anywhere in it: received audio at least one
- * period long is compared with every rotation of the (padded) fixture; shorter audio with every
- * placement of it inside the fixture.
+ * Best correlation of the received envelope with the fixture's. The browser's fake microphone
+ * loops the (padded) file, so a capture may start anywhere in it and wrap around: the received
+ * audio (its first period at most) is compared with the looped fixture at every offset.
  */
 export function matchScore(received, fixture) {
   const p = fixture.length;
-  if (received.length >= p) {
-    let best = -1;
-    const win = received.subarray(0, p);
-    const rot = new Float64Array(p);
-    for (let s = 0; s < p; s++) {
-      for (let i = 0; i < p; i++) rot[i] = fixture[(i + s) % p];
-      best = Math.max(best, pearson(win, rot));
-    }
-    return best;
-  }
+  const n = Math.min(received.length, p);
+  const win = received.subarray(0, n);
+  const looped = new Float64Array(n);
   let best = -1;
-  for (let s = 0; s + received.length <= p; s++) best = Math.max(best, pearson(received, fixture.subarray(s, s + received.length)));
+  for (let s = 0; s < p; s++) {
+    for (let i = 0; i < n; i++) looped[i] = fixture[(i + s) % p];
+    best = Math.max(best, pearson(win, looped));
+  }
   return best;
 }
 
