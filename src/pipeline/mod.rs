@@ -131,6 +131,12 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
     let user_turn = match &job.input {
         Input::Voice(pcm) => {
             let text = speech::transcribe(deps, pcm, &job.ctx).await?;
+            let heard = ServerMessage::Response(crate::protocol::Response {
+                request_id: job.ctx.request_id.clone(),
+                transcript: Some(text.clone()),
+                ..Default::default()
+            });
+            job.outbox.send_for(&job.ctx, &heard, 0).await;
             vec![ChatMessage::new(Role::User, text)]
         }
         Input::Text(t) => vec![ChatMessage::new(Role::User, t.clone())],

@@ -55,6 +55,10 @@ pub struct Response {
     /// configured, text only"). Clients that do not know it ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// **Extension**: what speech recognition heard, sent once (in a frame of its own, before
+    /// the reply) for a VOICE request, so the client can show the visitor's question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
 }
 
 impl Response {

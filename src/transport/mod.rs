@@ -9,8 +9,10 @@ pub mod ws;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::http::{HeaderValue, header};
 use axum::routing::get;
 use tower_http::services::ServeDir;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 use crate::app::AppState;
 
@@ -24,6 +26,14 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
         .route("/metrics", get(http::metrics))
-        .fallback_service(ServeDir::new(static_dir))
+        // no-cache: a kiosk that runs for weeks picks up a new page version on its next load.
+        .fallback_service(
+            tower::ServiceBuilder::new()
+                .layer(SetResponseHeaderLayer::if_not_present(
+                    header::CACHE_CONTROL,
+                    HeaderValue::from_static("no-cache"),
+                ))
+                .service(ServeDir::new(static_dir)),
+        )
         .with_state(app)
 }

@@ -107,6 +107,9 @@ function banner(text, kind = 'error') {
   ui.banner.hidden = !text;
 }
 
+/// Visitor bubbles of spoken questions, by request id, until the transcript arrives.
+const spokenQuestions = new Map();
+
 function addMessage(role, text) {
   ui.empty.hidden = true;
   const li = document.createElement('li');
@@ -288,7 +291,7 @@ function endUtterance() {
     return;
   }
   up.end();
-  addMessage('visitor', t('voiceQuestion'));
+  spokenQuestions.set(up.id, addMessage('visitor', t('voiceQuestion')));
   startReply(up.id);
 }
 
@@ -335,6 +338,12 @@ function wireClient() {
       listening = null;
       ui.ptt.setAttribute('aria-pressed', 'false');
     }
+  });
+  client.addEventListener('transcript', (e) => {
+    const li = spokenQuestions.get(e.detail.requestId);
+    if (!li) return;
+    spokenQuestions.delete(e.detail.requestId);
+    li.querySelector('.body').textContent = `🎤 ${e.detail.text}`;
   });
   client.addEventListener('text', (e) => {
     const li = bubbles.get(e.detail.requestId);

@@ -22,6 +22,7 @@
 //   request_start  {requestId, kind}   a request was sent ('text' | 'voice' | 'update' | 'function_result')
 //   text           {requestId, seq, text}             text chunks, in text_stream_seq order
 //   voice          {requestId, seq, pcm: Int16Array}  16 kHz mono chunks, in voice_stream_seq order
+//   transcript     {requestId, text}   what the server's speech recognition heard (extension)
 //   function_call  {requestId, name, parameters, callId, result?, error?}  after its handler ran
 //   request_end    {requestId, text, interrupted, interruptReason, error, notice, voiceChunks}
 //   interrupting   {requestIds, reason}   sent INTERRUPT: stop playing these at once
@@ -582,6 +583,10 @@ export class MuseumAgentClient extends EventTarget {
       return;
     }
     if (p.notice) req.notice = p.notice;
+    if (typeof p.transcript === 'string') {
+      req.transcript = p.transcript;
+      this.#emit('transcript', { requestId: id, text: p.transcript });
+    }
     const content = p.content ?? {};
     if (p.function_call) this.#functionCall(req, p.function_call);
     if (p.text_stream_seq !== undefined && p.text_stream_seq !== null) {

@@ -6,6 +6,15 @@ use crate::support::*;
 async fn healthz_readyz_and_health_check_with_and_without_session() {
     let app = spawn_app().await;
     assert_eq!(app.http_get("/healthz").await, (200, "ok".to_string()));
+    let page = museum_agent::providers::http_client_builder()
+        .build()
+        .unwrap()
+        .get(format!("http://{}/", app.addr))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200, "the kiosk page is served at /");
+    assert_eq!(page.headers()["cache-control"], "no-cache");
     let (code, body) = app.http_get("/readyz").await;
     assert_eq!(code, 200);
     let v: Value = serde_json::from_str(&body).unwrap();

@@ -139,6 +139,7 @@ struct VoiceReply {
     chunks: Vec<Vec<u8>>,
     error: Option<Value>,
     last: Option<Value>,
+    transcript: Option<String>,
 }
 
 impl VoiceReply {
@@ -175,6 +176,15 @@ async fn collect_voice(c: &mut Client, id: &str) -> VoiceReply {
             return r;
         }
         assert_eq!(v["msg_type"], "RESPONSE");
+        if let Some(t) = p["transcript"].as_str() {
+            assert!(r.transcript.is_none(), "one transcript per request");
+            assert!(
+                r.text_seqs.is_empty() && r.voice_seqs.is_empty(),
+                "the transcript comes first"
+            );
+            r.transcript = Some(t.to_string());
+            continue;
+        }
         let tseq = p["text_stream_seq"].as_i64();
         let vseq = p["voice_stream_seq"].as_i64();
         if tseq == Some(-1) {
@@ -275,8 +285,9 @@ async fn whole_base64_with_openai_stt_and_pcm_tts_interleaves_text_and_voice() {
     let r = collect_voice(&mut c, "v1").await;
     assert!(r.error.is_none(), "{:?}", r.error);
 
-    // The transcript of the exact audio reached the LLM.
+    // The transcript of the exact audio reached the LLM, and the client was told what was heard.
     assert_eq!(last_user_message(&app), transcript);
+    assert_eq!(r.transcript.as_deref(), Some(transcript.as_str()));
     let stt = speech.stt_requests();
     assert_eq!(stt.len(), 1);
     assert_eq!(stt[0]["model"], "whisper-test");

@@ -301,6 +301,8 @@ test('push-to-talk: the fake microphone question travels through the AudioWorkle
   assert.deepEqual(frames.map((p) => [p.stream_flag, p.stream_seq, p.content.voice_mode]), [[true, 0, 'BINARY'], [true, -1, 'BINARY']]);
   await page.locator('[data-card="exhibit-1002"]').waitFor({ state: 'visible', timeout: 5000 });
   await page.locator('.msg.agent', { hasText: 'lacquer box' }).waitFor({ timeout: 5000 });
+  // The visitor's bubble shows what the server heard (transcript extension).
+  await page.locator('.msg.visitor', { hasText: fx.transcript }).waitFor({ timeout: 5000 });
   await shot('04-voice-answer-and-card');
   await pageWait('playback to finish', () => !window.kiosk.player.playing, undefined, 30000);
 });
