@@ -77,7 +77,14 @@ enum Scenario {
         #[arg(long, default_value_t = 50)]
         concurrency: usize,
     },
-    /// echo, stream, interrupt, churn and idle with their defaults, in one run.
+    /// Concurrent voice uploads at real-time pace, answered with text and voice.
+    Voice {
+        #[arg(long, default_value_t = 20)]
+        sessions: usize,
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+    },
+    /// echo, stream, interrupt, churn, voice and idle with their defaults, in one run.
     All,
 }
 
@@ -155,6 +162,10 @@ fn main() -> anyhow::Result<()> {
                     cycles: 2000,
                     concurrency: 50,
                 },
+                Scenario::Voice {
+                    sessions: 20,
+                    seconds: 2.0,
+                },
                 Scenario::Idle {
                     sessions: 1000,
                     seconds: 10.0,
@@ -194,6 +205,9 @@ fn main() -> anyhow::Result<()> {
                     cycles,
                     concurrency,
                 } => scenarios::churn(&target, &up, cycles, concurrency).await?,
+                Scenario::Voice { sessions, seconds } => {
+                    scenarios::voice(&target, &up, sessions, seconds).await?
+                }
                 Scenario::All => unreachable!(),
             };
             print!("{}", r.table());

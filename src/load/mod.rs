@@ -93,6 +93,13 @@ impl SpawnedServer {
                 .env("MUSEUM_AGENT__LLM__BASE_URL", llm_base_url)
                 .env("MUSEUM_AGENT__LLM__API_KEY_ENV", "\"\"")
                 .env("MUSEUM_AGENT__LLM__MAX_RETRIES", "0")
+                .env("MUSEUM_AGENT__STT__PROVIDER", "openai")
+                .env("MUSEUM_AGENT__STT__BASE_URL", llm_base_url)
+                .env("MUSEUM_AGENT__STT__API_KEY_ENV", "\"\"")
+                .env("MUSEUM_AGENT__TTS__PROVIDER", "openai")
+                .env("MUSEUM_AGENT__TTS__BASE_URL", llm_base_url)
+                .env("MUSEUM_AGENT__TTS__API_KEY_ENV", "\"\"")
+                .env("MUSEUM_AGENT__SRS__LOAD_DEMO", "false")
                 .env("MUSEUM_AGENT__LIMITS__MAX_SESSIONS", "100000")
                 .env("MUSEUM_AGENT__LIMITS__MAX_CONNECTIONS", "100000")
                 .env(

@@ -442,3 +442,142 @@ async fn run_cycles(t: &Target, cycles: usize, concurrency: usize) -> u64 {
     }
     failures.load(Ordering::Relaxed)
 }
+
+/// N concurrent voice requests: a BINARY upload of `seconds` of 16 kHz s16le audio sent at
+/// real-time pace (100 ms frames), answered with text and voice (`require_tts`), against the
+/// tool's fake STT/LLM/TTS. Times are from the end frame; the server's own hop timings are read
+/// from its `/metrics` when it exposes them.
+pub async fn voice(
+    t: &Target,
+    up: &FakeUpstream,
+    sessions: usize,
+    seconds: f64,
+) -> anyhow::Result<Report> {
+    up.set_timing(UpstreamTiming {
+        chunks: 20,
+        rate: 0.0,
+    });
+    let cpu_before = cpu(t.pid);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for s in 0..sessions {
+        let t = t.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut c = Client::connect(&t.url).await?;
+            c.register(&t.api_key).await?;
+            let id = format!("v{s}");
+            c.send("REQUEST", json!({"request_id": id, "data_type": "VOICE", "stream_flag": true, "stream_seq": 0,
+                "require_tts": true, "content": {"voice_mode": "BINARY"}})).await?;
+            let frame: Vec<u8> = (0..1600u32).flat_map(|i| (((i as f32 * 0.07).sin() * 6000.0) as i16).to_le_bytes()).collect();
+            let frames = (seconds * 10.0).round() as usize;
+            let mut tick = tokio::time::interval(Duration::from_millis(100));
+            for _ in 0..frames {
+                tick.tick().await;
+                tokio::time::timeout(super::client::IO_TIMEOUT, c.ws.send(Message::Binary(frame.clone().into()))).await??;
+            }
+            c.send("REQUEST", json!({"request_id": id, "data_type": "VOICE", "stream_flag": true, "stream_seq": -1,
+                "content": {"voice_mode": "BINARY"}})).await?;
+            let end = Instant::now();
+            let (mut transcript, mut first_text, mut first_voice) = (None, None, None);
+            let (mut text_done, mut voice_done) = (false, false);
+            let mut voice_bytes = 0usize;
+            while !(text_done && voice_done) {
+                let v = c.recv().await?;
+                anyhow::ensure!(v["msg_type"] != "ERROR", "voice request failed: {v}");
+                let p = &v["payload"];
+                if p["transcript"].is_string() && transcript.is_none() {
+                    transcript = Some(end.elapsed());
+                }
+                if let Some(seq) = p["text_stream_seq"].as_i64() {
+                    if seq >= 0 && first_text.is_none() {
+                        first_text = Some(end.elapsed());
+                    }
+                    text_done |= seq == -1;
+                }
+                if let Some(seq) = p["voice_stream_seq"].as_i64() {
+                    if seq >= 0 && first_voice.is_none() {
+                        first_voice = Some(end.elapsed());
+                    }
+                    if let Some(b) = p["content"]["voice"].as_str() {
+                        voice_bytes += b.len() * 3 / 4;
+                    }
+                    voice_done |= seq == -1;
+                }
+            }
+            let done = end.elapsed();
+            c.close().await;
+            anyhow::Ok((transcript, first_text, first_voice, done, voice_bytes))
+        }));
+    }
+    let (mut tr, mut ft, mut fv, mut dn) = (
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+        Samples::default(),
+    );
+    let (mut failed, mut audio_bytes) = (0u64, 0usize);
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    for task in tasks {
+        match task.await? {
+            Ok((a, b, v, d, bytes)) => {
+                if let Some(a) = a {
+                    tr.push_micros(us(a));
+                }
+                if let Some(b) = b {
+                    ft.push_micros(us(b));
+                }
+                if let Some(v) = v {
+                    fv.push_micros(us(v));
+                }
+                dn.push_micros(us(d));
+                audio_bytes += bytes;
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let cpu_used = cpu(t.pid) - cpu_before;
+    let mut r = Report::new(
+        "voice",
+        json!({"sessions": sessions, "upload_seconds": seconds}),
+    );
+    r.add("voice requests completed", dn.len() as f64, "");
+    r.add("failed sessions", failed as f64, "");
+    r.add("end frame -> transcript p50", tr.pct(0.5), "us");
+    r.add("end frame -> transcript p99", tr.pct(0.99), "us");
+    r.add("end frame -> first text p50", ft.pct(0.5), "us");
+    r.add("end frame -> first text p99", ft.pct(0.99), "us");
+    r.add("end frame -> first voice p50", fv.pct(0.5), "us");
+    r.add("end frame -> first voice p99", fv.pct(0.99), "us");
+    r.add("end frame -> reply complete p99", dn.pct(0.99), "us");
+    r.add(
+        "voice received",
+        audio_bytes as f64 / 32000.0,
+        "s of 16 kHz audio",
+    );
+    r.add("server CPU", cpu_used / secs * 100.0, "% of one core");
+    // The server's own hops, if it exports them.
+    let metrics_url = t
+        .url
+        .replace("ws://", "http://")
+        .replace("/ws/agent/stream", "/metrics");
+    let client = crate::providers::http_client_builder().build()?;
+    if let Ok(Ok(resp)) =
+        tokio::time::timeout(Duration::from_secs(5), client.get(&metrics_url).send()).await
+        && let Ok(text) = resp.text().await
+    {
+        for line in text.lines().filter(|l| {
+            l.starts_with("museum_agent_voice_hop_seconds{") && l.contains("quantile=\"0.99\"")
+        }) {
+            let hop = line
+                .split("hop=\"")
+                .nth(1)
+                .and_then(|x| x.split('"').next());
+            let value = line.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok());
+            if let (Some(h), Some(v)) = (hop, value) {
+                r.add(&format!("server hop {h} p99"), v * 1e6, "us");
+            }
+        }
+    }
+    Ok(r)
+}

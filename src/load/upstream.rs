@@ -114,6 +114,27 @@ async fn chat(State(inner): State<Arc<Inner>>, body: String) -> Response {
         .expect("valid response")
 }
 
+/// OpenAI-compatible transcription: answers at once with a fixed question.
+async fn transcribe(body: axum::body::Bytes) -> axum::Json<Value> {
+    // The multipart body holds the WAV; its size is all the tool needs to know it arrived.
+    axum::Json(json!({"text": format!("load voice question of {} bytes", body.len())}))
+}
+
+/// OpenAI-compatible speech with `response_format: "pcm"`: 600 ms of 24 kHz s16le tone per
+/// piece, streamed in 100 ms chunks as fast as the client reads.
+async fn speech(_body: String) -> Response {
+    let chunk: Vec<u8> = (0..2400u32)
+        .flat_map(|i| (((i as f32 * 0.05).sin() * 8000.0) as i16).to_le_bytes())
+        .collect();
+    let chunks = futures_util::stream::iter(
+        (0..6).map(move |_| Ok::<_, Infallible>(Bytes::from(chunk.clone()))),
+    );
+    Response::builder()
+        .header("content-type", "audio/pcm")
+        .body(Body::from_stream(chunks))
+        .expect("valid response")
+}
+
 impl FakeUpstream {
     pub async fn start(epoch: Instant, timing: UpstreamTiming) -> std::io::Result<FakeUpstream> {
         let inner = Arc::new(Inner {
@@ -125,6 +146,8 @@ impl FakeUpstream {
         });
         let router = Router::new()
             .route("/v1/chat/completions", post(chat))
+            .route("/v1/audio/transcriptions", post(transcribe))
+            .route("/v1/audio/speech", post(speech))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;

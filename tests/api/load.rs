@@ -80,5 +80,19 @@ async fn the_tool_can_spawn_the_real_binary() {
         .unwrap();
     assert_eq!(r.get("chunks relayed"), Some(6.0), "{}", r.table());
     assert!(r.get("server CPU").unwrap() >= 0.0);
+    let r = scenarios::voice(&t, &up, 2, 0.3).await.unwrap();
+    assert_eq!(
+        r.get("voice requests completed"),
+        Some(2.0),
+        "{}",
+        r.table()
+    );
+    assert_eq!(r.get("failed sessions"), Some(0.0));
+    assert!(r.get("voice received").unwrap() > 0.0, "{}", r.table());
+    assert!(
+        r.get("server hop upload_end_to_stt_text p99").is_some(),
+        "{}",
+        r.table()
+    );
     s.child.kill().await.unwrap();
 }

@@ -114,3 +114,52 @@ async fn a_client_that_stops_reading_is_disconnected_and_its_upstream_dropped() 
     let mut other = app.client().await;
     other.sync().await;
 }
+
+#[tokio::test]
+async fn no_task_outlives_its_connection_after_upstream_faults() {
+    let app = spawn_app_with(|c| {
+        c.llm.first_token_timeout_seconds = 0.3;
+        c.llm.idle_timeout_seconds = 0.3;
+        c.llm.max_retries = 0;
+    })
+    .await;
+    let mut c = app.client().await;
+    app.llm.push(Script::Status(500, "x".into()));
+    app.llm.push(Script::Stall);
+    app.llm
+        .push(Script::StallAfter(vec![text_chunk("partial")]));
+    app.llm.push(Script::Stream {
+        chunks: vec![text_chunk("cut")],
+        delay: Duration::ZERO,
+        done: false,
+    });
+    for i in 0..4 {
+        let id = format!("r{i}");
+        c.text_request(&id, "q").await;
+        assert!(c.reply(&id).await.error.is_some());
+    }
+    // One more left running when the client vanishes.
+    app.llm.push(Script::StallAfter(vec![text_chunk("x")]));
+    c.text_request("last", "q").await;
+    c.recv().await;
+    drop(c);
+    // Every connection and pipeline task of the app must finish by itself.
+    app.app.tracker.close();
+    tokio::time::timeout(Duration::from_secs(10), app.app.tracker.wait())
+        .await
+        .expect("tasks still running after the client left");
+    assert_eq!(
+        app.app
+            .stats
+            .sessions
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    assert_eq!(
+        app.app
+            .stats
+            .connections
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
