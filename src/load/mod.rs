@@ -85,6 +85,9 @@ impl SpawnedServer {
         llm_base_url: &str,
         extra_env: &[(String, String)],
     ) -> anyhow::Result<SpawnedServer> {
+        // The server runs in a temporary directory: resolve a relative binary path first.
+        let binary = &std::fs::canonicalize(binary)
+            .map_err(|e| anyhow::anyhow!("server binary {}: {e}", binary.display()))?;
         let dir = tempfile::tempdir()?;
         let db = dir.path().join("load.db");
         let env = |cmd: &mut tokio::process::Command| {
