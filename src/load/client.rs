@@ -25,8 +25,11 @@ fn frame(msg_type: &str, sid: &str, payload: Value) -> String {
 
 impl Client {
     pub async fn connect(url: &str) -> anyhow::Result<Client> {
-        let (ws, _) =
-            tokio::time::timeout(IO_TIMEOUT, tokio_tungstenite::connect_async(url)).await??;
+        let (ws, _) = tokio::time::timeout(
+            IO_TIMEOUT,
+            tokio_tungstenite::connect_async_with_config(url, None, true),
+        )
+        .await??;
         Ok(Client {
             ws,
             session_id: String::new(),

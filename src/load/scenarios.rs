@@ -53,7 +53,15 @@ pub async fn echo(conns: usize, messages: usize) -> anyhow::Result<Report> {
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
-    let server = tokio::spawn(async move { axum::serve(listener, router).await });
+    let server = tokio::spawn(async move {
+        axum::serve(
+            axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                let _ = tcp.set_nodelay(true);
+            }),
+            router,
+        )
+        .await
+    });
     let url = format!("ws://{addr}/echo");
     let start = Instant::now();
     let mut tasks = Vec::new();
@@ -61,7 +69,8 @@ pub async fn echo(conns: usize, messages: usize) -> anyhow::Result<Report> {
         let url = url.clone();
         tasks.push(tokio::spawn(async move {
             let mut s = Samples::default();
-            let (mut ws, _) = tokio_tungstenite::connect_async(&url).await?;
+            let (mut ws, _) =
+                tokio_tungstenite::connect_async_with_config(&url, None, true).await?;
             let payload = "x".repeat(100);
             for _ in 0..messages {
                 let t = Instant::now();

@@ -152,7 +152,13 @@ impl FakeUpstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
+            let _ = axum::serve(
+                axum::serve::ListenerExt::tap_io(listener, |tcp| {
+                    let _ = tcp.set_nodelay(true);
+                }),
+                router,
+            )
+            .await;
         });
         Ok(FakeUpstream { addr, inner })
     }
