@@ -11,8 +11,6 @@
 
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::{ChatRequest, LlmError, LlmProvider, Metadata, Role, Segment, SegmentStream, ToolCall};
@@ -312,6 +310,21 @@ impl GeminiParser {
     }
 }
 
+impl super::sse::SseParser for GeminiParser {
+    fn push(&mut self, data: &str) -> Result<Vec<Segment>, LlmError> {
+        GeminiParser::push(self, data)
+    }
+
+    /// Gemini has no in-band end marker: the reply ends with the body.
+    fn finished(&self) -> bool {
+        false
+    }
+
+    fn end(&mut self) -> Result<Vec<Segment>, LlmError> {
+        GeminiParser::end(self).map(|done| vec![done])
+    }
+}
+
 impl LlmProvider for GeminiProvider {
     fn name(&self) -> &'static str {
         "gemini"
@@ -322,80 +335,7 @@ impl LlmProvider for GeminiProvider {
         if let Some(key) = &self.api_key {
             builder = builder.header("x-goog-api-key", key);
         }
-        enum State {
-            Start(reqwest::RequestBuilder),
-            Streaming(
-                std::pin::Pin<
-                    Box<
-                        dyn futures_util::Stream<Item = Result<eventsource_stream::Event, String>>
-                            + Send,
-                    >,
-                >,
-                GeminiParser,
-                std::collections::VecDeque<Segment>,
-            ),
-            Finished,
-        }
-        let s = futures_util::stream::unfold(State::Start(builder), |state| async move {
-            let mut state = state;
-            loop {
-                state = match state {
-                    State::Finished => return None,
-                    State::Start(b) => {
-                        let resp = match b.send().await {
-                            Ok(r) => r,
-                            Err(e) => {
-                                return Some((Err(super::openai::map_reqwest(e)), State::Finished));
-                            }
-                        };
-                        let status = resp.status();
-                        if !status.is_success() {
-                            let body = tokio::time::timeout(Duration::from_secs(2), resp.text())
-                                .await
-                                .ok()
-                                .and_then(Result::ok)
-                                .map(|b| b.chars().take(200).collect())
-                                .unwrap_or_default();
-                            return Some((
-                                Err(LlmError::Status {
-                                    status: status.as_u16(),
-                                    body,
-                                }),
-                                State::Finished,
-                            ));
-                        }
-                        let events = resp
-                            .bytes_stream()
-                            .eventsource()
-                            .map(|r| r.map_err(|e| e.to_string()));
-                        State::Streaming(
-                            Box::pin(events),
-                            GeminiParser::default(),
-                            Default::default(),
-                        )
-                    }
-                    State::Streaming(mut events, mut parser, mut pending) => {
-                        if let Some(seg) = pending.pop_front() {
-                            return Some((Ok(seg), State::Streaming(events, parser, pending)));
-                        }
-                        match events.next().await {
-                            Some(Ok(ev)) => match parser.push(&ev.data) {
-                                Ok(segs) => {
-                                    pending.extend(segs);
-                                    State::Streaming(events, parser, pending)
-                                }
-                                Err(e) => return Some((Err(e), State::Finished)),
-                            },
-                            Some(Err(e)) => {
-                                return Some((Err(LlmError::Closed(e)), State::Finished));
-                            }
-                            None => return Some((parser.end(), State::Finished)),
-                        }
-                    }
-                };
-            }
-        });
-        Box::pin(s)
+        super::sse::segments(builder, GeminiParser::default())
     }
 }
 

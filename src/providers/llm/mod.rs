@@ -8,6 +8,7 @@
 pub mod gemini;
 pub mod offline;
 pub mod openai;
+pub mod sse;
 
 use std::pin::Pin;
 

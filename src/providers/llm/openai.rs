@@ -9,9 +9,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
+
+use super::sse::snippet;
 
 use super::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Metadata, Role, Segment, SegmentStream,
@@ -247,21 +247,17 @@ impl ChunkParser {
     }
 }
 
-fn snippet(s: &str) -> String {
-    let mut end = s.len().min(200);
-    while !s.is_char_boundary(end) {
-        end -= 1;
+impl super::sse::SseParser for ChunkParser {
+    fn push(&mut self, data: &str) -> Result<Vec<Segment>, LlmError> {
+        ChunkParser::push(self, data)
     }
-    s[..end].to_string()
-}
 
-pub(super) fn map_reqwest(e: reqwest::Error) -> LlmError {
-    if e.is_timeout() {
-        LlmError::Timeout(e.to_string())
-    } else if e.is_connect() {
-        LlmError::Connect(e.to_string())
-    } else {
-        LlmError::Closed(e.to_string())
+    fn finished(&self) -> bool {
+        self.is_done()
+    }
+
+    fn end(&mut self) -> Result<Vec<Segment>, LlmError> {
+        ChunkParser::end(self)
     }
 }
 
@@ -275,117 +271,8 @@ impl LlmProvider for OpenAiProvider {
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
         }
-        let s = async_stream_of(builder);
-        Box::pin(s)
+        super::sse::segments(builder, ChunkParser::default())
     }
-}
-
-/// The whole exchange as one stream: send, check the status, then parse events.
-fn async_stream_of(
-    builder: reqwest::RequestBuilder,
-) -> impl futures_util::Stream<Item = Result<Segment, LlmError>> + Send {
-    enum State {
-        Start(reqwest::RequestBuilder),
-        Streaming {
-            events: std::pin::Pin<
-                Box<
-                    dyn futures_util::Stream<Item = Result<eventsource_stream::Event, String>>
-                        + Send,
-                >,
-            >,
-            parser: ChunkParser,
-            pending: std::collections::VecDeque<Segment>,
-        },
-        Draining(std::collections::VecDeque<Segment>),
-        Finished,
-    }
-
-    futures_util::stream::unfold(State::Start(builder), |mut state| async move {
-        loop {
-            state = match state {
-                State::Finished => return None,
-                State::Draining(mut q) => match q.pop_front() {
-                    Some(seg) => return Some((Ok(seg), State::Draining(q))),
-                    None => return None,
-                },
-                State::Start(builder) => {
-                    let resp = match builder.send().await {
-                        Ok(r) => r,
-                        Err(e) => return Some((Err(map_reqwest(e)), State::Finished)),
-                    };
-                    let status = resp.status();
-                    if !status.is_success() {
-                        // Read a little of the body for the log; never wait long for it.
-                        let body = tokio::time::timeout(Duration::from_secs(2), resp.text())
-                            .await
-                            .ok()
-                            .and_then(Result::ok)
-                            .map(|b| snippet(&b))
-                            .unwrap_or_default();
-                        return Some((
-                            Err(LlmError::Status {
-                                status: status.as_u16(),
-                                body,
-                            }),
-                            State::Finished,
-                        ));
-                    }
-                    let events = resp
-                        .bytes_stream()
-                        .eventsource()
-                        .map(|r| r.map_err(|e| e.to_string()));
-                    State::Streaming {
-                        events: Box::pin(events),
-                        parser: ChunkParser::default(),
-                        pending: Default::default(),
-                    }
-                }
-                State::Streaming {
-                    mut events,
-                    mut parser,
-                    mut pending,
-                } => {
-                    if let Some(seg) = pending.pop_front() {
-                        return Some((
-                            Ok(seg),
-                            State::Streaming {
-                                events,
-                                parser,
-                                pending,
-                            },
-                        ));
-                    }
-                    if parser.is_done() {
-                        match parser.end() {
-                            Ok(rest) => State::Draining(rest.into()),
-                            Err(e) => return Some((Err(e), State::Finished)),
-                        }
-                    } else {
-                        match events.next().await {
-                            Some(Ok(ev)) => match parser.push(&ev.data) {
-                                Ok(segs) => {
-                                    pending.extend(segs);
-                                    State::Streaming {
-                                        events,
-                                        parser,
-                                        pending,
-                                    }
-                                }
-                                Err(e) => return Some((Err(e), State::Finished)),
-                            },
-                            Some(Err(e)) => {
-                                return Some((Err(LlmError::Closed(e)), State::Finished));
-                            }
-                            None => match parser.end() {
-                                Ok(rest) => State::Draining(rest.into()),
-                                Err(e) => return Some((Err(e), State::Finished)),
-                            },
-                        }
-                    }
-                }
-            };
-        }
-    })
 }
 
 #[cfg(test)]
