@@ -6,24 +6,30 @@
 //!
 //! # Code map
 //! ```text
-//! main.rs        CLI: serve, key create/list/revoke, account create/list/disable; tracing; signals
+//! main.rs        CLI: serve, key and account admin, ingest/search/eval; tracing; signals
+//! bin/museum-agent-load.rs  the load tool (scenarios in load/)
 //! lib.rs         this map; run(listener, app, shutdown)
 //! config.rs      typed config: defaults < config.toml < MUSEUM_AGENT__SECTION__KEY; unknown keys refused
 //! app.rs         AppState shared by all connections: config, auth, pipeline deps, counters, shutdown tokens
-//! auth.rs        API key / password hashing, REGISTER authentication, failed-auth limits per address
+//! auth.rs        API key / password hashing, REGISTER authentication, lockout per address and account
 //! protocol/      wire types of every message both ways, decode with field-naming errors, encode. Pure
 //! session/       per-connection state machine and its task: attributes, requests in flight (a child
 //!                CancellationToken each), uploads, heartbeat/warn/expiry timers, the outbox
 //! pipeline/      one request: input → slash command, or prompt (+ retrieval, history) → tool loop
 //!                (server tools, observations) → RESPONSE frames via ReplyStream
-//! providers/llm/ one trait (stream of Segments): openai, gemini, offline (the default)
-//! providers/srs/ the Retriever trait over the collection
+//! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
+//! providers/srs/ the Retriever trait; text analysis (jieba, OpenCC folding), ingest, the embedded
+//!                FTS5 retriever (+ optional embeddings), the remote SRS client, eval metrics
 //! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
 //! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
 //! audio/         WAV, resampling, voice chunking, the speakable-piece splitter. Pure
-//! transport/     ws.rs: upgrade, reader adapter, the one writer task per socket; http.rs: health
-//! store/         the only rusqlite user: accounts, API keys, migrations from migrations/*.sql
-//! util.rs        time, random ids, process CPU and RSS readings
+//! transport/     server.rs: accept loop (TLS, header deadline, per-address caps); ws.rs: upgrade,
+//!                origin check, reader adapter, the one writer task per socket; http.rs: health,
+//!                readiness, metrics
+//! store/         the only rusqlite user: accounts, API keys, the collection; migrations/*.sql
+//! metrics.rs     the Prometheus registry rendered at /metrics
+//! load/          the load tool: scenarios, protocol client, timing-controlled fake upstream
+//! util.rs        time, random ids, process CPU and RSS readings, open-file limit
 //! ```
 //!
 //! # Architecture invariants
