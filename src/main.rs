@@ -109,29 +109,28 @@ const SECRET_BEARING_TARGETS: [&str; 5] =
     ["tungstenite", "tokio_tungstenite", "reqwest", "hyper", "h2"];
 
 fn init_tracing(json: bool) {
-    use tracing_subscriber::Layer;
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    let wanted = std::env::var("RUST_LOG").unwrap_or_default();
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // These libraries log whole frames and messages at trace level, and frames carry API keys
-    // and passwords (REGISTER): their trace events are dropped whatever RUST_LOG says, so
-    // secrets never reach a log. (A cap, not a directive: it never raises their level.)
-    let no_secrets = tracing_subscriber::filter::filter_fn(|meta| {
-        !(*meta.level() == tracing::Level::TRACE
-            && SECRET_BEARING_TARGETS
-                .iter()
-                .any(|t| meta.target() == *t || meta.target().starts_with(&format!("{t}::"))))
-    });
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let fmt = if json {
-        fmt.json().boxed()
+    // and passwords (REGISTER). When RUST_LOG asks for trace anywhere, they are capped at debug,
+    // so secrets never reach a log. Only then: a directive would otherwise raise their level,
+    // and the filter's level hint is what lets their per-frame `log` calls cost nothing.
+    if wanted.to_ascii_lowercase().contains("trace") {
+        for target in SECRET_BEARING_TARGETS {
+            if let Ok(d) = format!("{target}=debug").parse() {
+                filter = filter.add_directive(d);
+            }
+        }
+    }
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
     } else {
-        fmt.boxed()
-    };
-    tracing_subscriber::registry()
-        .with(fmt.with_filter(filter).with_filter(no_secrets))
-        .init();
+        builder.init();
+    }
 }
 
 fn fmt_ms(ms: Option<i64>) -> String {
