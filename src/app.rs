@@ -14,9 +14,10 @@ use crate::metrics::Metrics;
 use crate::pipeline::Deps;
 use crate::protocol::{HealthState, HealthStatus};
 use crate::providers::llm::LlmProvider;
-use crate::providers::llm::gemini::{GeminiOptions, GeminiProvider};
+use crate::providers::llm::gemini::GeminiProvider;
 use crate::providers::llm::offline::OfflineProvider;
-use crate::providers::llm::openai::{OpenAiOptions, OpenAiProvider};
+use crate::providers::llm::openai::OpenAiProvider;
+use crate::providers::llm::sse::HttpOptions;
 use crate::providers::srs::Retriever;
 use crate::providers::stt::SttProvider;
 use crate::providers::stt::funasr::{FunAsrOptions, FunAsrStt};
@@ -121,36 +122,28 @@ pub struct AppState {
 /// Builds the configured LLM provider (None when `[llm] provider = "none"`).
 pub fn build_llm(config: &Config) -> anyhow::Result<Option<Arc<dyn LlmProvider>>> {
     let c = &config.llm;
-    let api_key = || {
-        let key = c.api_key();
-        if key.is_none() && !c.api_key_env.is_empty() {
-            tracing::warn!(
-                env = %c.api_key_env,
-                "LLM API key variable is not set; requests are sent without a key"
-            );
-        }
-        key
+    let options = || HttpOptions {
+        base_url: c.base_url(),
+        model: c.model(),
+        api_key: key_or_warn("LLM", &c.api_key_env, c.api_key()),
+        temperature: c.temperature,
+        max_tokens: c.max_tokens,
+        connect_timeout: secs(c.connect_timeout_seconds),
     };
     Ok(match c.provider {
         LlmProviderKind::None => None,
         LlmProviderKind::Offline => Some(Arc::new(OfflineProvider)),
-        LlmProviderKind::Openai => Some(Arc::new(OpenAiProvider::new(OpenAiOptions {
-            base_url: c.base_url(),
-            model: c.model(),
-            api_key: api_key(),
-            temperature: c.temperature,
-            max_tokens: c.max_tokens,
-            connect_timeout: secs(c.connect_timeout_seconds),
-        })?)),
-        LlmProviderKind::Gemini => Some(Arc::new(GeminiProvider::new(GeminiOptions {
-            base_url: c.base_url(),
-            model: c.model(),
-            api_key: api_key(),
-            temperature: c.temperature,
-            max_tokens: c.max_tokens,
-            connect_timeout: secs(c.connect_timeout_seconds),
-        })?)),
+        LlmProviderKind::Openai => Some(Arc::new(OpenAiProvider::new(options())?)),
+        LlmProviderKind::Gemini => Some(Arc::new(GeminiProvider::new(options())?)),
     })
+}
+
+/// The key read from `env`, with a warning when the variable is named but unset.
+fn key_or_warn(what: &str, env: &str, key: Option<String>) -> Option<String> {
+    if key.is_none() && !env.is_empty() {
+        tracing::warn!(%env, "{what} API key variable is not set; requests are sent without a key");
+    }
+    key
 }
 
 /// Builds the configured speech-to-text provider (None when `[stt] provider = "none"`).
@@ -159,10 +152,7 @@ pub fn build_stt(config: &Config) -> anyhow::Result<Option<Arc<dyn SttProvider>>
     Ok(match c.provider {
         SttProviderKind::None => None,
         SttProviderKind::Openai => {
-            let api_key = c.api_key();
-            if api_key.is_none() && !c.api_key_env.is_empty() {
-                tracing::warn!(env = %c.api_key_env, "STT API key variable is not set; requests are sent without a key");
-            }
+            let api_key = key_or_warn("STT", &c.api_key_env, c.api_key());
             Some(Arc::new(OpenAiStt::new(OpenAiSttOptions {
                 base_url: c.base_url.clone(),
                 model: c.model.clone(),
@@ -189,10 +179,7 @@ pub fn build_tts(config: &Config) -> anyhow::Result<Option<Arc<dyn TtsProvider>>
     Ok(match c.provider {
         TtsProviderKind::None => None,
         TtsProviderKind::Openai => {
-            let api_key = c.api_key();
-            if api_key.is_none() && !c.api_key_env.is_empty() {
-                tracing::warn!(env = %c.api_key_env, "TTS API key variable is not set; requests are sent without a key");
-            }
+            let api_key = key_or_warn("TTS", &c.api_key_env, c.api_key());
             let format = if c.response_format == "wav" {
                 SpeechFormat::Wav
             } else {

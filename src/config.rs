@@ -299,12 +299,7 @@ impl LlmConfig {
 
     /// Reads the API key from the environment variable named by `api_key_env`.
     pub fn api_key(&self) -> Option<String> {
-        if self.api_key_env.is_empty() {
-            return None;
-        }
-        std::env::var(&self.api_key_env)
-            .ok()
-            .filter(|k| !k.is_empty())
+        env_secret(&self.api_key_env)
     }
 }
 

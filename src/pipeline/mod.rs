@@ -84,19 +84,27 @@ pub struct Failure {
     pub detail: String,
 }
 
-impl From<LlmError> for Failure {
-    fn from(e: LlmError) -> Self {
-        let code = if e.is_timeout() {
+impl Failure {
+    /// An upstream call failed: REQUEST_TIMEOUT when it timed out, else INTERNAL_ERROR (both
+    /// retryable). `detail` must never carry upstream bodies or credentials.
+    pub fn upstream(timed_out: bool, detail: String) -> Self {
+        let code = if timed_out {
             ErrorCode::RequestTimeout
         } else {
             ErrorCode::InternalError
         };
+        Failure { code, detail }
+    }
+}
+
+impl From<LlmError> for Failure {
+    fn from(e: LlmError) -> Self {
         // Never pass the upstream's body to the client: it may echo request data or keys.
         let detail = match &e {
             LlmError::Status { status, .. } => format!("the LLM endpoint answered HTTP {status}"),
             other => other.to_string(),
         };
-        Failure { code, detail }
+        Failure::upstream(e.is_timeout(), detail)
     }
 }
 

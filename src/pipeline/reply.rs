@@ -41,15 +41,7 @@ pub const NO_TTS_NOTICE: &str =
 
 impl From<TtsError> for Failure {
     fn from(e: TtsError) -> Self {
-        let code = if e.is_timeout() {
-            ErrorCode::RequestTimeout
-        } else {
-            ErrorCode::InternalError
-        };
-        Failure {
-            code,
-            detail: format!("speech synthesis failed: {e}"),
-        }
+        Failure::upstream(e.is_timeout(), format!("speech synthesis failed: {e}"))
     }
 }
 

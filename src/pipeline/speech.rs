@@ -31,16 +31,8 @@ pub const NO_STT: &str =
 
 impl From<SttError> for Failure {
     fn from(e: SttError) -> Self {
-        let code = if e.is_timeout() {
-            ErrorCode::RequestTimeout
-        } else {
-            ErrorCode::InternalError
-        };
         // The error texts never carry upstream bodies or credentials.
-        Failure {
-            code,
-            detail: format!("speech recognition failed: {e}"),
-        }
+        Failure::upstream(e.is_timeout(), format!("speech recognition failed: {e}"))
     }
 }
 

@@ -9,8 +9,6 @@
 //! client and server tools become `tools[0].functionDeclarations`, their JSON Schemas reduced to
 //! the OpenAPI subset Gemini accepts. Down: a call without an id gets a generated one (seed 003).
 
-use std::time::Duration;
-
 use serde_json::{Map, Value, json};
 
 use super::{ChatRequest, LlmError, LlmProvider, Metadata, Role, Segment, SegmentStream, ToolCall};
@@ -33,22 +31,11 @@ impl std::fmt::Debug for GeminiProvider {
     }
 }
 
-pub struct GeminiOptions {
-    pub base_url: String,
-    pub model: String,
-    pub api_key: Option<String>,
-    pub temperature: Option<f64>,
-    pub max_tokens: Option<u32>,
-    pub connect_timeout: Duration,
-}
+pub type GeminiOptions = super::sse::HttpOptions;
 
 impl GeminiProvider {
     pub fn new(o: GeminiOptions) -> Result<Self, LlmError> {
-        let client = crate::providers::http_client_builder()
-            .connect_timeout(o.connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| LlmError::Connect(format!("cannot build HTTP client: {e}")))?;
+        let client = super::sse::http_client(o.connect_timeout)?;
         Ok(GeminiProvider {
             client,
             url: format!(
@@ -343,6 +330,7 @@ impl LlmProvider for GeminiProvider {
 mod tests {
     use super::*;
     use crate::providers::llm::{ChatMessage, ToolSpec};
+    use std::time::Duration;
 
     #[test]
     fn text_then_parallel_calls_then_stop() {

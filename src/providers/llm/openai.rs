@@ -7,7 +7,6 @@
 //! accumulated and emitted as complete [`Segment::ToolCall`]s when the choice finishes.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -38,22 +37,11 @@ impl std::fmt::Debug for OpenAiProvider {
     }
 }
 
-pub struct OpenAiOptions {
-    pub base_url: String,
-    pub model: String,
-    pub api_key: Option<String>,
-    pub temperature: Option<f64>,
-    pub max_tokens: Option<u32>,
-    pub connect_timeout: Duration,
-}
+pub type OpenAiOptions = super::sse::HttpOptions;
 
 impl OpenAiProvider {
     pub fn new(o: OpenAiOptions) -> Result<Self, LlmError> {
-        let client = crate::providers::http_client_builder()
-            .connect_timeout(o.connect_timeout)
-            .pool_idle_timeout(Duration::from_secs(60))
-            .build()
-            .map_err(|e| LlmError::Connect(format!("cannot build HTTP client: {e}")))?;
+        let client = super::sse::http_client(o.connect_timeout)?;
         Ok(OpenAiProvider {
             client,
             url: format!("{}/chat/completions", o.base_url.trim_end_matches('/')),
@@ -278,6 +266,7 @@ impl LlmProvider for OpenAiProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn feed(parser: &mut ChunkParser, lines: &[&str]) -> Vec<Segment> {
         let mut out = Vec::new();

@@ -12,6 +12,25 @@ use futures_util::{Stream, StreamExt};
 
 use super::{LlmError, Segment, SegmentStream};
 
+/// How an HTTP vendor provider is set up (the same settings for every vendor).
+pub struct HttpOptions {
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    pub temperature: Option<f64>,
+    pub max_tokens: Option<u32>,
+    pub connect_timeout: Duration,
+}
+
+/// The HTTP client a vendor provider uses (kept alive connections, the connect timeout).
+pub fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, LlmError> {
+    crate::providers::http_client_builder()
+        .connect_timeout(connect_timeout)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build()
+        .map_err(|e| LlmError::Connect(format!("cannot build HTTP client: {e}")))
+}
+
 /// A vendor's stream format: `data:` payloads in, segments out.
 pub trait SseParser: Send + 'static {
     /// One event's data; the segments it completes.
