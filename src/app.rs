@@ -117,6 +117,8 @@ pub struct AppState {
     /// Every connection task, so shutdown can wait for them (axum does not track upgraded sockets).
     pub tracker: TaskTracker,
     pub sessions: Registry,
+    /// The agent hub, when `[hub] enabled`.
+    pub hub: Option<Arc<crate::hub::Hub>>,
 }
 
 /// Builds the configured LLM provider (None when `[llm] provider = "none"`).
@@ -231,6 +233,12 @@ impl AppState {
         if let Some(t) = &tts {
             tracing::info!(provider = t.name(), "speech output on");
         }
+        let hub = config.hub.enabled.then(|| {
+            crate::hub::Hub::new(config.hub.clone(), store.clone())
+                .map(Arc::new)
+                .map_err(|e| tracing::error!(error = %e, "cannot load the agent hub; it is off"))
+                .ok()
+        });
         let auth = Authenticator::new(store, config.auth.clone());
         let metrics = Arc::new(Metrics::default());
         let deps = Arc::new(Deps {
@@ -255,6 +263,7 @@ impl AppState {
             hard_stop: CancellationToken::new(),
             tracker: TaskTracker::new(),
             sessions: Registry::default(),
+            hub: hub.flatten(),
         })
     }
 

@@ -22,6 +22,7 @@ pub struct Config {
     pub stt: SttConfig,
     pub tts: TtsConfig,
     pub srs: SrsConfig,
+    pub hub: HubConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -141,6 +142,47 @@ impl Default for LimitsConfig {
             max_upload_bytes: 1_920_000,
             outbound_queue_frames: 256,
             slow_client_timeout_seconds: 10.0,
+        }
+    }
+}
+
+/// The agent hub (seeds 000/001/002): Star Protocol endpoints on the same server.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HubConfig {
+    /// Serve `/env/{env_id}`, `/env/{env_id}/agent/{agent_id}` and `/human/{human_id}`.
+    pub enabled: bool,
+    /// Period of the hub's `heartbeat` (and WebSocket ping) to every client.
+    pub heartbeat_interval_seconds: f64,
+    /// A client that sends nothing (no frame, no pong) for this many intervals is dropped.
+    pub max_missed_heartbeats: u32,
+    /// Unacknowledged messages per recipient (queued + written-but-unacked + stored offline);
+    /// beyond it the sender gets CONNECTION_ERROR (E002).
+    pub inbox_depth: usize,
+    /// Largest accepted client frame in bytes; larger gets VALIDATION_ERROR.
+    pub max_message_bytes: usize,
+    /// Largest `ttl` a message may carry.
+    pub max_ttl_seconds: f64,
+    /// How long a `kind: "request"` waits for its response (without its own ttl).
+    pub request_timeout_seconds: f64,
+    /// Permission policy between tiers: "tiers" (ClawOS table), "open", or "custom" (`allow`).
+    pub policy: String,
+    /// Rules of the custom policy, e.g. ["command<->pm", "pm->worker"].
+    pub allow: Vec<String>,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig {
+            enabled: false,
+            heartbeat_interval_seconds: 15.0,
+            max_missed_heartbeats: 3,
+            inbox_depth: 1000,
+            max_message_bytes: 256 * 1024,
+            max_ttl_seconds: 7.0 * 86_400.0,
+            request_timeout_seconds: 300.0,
+            policy: "tiers".into(),
+            allow: Vec::new(),
         }
     }
 }
@@ -689,6 +731,28 @@ impl Config {
                     .into(),
             ));
         }
+        let h = &self.hub;
+        if h.heartbeat_interval_seconds.is_nan()
+            || h.heartbeat_interval_seconds <= 0.0
+            || h.inbox_depth == 0
+            || h.max_message_bytes == 0
+        {
+            return Err(ConfigError::Invalid(
+                "hub.heartbeat_interval_seconds, hub.inbox_depth and hub.max_message_bytes must be > 0"
+                    .into(),
+            ));
+        }
+        if h.max_ttl_seconds.is_nan()
+            || h.max_ttl_seconds <= 0.0
+            || h.request_timeout_seconds.is_nan()
+            || h.request_timeout_seconds <= 0.0
+        {
+            return Err(ConfigError::Invalid(
+                "hub.max_ttl_seconds and hub.request_timeout_seconds must be > 0".into(),
+            ));
+        }
+        crate::hub::policy::TierPolicy::from_config(&h.policy, &h.allow)
+            .map_err(ConfigError::Invalid)?;
         if r.rrf_k < 0.0 {
             return Err(ConfigError::Invalid("srs.rrf_k must be >= 0".into()));
         }

@@ -48,6 +48,7 @@ pub mod app;
 pub mod audio;
 pub mod auth;
 pub mod config;
+pub mod hub;
 pub mod load;
 pub mod metrics;
 pub mod pipeline;

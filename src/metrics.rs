@@ -41,7 +41,7 @@ impl Histogram {
         self.count.load(Ordering::Relaxed)
     }
 
-    fn render(&self, out: &mut String, name: &str, labels: &str) {
+    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
         let sep = if labels.is_empty() { "" } else { "," };
         let mut cumulative = 0;
         for (b, c) in self.bounds.iter().zip(&self.counts) {

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, params};
 
 pub mod collection;
+pub mod hub;
 
 /// Migrations, in order. `user_version` = how many have been applied.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -23,6 +24,7 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0002_collection",
         include_str!("../../migrations/0002_collection.sql"),
     ),
+    ("0003_hub", include_str!("../../migrations/0003_hub.sql")),
 ];
 
 #[derive(Debug, thiserror::Error)]

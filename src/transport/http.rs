@@ -36,7 +36,12 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> impl axum::response::I
             "Seconds since start.",
             app.started.elapsed().as_secs_f64(),
         ),
-    ]) + &voice_hops(&app);
+    ]) + &voice_hops(&app)
+        + &app
+            .hub
+            .as_ref()
+            .map(|h| h.metrics.render(&h.depths(50)))
+            .unwrap_or_default();
     (
         [(
             axum::http::header::CONTENT_TYPE,

@@ -21,11 +21,22 @@ pub const WS_PATH: &str = "/ws/agent/stream";
 
 pub fn router(app: Arc<AppState>) -> Router {
     let static_dir = app.config.server.static_dir.clone();
-    Router::new()
+    let mut router = Router::new()
         .route(WS_PATH, get(ws::upgrade))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
-        .route("/metrics", get(http::metrics))
+        .route("/metrics", get(http::metrics));
+    if app.hub.is_some() {
+        // The agent hub (README "Agent hub"); absent (404) unless `[hub] enabled`.
+        router = router
+            .route("/env/{env_id}", get(crate::hub::conn::environment))
+            .route(
+                "/env/{env_id}/agent/{agent_id}",
+                get(crate::hub::conn::agent),
+            )
+            .route("/human/{human_id}", get(crate::hub::conn::human));
+    }
+    router
         // no-cache: a kiosk that runs for weeks picks up a new page version on its next load.
         .fallback_service(
             tower::ServiceBuilder::new()

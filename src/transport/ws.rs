@@ -21,11 +21,23 @@ use crate::session::{self, Inbound};
 
 /// Read buffer per connection: tungstenite's default (128 KiB, zero-filled) would cost ~133 KiB
 /// of RSS per idle connection; 4 KiB costs ~5 KiB with the same latency (STYLE.md).
-const READ_BUFFER: usize = 4096;
+pub(crate) const READ_BUFFER: usize = 4096;
 
 /// One unit of the server's connection count, released when dropped (also when the upgrade
 /// never completes and the callback is dropped unused).
-struct ConnSlot(Arc<AppState>);
+pub(crate) struct ConnSlot(Arc<AppState>);
+
+impl ConnSlot {
+    /// Takes a slot, or None when the server is at `limits.max_connections`.
+    pub(crate) fn acquire(app: &Arc<AppState>) -> Option<ConnSlot> {
+        let max = app.config.limits.max_connections as u64;
+        if app.stats.connections.fetch_add(1, Ordering::Relaxed) >= max {
+            app.stats.connections.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        Some(ConnSlot(app.clone()))
+    }
+}
 
 impl Drop for ConnSlot {
     fn drop(&mut self) {
@@ -70,13 +82,10 @@ pub async fn upgrade(
     if app.draining.is_cancelled() {
         return (StatusCode::SERVICE_UNAVAILABLE, "server shutting down").into_response();
     }
-    let max = app.config.limits.max_connections as u64;
-    if app.stats.connections.fetch_add(1, Ordering::Relaxed) >= max {
-        app.stats.connections.fetch_sub(1, Ordering::Relaxed);
-        tracing::warn!(%peer, max, "connection refused: server at its connection limit");
+    let Some(slot) = ConnSlot::acquire(&app) else {
+        tracing::warn!(%peer, max = app.config.limits.max_connections, "connection refused: server at its connection limit");
         return (StatusCode::SERVICE_UNAVAILABLE, "too many connections").into_response();
-    }
-    let slot = ConnSlot(app.clone());
+    };
     let hard = app.config.limits.hard_frame_bytes;
     ws.read_buffer_size(READ_BUFFER)
         .max_message_size(hard)

@@ -8,6 +8,7 @@ mod cli;
 mod grounding;
 mod hardening;
 mod http;
+mod hub;
 mod interrupt;
 mod llm;
 mod load;

@@ -68,12 +68,19 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     tweak(&mut config);
     let store = Store::open(&config.database.path).unwrap();
     let key = generate_api_key();
+    // A fresh key name each time, so a test can restart a server on the same database.
     store
-        .insert_api_key("test", &key.prefix, &key.hash)
+        .insert_api_key(
+            &museum_agent::util::random_id("test-"),
+            &key.prefix,
+            &key.hash,
+        )
         .unwrap();
-    store
-        .insert_account(ACCOUNT, &hash_password(PASSWORD))
-        .unwrap();
+    if store.find_account(ACCOUNT).unwrap().is_none() {
+        store
+            .insert_account(ACCOUNT, &hash_password(PASSWORD))
+            .unwrap();
+    }
     let provider = museum_agent::app::build_llm(&config).unwrap();
     let retriever = museum_agent::providers::srs::build_retriever(&config, &store)
         .await
@@ -99,6 +106,11 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
 }
 
 impl TestApp {
+    /// `ws://host:port` (the hub's endpoints hang off it).
+    pub fn base_url(&self) -> String {
+        format!("ws://{}", self.addr)
+    }
+
     pub fn ws_url(&self) -> String {
         format!("ws://{}/ws/agent/stream", self.addr)
     }

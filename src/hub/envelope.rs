@@ -1,0 +1,927 @@
+//! The hub's wire format: the Star Protocol envelope (seed 000) with the ClawOS fields (seed 002)
+//! as optional top-level members. Pure: no I/O.
+//!
+//! Decoding borrows from the frame and keeps `payload` as raw JSON, so the hub never parses
+//! business content (Star: "Hub 不解析此字段，直接透传"). Encoding writes a delivery *body*: the
+//! JSON object without its opening brace, so one body is shared by every recipient of a
+//! broadcast and each recipient's writer prefixes its own `{"seq":N,`.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// Identifier rules of the Star endpoints: 3–50 characters. We also refuse characters that would
+/// make routing keys or URLs ambiguous (`/`, `*`, whitespace, control characters) and the
+/// reserved id `hub`.
+pub fn valid_id(id: &str) -> Result<(), String> {
+    let n = id.chars().count();
+    if !(3..=50).contains(&n) {
+        return Err(format!("id {id:?} must be 3 to 50 characters (has {n})"));
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '@')))
+    {
+        return Err(format!(
+            "id {id:?} contains {c:?}; allowed: letters, digits, _ - . : @"
+        ));
+    }
+    if id.eq_ignore_ascii_case("hub") {
+        return Err("id \"hub\" is reserved for the hub".into());
+    }
+    Ok(())
+}
+
+/// The four client types of the Star Protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PeerType {
+    Agent,
+    Environment,
+    Human,
+    Hub,
+}
+
+impl PeerType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PeerType::Agent => "agent",
+            PeerType::Environment => "environment",
+            PeerType::Human => "human",
+            PeerType::Hub => "hub",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<PeerType> {
+        Some(match s {
+            "agent" => PeerType::Agent,
+            "environment" => PeerType::Environment,
+            "human" => PeerType::Human,
+            "hub" => PeerType::Hub,
+            _ => return None,
+        })
+    }
+}
+
+/// ClawOS tiers; a connection declares one (or none) when it connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Tier {
+    Command,
+    Pm,
+    Worker,
+}
+
+impl Tier {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Command => "command",
+            Tier::Pm => "pm",
+            Tier::Worker => "worker",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Tier> {
+        Some(match s {
+            "command" => Tier::Command,
+            "pm" => Tier::Pm,
+            "worker" => Tier::Worker,
+            _ => return None,
+        })
+    }
+}
+
+/// ClawOS priorities; a higher one overtakes lower ones in each recipient's queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub enum Priority {
+    Low = 0,
+    #[default]
+    Normal = 1,
+    High = 2,
+    Critical = 3,
+}
+
+impl Priority {
+    pub const ALL: [Priority; 4] = [
+        Priority::Critical,
+        Priority::High,
+        Priority::Normal,
+        Priority::Low,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Priority::Low => "low",
+            Priority::Normal => "normal",
+            Priority::High => "high",
+            Priority::Critical => "critical",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Priority> {
+        Some(match s {
+            "low" => Priority::Low,
+            "normal" => Priority::Normal,
+            "high" => Priority::High,
+            "critical" => Priority::Critical,
+            _ => return None,
+        })
+    }
+
+    pub fn from_index(i: i64) -> Priority {
+        match i {
+            0 => Priority::Low,
+            2 => Priority::High,
+            3 => Priority::Critical,
+            _ => Priority::Normal,
+        }
+    }
+}
+
+/// The ClawOS message `type`, carried as `kind` (the Star `type` is the routing type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Request,
+    Response,
+    Notification,
+    Error,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Request => "request",
+            Kind::Response => "response",
+            Kind::Notification => "notification",
+            Kind::Error => "error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Some(match s {
+            "request" => Kind::Request,
+            "response" => Kind::Response,
+            "notification" => Kind::Notification,
+            "error" => Kind::Error,
+            _ => return None,
+        })
+    }
+}
+
+/// A Star error code, with the ClawOS code it stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    Validation,
+    Connection,
+    PermissionDenied,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Validation => "VALIDATION_ERROR",
+            ErrorCode::Connection => "CONNECTION_ERROR",
+            ErrorCode::PermissionDenied => "PERMISSION_DENIED",
+        }
+    }
+}
+
+/// ClawOS E001–E006 and the Star code each maps onto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClawCode {
+    /// E001 权限不足 (not recoverable) → PERMISSION_DENIED
+    E001,
+    /// E002 资源不可用 → CONNECTION_ERROR
+    E002,
+    /// E003 参数错误 → VALIDATION_ERROR
+    E003,
+    /// E004 超时 → CONNECTION_ERROR
+    E004,
+    /// E005 依赖失败 → CONNECTION_ERROR
+    E005,
+    /// E006 系统错误 → CONNECTION_ERROR
+    E006,
+}
+
+impl ClawCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClawCode::E001 => "E001",
+            ClawCode::E002 => "E002",
+            ClawCode::E003 => "E003",
+            ClawCode::E004 => "E004",
+            ClawCode::E005 => "E005",
+            ClawCode::E006 => "E006",
+        }
+    }
+
+    pub fn star(self) -> ErrorCode {
+        match self {
+            ClawCode::E001 => ErrorCode::PermissionDenied,
+            ClawCode::E003 => ErrorCode::Validation,
+            _ => ErrorCode::Connection,
+        }
+    }
+
+    pub fn recoverable(self) -> bool {
+        !matches!(self, ClawCode::E001)
+    }
+}
+
+/// An error the hub sends back to the sender of a refused message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubError {
+    pub code: ClawCode,
+    pub message: String,
+    pub suggested_action: String,
+    /// Extra members of `details` (e.g. the agent-society error object).
+    pub extra: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+impl HubError {
+    pub fn new(code: ClawCode, message: impl Into<String>, suggested: impl Into<String>) -> Self {
+        HubError {
+            code,
+            message: message.into(),
+            suggested_action: suggested.into(),
+            extra: None,
+        }
+    }
+
+    pub fn validation(message: impl Into<String>, suggested: impl Into<String>) -> Self {
+        Self::new(ClawCode::E003, message, suggested)
+    }
+
+    pub fn denied(message: impl Into<String>, suggested: impl Into<String>) -> Self {
+        Self::new(ClawCode::E001, message, suggested)
+    }
+
+    pub fn unavailable(message: impl Into<String>, suggested: impl Into<String>) -> Self {
+        Self::new(ClawCode::E002, message, suggested)
+    }
+
+    /// Adds the members of a JSON object (the seed-001 error objects) to `details`.
+    pub fn with_extra(mut self, v: serde_json::Value) -> Self {
+        if let serde_json::Value::Object(m) = v {
+            self.extra = Some(m);
+        }
+        self
+    }
+}
+
+/// One side of a message as written in the envelope.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct WirePeer<'a> {
+    #[serde(borrow, default)]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(rename = "type", borrow, default)]
+    pub ty: Option<Cow<'a, str>>,
+    /// Extension: the environment of an agent or environment recipient. Defaults to the
+    /// sender's own environment; humans (who belong to none) must give it.
+    #[serde(borrow, default)]
+    pub env: Option<Cow<'a, str>>,
+    /// ClawOS `from.tier`: if given it must be the connection's tier (never trusted).
+    #[serde(borrow, default)]
+    pub tier: Option<Cow<'a, str>>,
+}
+
+/// A client frame as received, before validation. Unknown members are ignored.
+#[derive(Debug, Deserialize)]
+pub struct WireEnvelope<'a> {
+    #[serde(rename = "type", borrow, default)]
+    pub ty: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub sender: Option<WirePeer<'a>>,
+    #[serde(borrow, default)]
+    pub recipient: Option<WirePeer<'a>>,
+    #[serde(borrow, default)]
+    pub timestamp: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub payload: Option<&'a RawValue>,
+    /// The seed's other name for `payload`.
+    #[serde(borrow, default)]
+    pub message: Option<&'a RawValue>,
+    #[serde(rename = "traceId", borrow, default)]
+    pub trace_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub priority: Option<Cow<'a, str>>,
+    #[serde(default)]
+    pub ttl: Option<f64>,
+    #[serde(borrow, default)]
+    pub kind: Option<Cow<'a, str>>,
+    #[serde(rename = "requestId", borrow, default)]
+    pub request_id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub metadata: Option<&'a RawValue>,
+}
+
+/// A recipient after validation. `env` is resolved later by the router (it depends on the
+/// sender's own address).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target<'a> {
+    pub ty: PeerType,
+    /// `"*"`: every client of `ty` in the environment.
+    pub id: Cow<'a, str>,
+    pub env: Option<Cow<'a, str>>,
+}
+
+impl Target<'_> {
+    pub fn is_broadcast(&self) -> bool {
+        self.id == "*"
+    }
+}
+
+/// A validated `message` frame.
+#[derive(Debug)]
+pub struct Inbound<'a> {
+    pub id: Option<Cow<'a, str>>,
+    pub sender: Option<WirePeer<'a>>,
+    pub recipient: Target<'a>,
+    pub timestamp: Option<&'a RawValue>,
+    pub payload: &'a RawValue,
+    pub trace_id: Option<Cow<'a, str>>,
+    pub priority: Priority,
+    pub ttl: Option<f64>,
+    pub kind: Option<Kind>,
+    pub request_id: Option<Cow<'a, str>>,
+    pub metadata: Option<&'a RawValue>,
+}
+
+/// What a client frame is.
+#[derive(Debug)]
+pub enum Frame<'a> {
+    /// The client's answer to the hub's heartbeat (any frame counts as liveness).
+    Heartbeat,
+    Message(Box<Inbound<'a>>),
+}
+
+/// A refused frame: the error and, when it could be read, the frame's own id.
+#[derive(Debug, PartialEq)]
+pub struct DecodeError {
+    pub original_id: Option<String>,
+    pub error: HubError,
+}
+
+fn invalid(id: Option<&Cow<'_, str>>, message: String, suggested: &str) -> DecodeError {
+    DecodeError {
+        original_id: id.map(|s| s.to_string()),
+        error: HubError::validation(message, suggested),
+    }
+}
+
+/// Decodes and validates one client text frame.
+pub fn decode(text: &str, max_ttl_seconds: f64) -> Result<Frame<'_>, DecodeError> {
+    // serde would also read a struct from a JSON array (positionally): only objects are envelopes.
+    if !text.trim_start().starts_with('{') {
+        return Err(DecodeError {
+            original_id: None,
+            error: HubError::validation(
+                "not a valid envelope: expected a JSON object",
+                "send a JSON object {type, id, sender, recipient, payload}",
+            ),
+        });
+    }
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let w: WireEnvelope<'_> = serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let msg = if path == "." || path.is_empty() {
+            format!("not a valid envelope: {inner}")
+        } else {
+            format!("field {path}: {inner}")
+        };
+        DecodeError {
+            original_id: None,
+            error: HubError::validation(
+                msg,
+                "send a JSON object {type, id, sender, recipient, payload}",
+            ),
+        }
+    })?;
+    let id = w.id.as_ref();
+    let ty = w.ty.as_deref().unwrap_or("");
+    match ty {
+        "heartbeat" => return Ok(Frame::Heartbeat),
+        "message" => {}
+        "error" => {
+            return Err(invalid(
+                id,
+                "clients do not send type \"error\": that is the hub's".into(),
+                "to report a failure to another client send type \"message\" with kind \"error\" and requestId",
+            ));
+        }
+        "" => {
+            return Err(invalid(
+                id,
+                "missing field type".into(),
+                "type must be \"message\" or \"heartbeat\"",
+            ));
+        }
+        other => {
+            return Err(invalid(
+                id,
+                format!("unknown type {other:?}"),
+                "type must be \"message\" or \"heartbeat\"",
+            ));
+        }
+    }
+    if let Some(i) = id
+        && (i.is_empty() || i.chars().count() > 128)
+    {
+        return Err(invalid(
+            id,
+            "id must be 1 to 128 characters".into(),
+            "use a unique id per message, e.g. a UUID",
+        ));
+    }
+    let Some(r) = w.recipient.as_ref() else {
+        return Err(invalid(
+            id,
+            "missing field recipient".into(),
+            "add recipient {id, type}",
+        ));
+    };
+    let rty = r.ty.as_deref().unwrap_or("");
+    let Some(rtype) = PeerType::parse(rty) else {
+        return Err(invalid(
+            id,
+            format!("recipient.type {rty:?} is not agent, environment, human or hub"),
+            "set recipient.type to agent, environment, human or hub",
+        ));
+    };
+    let rid = r.id.clone().unwrap_or_default();
+    if rtype == PeerType::Hub {
+        if rid != "hub" {
+            return Err(invalid(
+                id,
+                "the hub's id is \"hub\"".into(),
+                "address the hub as {id:\"hub\", type:\"hub\"}",
+            ));
+        }
+    } else if rid != "*"
+        && let Err(e) = valid_id(&rid)
+    {
+        return Err(invalid(
+            id,
+            format!("recipient: {e}"),
+            "use the recipient's id, or \"*\" to broadcast",
+        ));
+    }
+    if let Some(env) = &r.env
+        && let Err(e) = valid_id(env)
+    {
+        return Err(invalid(
+            id,
+            format!("recipient.env: {e}"),
+            "use the id of an environment",
+        ));
+    }
+    let payload = match (w.payload, w.message) {
+        (Some(p), None) | (None, Some(p)) => p,
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                id,
+                "both payload and message given".into(),
+                "send the business content once, in payload",
+            ));
+        }
+        (None, None) => {
+            return Err(invalid(
+                id,
+                "missing field payload".into(),
+                "put the business content in payload",
+            ));
+        }
+    };
+    let priority = match w.priority.as_deref() {
+        None => Priority::Normal,
+        Some(p) => Priority::parse(p).ok_or_else(|| {
+            invalid(
+                id,
+                format!("priority {p:?} is not low, normal, high or critical"),
+                "use low, normal, high or critical",
+            )
+        })?,
+    };
+    let kind = match w.kind.as_deref() {
+        None => None,
+        Some(k) => Some(Kind::parse(k).ok_or_else(|| {
+            invalid(
+                id,
+                format!("kind {k:?} is not request, response, notification or error"),
+                "use request, response, notification or error",
+            )
+        })?),
+    };
+    if let Some(t) = w.ttl
+        && !(t > 0.0 && t <= max_ttl_seconds)
+    {
+        return Err(invalid(
+            id,
+            format!("ttl {t} must be above 0 and at most {max_ttl_seconds} seconds"),
+            "give ttl in seconds",
+        ));
+    }
+    if matches!(kind, Some(Kind::Response | Kind::Error)) && w.request_id.is_none() {
+        return Err(invalid(
+            id,
+            "a response or error needs requestId".into(),
+            "set requestId to the id of the request being answered",
+        ));
+    }
+    if matches!(kind, Some(Kind::Request)) && w.id.is_none() {
+        return Err(invalid(
+            id,
+            "a request needs an id".into(),
+            "set id so the response can name it in requestId",
+        ));
+    }
+    if let Some(t) = &w.trace_id
+        && (t.is_empty() || t.len() > 128)
+    {
+        return Err(invalid(
+            id,
+            "traceId must be 1 to 128 characters".into(),
+            "omit traceId to have one generated",
+        ));
+    }
+    Ok(Frame::Message(Box::new(Inbound {
+        id: w.id,
+        sender: w.sender,
+        recipient: Target {
+            ty: rtype,
+            id: rid,
+            env: r.env.clone(),
+        },
+        timestamp: w.timestamp,
+        payload,
+        trace_id: w.trace_id,
+        priority,
+        ttl: w.ttl,
+        kind,
+        request_id: w.request_id,
+        metadata: w.metadata,
+    })))
+}
+
+/// A peer as written in outgoing envelopes.
+#[derive(Debug, Serialize)]
+pub struct OutPeer<'a> {
+    pub id: &'a str,
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub env: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<&'static str>,
+}
+
+/// A routed message as delivered.
+#[derive(Debug, Serialize)]
+pub struct OutMessage<'a> {
+    #[serde(rename = "type")]
+    pub ty: &'static str,
+    pub id: &'a str,
+    pub sender: OutPeer<'a>,
+    pub recipient: OutPeer<'a>,
+    pub timestamp: &'a RawValue,
+    pub version: &'static str,
+    #[serde(rename = "traceId")]
+    pub trace_id: &'a str,
+    pub priority: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ttl: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+    #[serde(rename = "requestId", skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<&'a RawValue>,
+    /// The seed-001 rendering for LLM agents (only for connections that asked for it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub formatted: Option<&'a str>,
+    pub payload: &'a RawValue,
+}
+
+/// Serializes `v` as a delivery body: the JSON object without its leading `{`.
+pub fn body<T: Serialize>(v: &T) -> String {
+    let mut s = serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
+    s.remove(0);
+    s
+}
+
+/// Prefixes a delivery body with its stream sequence number.
+pub fn with_seq(seq: u64, body: &str) -> String {
+    let mut s = String::with_capacity(body.len() + 24);
+    let _ = write!(s, "{{\"seq\":{seq},");
+    s.push_str(body);
+    s
+}
+
+/// Prefixes a body with nothing (control frames carry no sequence number).
+pub fn unsequenced(body: &str) -> String {
+    let mut s = String::with_capacity(body.len() + 1);
+    s.push('{');
+    s.push_str(body);
+    s
+}
+
+/// The payload of a hub `error` envelope (Star §error, with the ClawOS code in `details`).
+pub fn error_payload(err: &HubError, original_id: Option<&str>, trace_id: &str) -> String {
+    let mut details = serde_json::Map::new();
+    details.insert("original_message_id".into(), original_id.into());
+    details.insert(
+        "suggested_action".into(),
+        err.suggested_action.clone().into(),
+    );
+    details.insert("clawos_code".into(), err.code.as_str().into());
+    details.insert("recoverable".into(), err.code.recoverable().into());
+    details.insert("traceId".into(), trace_id.into());
+    if let Some(extra) = &err.extra {
+        for (k, v) in extra {
+            details.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::json!({
+        "error_code": err.code.star().as_str(),
+        "message": err.message,
+        "details": details,
+    })
+    .to_string()
+}
+
+/// Formats Unix milliseconds as ISO 8601 UTC (`2025-08-19T10:30:00.000Z`), the seed's format.
+pub fn iso8601(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Howard Hinnant's days-to-civil.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        sod / 3600,
+        sod % 3600 / 60,
+        sod % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(text: &str) -> Box<Inbound<'_>> {
+        match decode(text, 86_400.0).unwrap() {
+            Frame::Message(m) => m,
+            Frame::Heartbeat => panic!("heartbeat"),
+        }
+    }
+
+    fn err(text: &str) -> DecodeError {
+        decode(text, 86_400.0).unwrap_err()
+    }
+
+    #[test]
+    fn seed_action_example_decodes_and_payload_stays_raw() {
+        let text = r#"{"type":"message","id":"msg_12345","sender":{"id":"agent_001","type":"agent"},
+            "recipient":{"id":"demo_world","type":"environment"},"timestamp":"2025-08-19T10:30:00Z",
+            "payload":{"type":"action","action":"move","id":"action_67890","parameters":{"direction":"north","distance":2.5}}}"#;
+        let m = msg(text);
+        assert_eq!(m.id.as_deref(), Some("msg_12345"));
+        assert_eq!(m.recipient.ty, PeerType::Environment);
+        assert_eq!(m.recipient.id, "demo_world");
+        assert_eq!(m.priority, Priority::Normal);
+        assert!(
+            m.payload
+                .get()
+                .starts_with(r#"{"type":"action","action":"move""#)
+        );
+        assert_eq!(m.timestamp.unwrap().get(), r#""2025-08-19T10:30:00Z""#);
+    }
+
+    #[test]
+    fn message_is_an_alias_of_payload_but_not_both() {
+        let m =
+            msg(r#"{"type":"message","recipient":{"id":"abc","type":"agent"},"message":{"x":1}}"#);
+        assert_eq!(m.payload.get(), r#"{"x":1}"#);
+        let e = err(
+            r#"{"type":"message","id":"m1","recipient":{"id":"abc","type":"agent"},"message":{},"payload":{}}"#,
+        );
+        assert_eq!(e.original_id.as_deref(), Some("m1"));
+        assert!(e.error.message.contains("both"));
+    }
+
+    #[test]
+    fn heartbeat_and_bad_types() {
+        assert!(matches!(
+            decode(r#"{"type":"heartbeat"}"#, 1.0),
+            Ok(Frame::Heartbeat)
+        ));
+        assert!(
+            err(r#"{"type":"error","id":"x"}"#)
+                .error
+                .message
+                .contains("hub's")
+        );
+        assert!(err(r#"{"type":"bogus"}"#).error.message.contains("bogus"));
+        assert!(err(r#"{"id":"q"}"#).error.message.contains("type"));
+        assert!(err("[1,2]").error.message.contains("envelope"));
+        assert!(err("not json").original_id.is_none());
+        let e = err(r#"{"type":"message","ttl":"soon"}"#);
+        assert!(e.error.message.contains("ttl"), "{}", e.error.message);
+        assert_eq!(e.error.code.star(), ErrorCode::Validation);
+    }
+
+    #[test]
+    fn recipient_rules() {
+        let base =
+            |r: &str| format!(r#"{{"type":"message","id":"m","recipient":{r},"payload":{{}}}}"#);
+        assert!(
+            err(&base(r#"{"id":"ab","type":"agent"}"#))
+                .error
+                .message
+                .contains("3 to 50")
+        );
+        assert!(
+            err(&base(r#"{"id":"abc","type":"robot"}"#))
+                .error
+                .message
+                .contains("robot")
+        );
+        assert!(
+            err(&base(r#"{"id":"a/bc","type":"agent"}"#))
+                .error
+                .message
+                .contains("'/'")
+        );
+        assert!(
+            err(&base(r#"{"id":"someone","type":"hub"}"#))
+                .error
+                .message
+                .contains("hub")
+        );
+        assert!(
+            err(&base(r#"{"id":"abc","type":"agent","env":"x"}"#))
+                .error
+                .message
+                .contains("env")
+        );
+        let long = "a".repeat(51);
+        assert!(
+            err(&base(&format!(r#"{{"id":"{long}","type":"agent"}}"#)))
+                .error
+                .message
+                .contains("51")
+        );
+        let t = base(r#"{"id":"*","type":"agent"}"#);
+        let m = msg(&t);
+        assert!(m.recipient.is_broadcast());
+        let t = base(r#"{"id":"展品导览员","type":"agent","env":"hall_1"}"#);
+        let m = msg(&t);
+        assert_eq!(m.recipient.env.as_deref(), Some("hall_1"));
+        let t = base(r#"{"id":"hub","type":"hub"}"#);
+        let m = msg(&t);
+        assert_eq!(m.recipient.ty, PeerType::Hub);
+        assert!(err(&base("{}")).error.message.contains("recipient.type"));
+    }
+
+    #[test]
+    fn clawos_fields() {
+        let m = msg(
+            r#"{"type":"message","id":"r1","traceId":"t-9","priority":"critical","ttl":30,"kind":"request",
+            "recipient":{"id":"pm_1","type":"agent"},"payload":{"action":"task.assign"},"metadata":{"a":1}}"#,
+        );
+        assert_eq!(m.priority, Priority::Critical);
+        assert_eq!(m.ttl, Some(30.0));
+        assert_eq!(m.kind, Some(Kind::Request));
+        assert_eq!(m.trace_id.as_deref(), Some("t-9"));
+        assert_eq!(m.metadata.unwrap().get(), r#"{"a":1}"#);
+        let base = r#""recipient":{"id":"pm_1","type":"agent"},"payload":{}"#;
+        assert!(
+            err(&format!(
+                r#"{{"type":"message","priority":"urgent",{base}}}"#
+            ))
+            .error
+            .message
+            .contains("urgent")
+        );
+        assert!(
+            err(&format!(r#"{{"type":"message","ttl":0,{base}}}"#))
+                .error
+                .message
+                .contains("ttl")
+        );
+        assert!(
+            err(&format!(r#"{{"type":"message","ttl":1e9,{base}}}"#))
+                .error
+                .message
+                .contains("ttl")
+        );
+        assert!(
+            err(&format!(r#"{{"type":"message","kind":"response",{base}}}"#))
+                .error
+                .message
+                .contains("requestId")
+        );
+        assert!(
+            err(&format!(r#"{{"type":"message","kind":"request",{base}}}"#))
+                .error
+                .message
+                .contains("id")
+        );
+        assert!(
+            err(&format!(r#"{{"type":"message","kind":"gossip",{base}}}"#))
+                .error
+                .message
+                .contains("gossip")
+        );
+    }
+
+    #[test]
+    fn ids() {
+        assert!(valid_id("agent_001").is_ok());
+        assert!(valid_id("demo_world").is_ok());
+        assert!(valid_id("大厅一号").is_ok());
+        assert!(valid_id("a b c").is_err());
+        assert!(valid_id("HUB").is_err());
+        assert!(valid_id(&"x".repeat(50)).is_ok());
+    }
+
+    #[test]
+    fn bodies_compose() {
+        let ts = RawValue::from_string("\"t\"".into()).unwrap();
+        let payload = RawValue::from_string(r#"{"type":"event"}"#.into()).unwrap();
+        let b = body(&OutMessage {
+            ty: "message",
+            id: "m1",
+            sender: OutPeer {
+                id: "w1x",
+                ty: "environment",
+                env: None,
+                tier: None,
+            },
+            recipient: OutPeer {
+                id: "*",
+                ty: "agent",
+                env: Some("w1x"),
+                tier: None,
+            },
+            timestamp: &ts,
+            version: "1",
+            trace_id: "tr",
+            priority: "normal",
+            ttl: None,
+            kind: None,
+            request_id: None,
+            metadata: None,
+            formatted: None,
+            payload: &payload,
+        });
+        let v: serde_json::Value = serde_json::from_str(&with_seq(7, &b)).unwrap();
+        assert_eq!(v["seq"], 7);
+        assert_eq!(v["payload"]["type"], "event");
+        assert_eq!(v["recipient"]["id"], "*");
+        let v: serde_json::Value = serde_json::from_str(&unsequenced(&b)).unwrap();
+        assert!(v.get("seq").is_none());
+    }
+
+    #[test]
+    fn error_payload_maps_clawos_codes() {
+        let e = HubError::denied("no", "ask").with_extra(serde_json::json!({"error":"x"}));
+        let v: serde_json::Value =
+            serde_json::from_str(&error_payload(&e, Some("m1"), "t")).unwrap();
+        assert_eq!(v["error_code"], "PERMISSION_DENIED");
+        assert_eq!(v["details"]["original_message_id"], "m1");
+        assert_eq!(v["details"]["suggested_action"], "ask");
+        assert_eq!(v["details"]["clawos_code"], "E001");
+        assert_eq!(v["details"]["recoverable"], false);
+        assert_eq!(v["details"]["error"], "x");
+        for (c, s) in [
+            (ClawCode::E002, "CONNECTION_ERROR"),
+            (ClawCode::E003, "VALIDATION_ERROR"),
+            (ClawCode::E004, "CONNECTION_ERROR"),
+            (ClawCode::E005, "CONNECTION_ERROR"),
+            (ClawCode::E006, "CONNECTION_ERROR"),
+        ] {
+            assert_eq!(c.star().as_str(), s);
+            assert!(c.recoverable());
+        }
+    }
+
+    #[test]
+    fn iso_dates() {
+        assert_eq!(iso8601(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso8601(1_755_599_400_123), "2025-08-19T10:30:00.123Z");
+        assert_eq!(iso8601(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+}
