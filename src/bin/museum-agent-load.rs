@@ -84,6 +84,23 @@ enum Scenario {
         #[arg(long, default_value_t = 2.0)]
         seconds: f64,
     },
+    /// Agents sending to each other through the agent hub (needs `[hub] enabled`).
+    Hub {
+        #[arg(long, default_value_t = 1000)]
+        agents: usize,
+        #[arg(long, default_value_t = 10)]
+        envs: usize,
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        #[arg(long, default_value_t = 2.0)]
+        warmup: f64,
+        /// Messages per second over all agents; 0 = as fast as the window allows.
+        #[arg(long, default_value_t = 0.0)]
+        rate: f64,
+        /// With --rate 0: messages each sender may have in flight.
+        #[arg(long, default_value_t = 32)]
+        window: usize,
+    },
     /// echo, stream, interrupt, churn, voice and idle with their defaults, in one run.
     All,
 }
@@ -207,6 +224,27 @@ fn main() -> anyhow::Result<()> {
                 } => scenarios::churn(&target, &up, cycles, concurrency).await?,
                 Scenario::Voice { sessions, seconds } => {
                     scenarios::voice(&target, &up, sessions, seconds).await?
+                }
+                Scenario::Hub {
+                    agents,
+                    envs,
+                    seconds,
+                    warmup,
+                    rate,
+                    window,
+                } => {
+                    museum_agent::load::hub::hub(
+                        &target,
+                        museum_agent::load::hub::HubParams {
+                            agents,
+                            envs,
+                            seconds,
+                            warmup,
+                            rate,
+                            window,
+                        },
+                    )
+                    .await?
                 }
                 Scenario::All => unreachable!(),
             };

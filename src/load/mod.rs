@@ -3,9 +3,11 @@
 //! JSON. It can start its own timing-controlled fake OpenAI-compatible upstream and, for
 //! one-command runs, start a `museum-agent` server pointed at it.
 //!
-//! Scenarios: `echo` (raw WebSocket baseline), `idle`, `stream`, `interrupt`, `churn`.
+//! Scenarios: `echo` (raw WebSocket baseline), `idle`, `stream`, `interrupt`, `churn`, `voice`,
+//! and `hub` (routed messages through the agent hub).
 
 pub mod client;
+pub mod hub;
 pub mod scenarios;
 pub mod stats;
 pub mod upstream;
@@ -103,6 +105,8 @@ impl SpawnedServer {
                 .env("MUSEUM_AGENT__TTS__BASE_URL", llm_base_url)
                 .env("MUSEUM_AGENT__TTS__API_KEY_ENV", "\"\"")
                 .env("MUSEUM_AGENT__SRS__LOAD_DEMO", "false")
+                .env("MUSEUM_AGENT__HUB__ENABLED", "true")
+                .env("MUSEUM_AGENT__HUB__INBOX_DEPTH", "100000")
                 .env("MUSEUM_AGENT__LIMITS__MAX_SESSIONS", "100000")
                 .env("MUSEUM_AGENT__LIMITS__MAX_CONNECTIONS", "100000")
                 .env(
