@@ -2,7 +2,9 @@
 //!
 //! Clients (web kiosks, mobile and TV apps) connect to one WebSocket, `/ws/agent/stream`, speak
 //! the protocol of `seeds/004` (see the README's protocol section for every decision taken where
-//! the spec is open), and receive streamed text, speech and function calls.
+//! the spec is open), and receive streamed text, speech and function calls. With `[hub] enabled`
+//! the same server is also an agent hub (README "Agent hub"): environments, agents and humans
+//! exchange Star Protocol messages at `/env/{env}`, `/env/{env}/agent/{id}` and `/human/{id}`.
 //!
 //! # Code map
 //! ```text
@@ -26,15 +28,21 @@
 //! transport/     server.rs: accept loop (TLS, header deadline, per-address caps); ws.rs: upgrade,
 //!                origin check, reader adapter, the one writer task per socket; http.rs: health,
 //!                readiness, metrics
-//! store/         the only rusqlite user: accounts, API keys, the collection; migrations/*.sql
+//! hub/           the agent hub (seeds 000/001/002): Star envelope + ClawOS fields (pure), tier
+//!                policy (pure), agent society (pure), per-connection mailbox (priority lanes,
+//!                seq at write, acks), hub services, the three endpoints, the Rust client
+//! store/         the only rusqlite user: accounts, API keys, the collection, hub streams,
+//!                inboxes and society; migrations/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
 //! load/          the load tool: scenarios, protocol client, timing-controlled fake upstream
 //! util.rs        time, random ids, process CPU and RSS readings, open-file limit
 //! ```
 //!
 //! # Architecture invariants
-//! - `protocol`, `audio`, `session::timers`, `session::upload`, `session::attributes` and
-//!   `pipeline::history` do no I/O.
+//! - `protocol`, `audio`, `session::timers`, `session::upload`, `session::attributes`,
+//!   `pipeline::history`, `hub::envelope`, `hub::policy` and `hub::society` do no I/O.
+//! - The hub never parses a routed payload, and the sender of a routed message is always the
+//!   connection's own identity.
 //! - `session` never imports axum or rusqlite; it reads any `Stream<Item = Inbound>` and writes
 //!   to an [`session::outbox::Outbox`], so it runs over channels in tests.
 //! - Providers never see protocol frames or sessions.
