@@ -46,3 +46,7 @@ CREATE TABLE hub_contacts (
     entry      TEXT    NOT NULL,
     PRIMARY KEY (env, owner, contact_id)
 );
+
+-- A key may pin the ClawOS tier of the hub connections made with it (`key create --hub-tier`),
+-- so the tier rules do not rest on what a client declares.
+ALTER TABLE api_keys ADD COLUMN hub_tier TEXT;

@@ -81,6 +81,10 @@ enum KeyCmd {
     Create {
         #[arg(long)]
         name: String,
+        /// Agent hub: connections with this key have this ClawOS tier (command, pm or worker)
+        /// whatever they declare; without it a connection declares its own.
+        #[arg(long, value_parser = ["command", "pm", "worker"])]
+        hub_tier: Option<String>,
     },
     /// List keys (name, prefix, state; never the key).
     List,
@@ -146,9 +150,12 @@ fn main() -> anyhow::Result<()> {
         Command::Key { cmd } => {
             let store = Store::open(&config.database.path)?;
             match cmd {
-                KeyCmd::Create { name } => {
+                KeyCmd::Create { name, hub_tier } => {
                     let k = generate_api_key();
-                    store.insert_api_key(&name, &k.prefix, &k.hash)?;
+                    let row = store.insert_api_key(&name, &k.prefix, &k.hash)?;
+                    if let Some(t) = &hub_tier {
+                        store.set_api_key_hub_tier(row.id, Some(t))?;
+                    }
                     eprintln!(
                         "API key {name:?} created. It is shown only this once; store it now:"
                     );

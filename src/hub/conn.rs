@@ -194,6 +194,30 @@ async fn endpoint(
             );
         }
     };
+    // A key may pin the tier: a connection then has that tier, and declaring another is refused.
+    let mut opts = opts;
+    if let Principal::ApiKey { id, .. } = &principal {
+        let id = *id;
+        let pinned = match app.store().call(move |s| s.api_key_hub_tier(id)).await {
+            Ok(p) => p.as_deref().and_then(Tier::parse),
+            Err(_) => {
+                return refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "authentication unavailable",
+                );
+            }
+        };
+        match (pinned, opts.tier) {
+            (Some(p), Some(d)) if p != d => {
+                return refuse(
+                    StatusCode::FORBIDDEN,
+                    format!("this API key is pinned to tier {}", p.as_str()),
+                );
+            }
+            (Some(p), _) => opts.tier = Some(p),
+            (None, _) => {}
+        }
+    }
     let Some(slot) = ConnSlot::acquire(&app) else {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "too many connections");
     };

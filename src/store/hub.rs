@@ -29,6 +29,30 @@ pub struct AgentRow {
 }
 
 impl Store {
+    /// Pins (or unpins) the hub tier of an API key.
+    pub fn set_api_key_hub_tier(&self, key_id: i64, tier: Option<&str>) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE api_keys SET hub_tier = ?2 WHERE id = ?1",
+                params![key_id, tier],
+            )?;
+            Ok(())
+        })
+    }
+
+    /// The hub tier pinned to an API key, if any.
+    pub fn api_key_hub_tier(&self, key_id: i64) -> Result<Option<String>, StoreError> {
+        self.with(|c| {
+            Ok(c.query_row(
+                "SELECT hub_tier FROM api_keys WHERE id = ?1",
+                [key_id],
+                |r| r.get::<_, Option<String>>(0),
+            )
+            .optional()?
+            .flatten())
+        })
+    }
+
     /// Every address that has a stream (connected at least once, or spawned), with its tier.
     pub fn hub_known_addresses(&self) -> Result<Vec<(String, Option<String>)>, StoreError> {
         self.with(|c| {

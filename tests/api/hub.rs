@@ -987,3 +987,50 @@ async fn hub_metrics_report_latency_depth_and_errors() {
     );
     assert!(m.contains("hub_messages_received_total 6"), "{m}");
 }
+
+#[tokio::test]
+async fn an_api_key_can_pin_the_tier_of_its_connections() {
+    let app = hub_app().await;
+    let k = museum_agent::auth::generate_api_key();
+    let store = app.app.store();
+    let row = store
+        .insert_api_key("worker-robots", &k.prefix, &k.hash)
+        .unwrap();
+    store.set_api_key_hub_tier(row.id, Some("worker")).unwrap();
+    let claim = |t: &str| Options {
+        tier: Some(t.into()),
+        ..Options::default()
+    };
+    let err = HubClient::connect(
+        &app.base_url(),
+        agent("clawos", "robot_9"),
+        &k.key,
+        claim("command"),
+    )
+    .await
+    .err()
+    .expect("a worker key cannot claim command");
+    assert!(err.to_string().contains("403"), "{err}");
+    let robot = HubClient::connect(
+        &app.base_url(),
+        agent("clawos", "robot_9"),
+        &k.key,
+        Options::default(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(robot.welcome["identity"]["tier"], "worker");
+    let mut other = HubClient::connect(
+        &app.base_url(),
+        agent("clawos", "robot_8"),
+        &k.key,
+        claim("worker"),
+    )
+    .await
+    .unwrap();
+    other
+        .send(other.agent("robot_9"), &json!({}))
+        .await
+        .unwrap();
+    expect_error(&mut other, "PERMISSION_DENIED").await;
+}
