@@ -1,0 +1,411 @@
+//! Routing one client frame: decode, check the sender, resolve the recipient against the
+//! sender's own address (scope), apply the tier policy and request/response correlation, build
+//! the delivery body once, and hand it to local mailboxes or the recipient's stored inbox.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use super::envelope::{
+    self, ClawCode, HubError, Inbound, Kind, OutMessage, OutPeer, PeerType, Tier,
+};
+use super::mailbox::{Entry, PushError};
+use super::{Address, Conn, Hub, Pending, group_key, hub_timestamp, services, society};
+use crate::util::{now_ms, random_id};
+
+/// Where a message goes, once its recipient is resolved against the sender.
+enum Dest {
+    Hub,
+    One(Address),
+    Group(Option<Arc<str>>, PeerType),
+}
+
+impl Hub {
+    /// Handles one text frame from `conn`.
+    pub async fn handle_text(&self, conn: &Arc<Conn>, text: &str) {
+        self.metrics.received.fetch_add(1, Ordering::Relaxed);
+        if text.len() > self.config.max_message_bytes {
+            let err = HubError::validation(
+                format!(
+                    "message of {} bytes is over the limit of {}",
+                    text.len(),
+                    self.config.max_message_bytes
+                ),
+                "send large content by reference, or split it into stream messages",
+            );
+            conn.send_error(self, None, "-", &err);
+            return;
+        }
+        match envelope::decode(text, self.config.max_ttl_seconds) {
+            Err(e) => conn.send_error(self, e.original_id.as_deref(), "-", &e.error),
+            Ok(envelope::Frame::Heartbeat) => {}
+            Ok(envelope::Frame::Message(m)) => {
+                let trace: String = match &m.trace_id {
+                    Some(t) => t.to_string(),
+                    None => random_id("trace-"),
+                };
+                if let Err(err) = self.route(conn, &m, &trace).await {
+                    conn.send_error(self, m.id.as_deref(), &trace, &err);
+                }
+            }
+        }
+    }
+
+    /// Resolves the recipient of `m` against the sender `from`.
+    fn resolve(&self, from: &Address, m: &Inbound<'_>) -> Result<Dest, HubError> {
+        let t = &m.recipient;
+        let own_env = from.env.clone();
+        let env_of = |explicit: &Option<std::borrow::Cow<'_, str>>| -> Result<Arc<str>, HubError> {
+            match (explicit, &own_env) {
+                (Some(e), _) => Ok(Arc::from(&**e)),
+                (None, Some(e)) => Ok(e.clone()),
+                (None, None) => Err(HubError::validation(
+                    "recipient.env is required: a human belongs to no environment",
+                    "add recipient.env (the environment id)",
+                )),
+            }
+        };
+        let dest = match t.ty {
+            PeerType::Hub => return Ok(Dest::Hub),
+            PeerType::Human if t.is_broadcast() => Dest::Group(None, PeerType::Human),
+            PeerType::Human => Dest::One(Address::human(&t.id)),
+            PeerType::Agent => {
+                let env = env_of(&t.env)?;
+                if t.is_broadcast() {
+                    Dest::Group(Some(env), PeerType::Agent)
+                } else {
+                    Dest::One(Address::agent(&env, &t.id))
+                }
+            }
+            PeerType::Environment => {
+                if t.is_broadcast() {
+                    Dest::Group(Some(env_of(&t.env)?), PeerType::Environment)
+                } else {
+                    if let Some(e) = &t.env
+                        && **e != *t.id
+                    {
+                        return Err(HubError::validation(
+                            format!("an environment's id is its env: {:?} is not {:?}", t.id, e),
+                            "omit recipient.env for environments",
+                        ));
+                    }
+                    Dest::One(Address::environment(&t.id))
+                }
+            }
+        };
+        // Scope: agents and environments speak inside their own environment.
+        if let Some(own) = &from.env {
+            let target_env = match &dest {
+                Dest::One(a) => a.env.clone(),
+                Dest::Group(e, _) => e.clone(),
+                Dest::Hub => None,
+            };
+            if let Some(te) = target_env
+                && te != *own
+            {
+                return Err(HubError::denied(
+                    format!("a client of environment {own:?} cannot address environment {te:?}"),
+                    "agents and environments speak inside their own environment; ask a human or the environment to relay",
+                ));
+            }
+        }
+        Ok(dest)
+    }
+
+    async fn route(&self, conn: &Arc<Conn>, m: &Inbound<'_>, trace: &str) -> Result<(), HubError> {
+        let me = &conn.address;
+        if let Some(s) = &m.sender {
+            let forged = s.id.as_deref().is_some_and(|i| i != &*me.id)
+                || s.ty.as_deref().is_some_and(|t| t != me.ty.as_str())
+                || s.env
+                    .as_deref()
+                    .is_some_and(|e| Some(e) != me.env.as_deref())
+                || s.tier
+                    .as_deref()
+                    .is_some_and(|t| Some(t) != conn.opts.tier.map(Tier::as_str));
+            if forged {
+                return Err(HubError::denied(
+                    format!(
+                        "sender does not match this connection (you are {} {:?})",
+                        me.ty.as_str(),
+                        &*me.id
+                    ),
+                    "omit sender (the hub fills it) or give this connection's own identity",
+                ));
+            }
+        }
+        let dest = self.resolve(me, m)?;
+        let id: String =
+            m.id.as_deref()
+                .map(str::to_owned)
+                .unwrap_or_else(|| random_id("msg_"));
+        let target_key = match &dest {
+            Dest::Hub => return services::handle(self, conn, m, &id, trace).await,
+            Dest::One(a) => Some(a.key.clone()),
+            Dest::Group(..) => None,
+        };
+        if let Dest::One(a) = &dest {
+            if a.key == me.key {
+                return Err(HubError::validation(
+                    "a client cannot send a message to itself",
+                    "address another client",
+                ));
+            }
+            let their_tier = self.state().known.get(&a.key).copied().flatten();
+            if !self.policy.allows(conn.opts.tier, their_tier) {
+                return Err(HubError::denied(
+                    format!(
+                        "tier {} may not message tier {}",
+                        conn.opts.tier.map(Tier::as_str).unwrap_or("-"),
+                        their_tier.map(Tier::as_str).unwrap_or("-")
+                    ),
+                    "go through the tier in between (pm↔pm via command, worker↔worker via pm)",
+                ));
+            }
+        }
+        self.correlate(conn, m, &id, target_key.as_ref())?;
+        let now = now_ms();
+        let ts_owned;
+        let timestamp = match m.timestamp {
+            Some(t) => t,
+            None => {
+                ts_owned = hub_timestamp();
+                &ts_owned
+            }
+        };
+        let recipient_peer = OutPeer {
+            id: &m.recipient.id,
+            ty: m.recipient.ty.as_str(),
+            env: match &dest {
+                Dest::One(a) => a.env.as_deref(),
+                Dest::Group(e, _) => e.as_deref(),
+                Dest::Hub => None,
+            },
+            tier: None,
+        };
+        let out = OutMessage {
+            ty: "message",
+            id: &id,
+            sender: me.peer(conn.opts.tier),
+            recipient: recipient_peer,
+            timestamp,
+            version: "1",
+            trace_id: trace,
+            priority: m.priority.as_str(),
+            ttl: m.ttl,
+            kind: m.kind.map(Kind::as_str),
+            request_id: m.request_id.as_deref(),
+            metadata: m.metadata,
+            formatted: None,
+            payload: m.payload,
+        };
+        let body: Arc<str> = envelope::body(&out).into();
+        let formatted_body = || -> Arc<str> {
+            let payload: serde_json::Value =
+                serde_json::from_str(m.payload.get()).unwrap_or(serde_json::Value::Null);
+            let text = society::format_message_for_agent(
+                if me.ty == PeerType::Human {
+                    "user"
+                } else {
+                    &me.id
+                },
+                Some(&conn.opts.role),
+                &payload,
+            );
+            envelope::body(&OutMessage {
+                formatted: Some(&text),
+                ..out_clone(&out)
+            })
+            .into()
+        };
+        let entry = |body: Arc<str>| {
+            Arc::new(Entry {
+                body,
+                priority: m.priority,
+                expires_at: m.ttl.map(|t| now + (t * 1000.0) as i64),
+                received: Instant::now(),
+                seq: None,
+                row: None,
+            })
+        };
+        tracing::trace!(trace_id = trace, msg_id = %id, from = %me.key, "hub: routing");
+        match &dest {
+            Dest::Hub => unreachable!("handled above"),
+            Dest::One(a) => {
+                let target = self.state().online.get(&a.key).cloned();
+                let b = match target {
+                    Some(t) if t.opts.llm_format => formatted_body(),
+                    _ => body,
+                };
+                self.deliver(a, entry(b)).await
+            }
+            Dest::Group(env, ty) => {
+                let members: Vec<Arc<Conn>> = self
+                    .state()
+                    .groups
+                    .get(&group_key(env.as_ref(), *ty))
+                    .cloned()
+                    .unwrap_or_default();
+                let mut full_ids = Vec::new();
+                let mut plain: Option<Arc<Entry>> = None;
+                for c in members.iter().filter(|c| c.serial != conn.serial) {
+                    if !self.policy.allows(conn.opts.tier, c.opts.tier) {
+                        continue;
+                    }
+                    let e = if c.opts.llm_format {
+                        entry(formatted_body())
+                    } else {
+                        plain.get_or_insert_with(|| entry(body.clone())).clone()
+                    };
+                    if c.mailbox.push(e) == Err(PushError::Full) {
+                        full_ids.push(c.address.id.to_string());
+                    }
+                }
+                if full_ids.is_empty() {
+                    Ok(())
+                } else {
+                    Err(HubError::unavailable(
+                        format!(
+                            "broadcast not delivered to {} recipient(s) whose inbox is full",
+                            full_ids.len()
+                        ),
+                        "retry later; those recipients are not acknowledging",
+                    )
+                    .with_extra(serde_json::json!({ "undelivered": full_ids })))
+                }
+            }
+        }
+    }
+
+    /// Request/response correlation by (requester, id).
+    fn correlate(
+        &self,
+        conn: &Conn,
+        m: &Inbound<'_>,
+        id: &str,
+        target: Option<&Arc<str>>,
+    ) -> Result<(), HubError> {
+        let now = now_ms();
+        match m.kind {
+            Some(Kind::Request) => {
+                let ttl = m.ttl.unwrap_or(self.config.request_timeout_seconds);
+                let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                if p.len() >= 100_000 {
+                    p.retain(|_, v| v.expires_at > now);
+                    if p.len() >= 100_000 {
+                        return Err(HubError::unavailable(
+                            "too many requests waiting for a response",
+                            "retry later",
+                        ));
+                    }
+                }
+                p.insert(
+                    (conn.address.key.clone(), id.to_string()),
+                    Pending {
+                        responder: target.cloned(),
+                        expires_at: now + (ttl * 1000.0) as i64,
+                    },
+                );
+                Ok(())
+            }
+            Some(Kind::Response | Kind::Error) => {
+                let rid = m.request_id.as_deref().unwrap_or_default();
+                let Some(requester) = target else {
+                    return Err(HubError::validation(
+                        "a response goes to one requester, not a broadcast",
+                        "address the client that sent the request",
+                    ));
+                };
+                let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let k = (requester.clone(), rid.to_string());
+                match p.get(&k) {
+                    Some(pend)
+                        if pend.expires_at > now
+                            && pend
+                                .responder
+                                .as_ref()
+                                .is_none_or(|r| *r == conn.address.key) =>
+                    {
+                        p.remove(&k);
+                        Ok(())
+                    }
+                    Some(pend) if pend.expires_at <= now => {
+                        p.remove(&k);
+                        Err(HubError::new(
+                            ClawCode::E004,
+                            format!(
+                                "request {rid:?} of {requester} timed out before this response"
+                            ),
+                            "the requester has given up; send a notification instead if it still matters",
+                        ))
+                    }
+                    _ => Err(HubError::validation(
+                        format!(
+                            "requestId {rid:?} matches no pending request from {requester} to you"
+                        ),
+                        "answer a request you received, once, with its id as requestId",
+                    )),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Delivers to one address: its live connection, or its stored inbox.
+    pub(super) async fn deliver(&self, a: &Address, entry: Arc<Entry>) -> Result<(), HubError> {
+        let target = self.state().online.get(&a.key).cloned();
+        if let Some(t) = target {
+            match t.mailbox.push(entry.clone()) {
+                Ok(()) => return Ok(()),
+                Err(PushError::Full) => return Err(full(a, self.config.inbox_depth)),
+                Err(PushError::Closed) => {} // it is leaving: store below
+            }
+        }
+        self.store_for(a, entry).await
+    }
+}
+
+fn out_clone<'a>(o: &OutMessage<'a>) -> OutMessage<'a> {
+    OutMessage {
+        ty: o.ty,
+        id: o.id,
+        sender: OutPeer { ..o.sender },
+        recipient: OutPeer { ..o.recipient },
+        timestamp: o.timestamp,
+        version: o.version,
+        trace_id: o.trace_id,
+        priority: o.priority,
+        ttl: o.ttl,
+        kind: o.kind,
+        request_id: o.request_id,
+        metadata: o.metadata,
+        formatted: o.formatted,
+        payload: o.payload,
+    }
+}
+
+pub(super) fn full(a: &Address, depth: usize) -> HubError {
+    HubError::unavailable(
+        format!(
+            "the inbox of {} {:?} is full ({depth} unacknowledged messages)",
+            a.ty.as_str(),
+            &*a.id
+        ),
+        "retry later; the recipient is not acknowledging",
+    )
+}
+
+pub(super) fn not_found(a: &Address) -> HubError {
+    let mut e = HubError::unavailable(
+        format!(
+            "{} {:?} is unknown to this hub (it never connected and was not spawned)",
+            a.ty.as_str(),
+            &*a.id
+        ),
+        "check the id and environment; an agent must connect (or be spawned) once before it can receive",
+    );
+    if a.ty == PeerType::Agent {
+        e = e.with_extra(serde_json::json!({"error": "agent_not_found", "agentId": &*a.id}));
+    }
+    e
+}
