@@ -210,3 +210,31 @@ fn secrets_never_reach_the_logs() {
         assert!(!log.contains(secret), "secret {secret:?} found in the logs");
     }
 }
+
+#[test]
+fn key_create_can_pin_a_hub_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (ok, key, _) = bin(
+        d,
+        &["key", "create", "--name", "robots", "--hub-tier", "worker"],
+        None,
+    );
+    assert!(ok);
+    let store = Store::open(&d.join("cli.db")).unwrap();
+    let row = store
+        .find_api_key(&hash_api_key(key.trim()))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store.api_key_hub_tier(row.id).unwrap().as_deref(),
+        Some("worker")
+    );
+    drop(store);
+    let (ok, _, err) = bin(
+        d,
+        &["key", "create", "--name", "x", "--hub-tier", "boss"],
+        None,
+    );
+    assert!(!ok && err.contains("boss"), "{err}");
+}

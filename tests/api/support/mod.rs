@@ -69,7 +69,10 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     let store = Store::open(&config.database.path).unwrap();
     let key = generate_api_key();
     // "test", or a fresh name when a test restarts a server on the same database.
-    if store.insert_api_key("test", &key.prefix, &key.hash).is_err() {
+    if store
+        .insert_api_key("test", &key.prefix, &key.hash)
+        .is_err()
+    {
         store
             .insert_api_key(
                 &museum_agent::util::random_id("test-"),
