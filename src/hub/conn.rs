@@ -351,6 +351,7 @@ async fn writer(
     slow: Duration,
 ) {
     let mut closing: Option<(u16, String)> = None;
+    let mut last_pass = false;
     'outer: loop {
         let mut pending = false;
         while let Some(next) = conn.mailbox.pop(now_ms()) {
@@ -383,13 +384,14 @@ async fn writer(
         if conn.mailbox.is_closed() {
             break;
         }
+        if last_pass {
+            break;
+        }
         tokio::select! {
             _ = conn.mailbox.ready() => {}
-            _ = conn.token.cancelled() => {
-                // Say what is still queued for us (an error, a close), then stop.
-                if conn.mailbox.is_closed() { continue; }
-                break;
-            }
+            // Cancelled: one more pass writes what is already queued (an error saying why,
+            // a close), then stop.
+            _ = conn.token.cancelled() => last_pass = true,
         }
     }
     let (code, reason) = closing.unwrap_or((1000, String::new()));

@@ -9,7 +9,10 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::envelope::{ClawCode, HubError, PeerType, Priority};
-use super::mailbox::{Entry, Mailbox, PushError};
+use super::mailbox::{Control, Entry, Mailbox, PushError};
+
+/// WebSocket close code of a connection replaced by a newer one with the same identity.
+pub const CLOSE_REPLACED: u16 = 4001;
 use super::route::{full, not_found};
 use super::{Address, Conn, ConnOptions, Hub, group_key};
 use crate::store::hub::InboxRow;
@@ -37,10 +40,13 @@ impl Hub {
                     ClawCode::E002,
                     "another connection with this identity replaced this one",
                     "do not run two clients with the same identity",
-                ),
+                )
+                .with_extra(serde_json::json!({"reason": "replaced"})),
             );
-            old.token.cancel();
+            old.mailbox
+                .control(Control::Close(CLOSE_REPLACED, "replaced".into()));
             self.take_offline(&old).await;
+            old.token.cancel();
         }
         let key = address.key.to_string();
         let tier = opts.tier.map(|t| t.as_str().to_string());

@@ -922,7 +922,12 @@ async fn a_second_connection_replaces_the_first_and_silent_peers_are_dropped() {
     let new = connect(&app, agent("hall_a", "robot_1")).await;
     let e = expect_error(&mut old, "CONNECTION_ERROR").await;
     assert!(e.payload["message"].as_str().unwrap().contains("replaced"));
-    assert!(old.recv().await.is_err(), "the old connection is closed");
+    assert_eq!(e.payload["details"]["reason"], "replaced");
+    let closed = old.recv().await.unwrap_err().to_string();
+    assert!(
+        closed.contains("4001") && closed.contains("replaced"),
+        "{closed}"
+    );
     new.close().await;
     wait_offline(&app, "agent/hall_a/robot_1").await;
 
