@@ -278,7 +278,11 @@ impl AppState {
         let sessions = self.stats.sessions.load(Ordering::Relaxed) as f64;
         let conns = self.stats.connections.load(Ordering::Relaxed) as f64;
         let l = &self.config.limits;
-        if sessions >= 0.9 * l.max_sessions as f64 || conns >= 0.9 * l.max_connections as f64 {
+        let hub_degraded = self.hub.as_ref().is_some_and(|h| !h.healthy());
+        if hub_degraded
+            || sessions >= 0.9 * l.max_sessions as f64
+            || conns >= 0.9 * l.max_connections as f64
+        {
             HealthState::Degraded
         } else {
             HealthState::Healthy

@@ -169,6 +169,29 @@ pub struct HubConfig {
     pub policy: String,
     /// Rules of the custom policy, e.g. ["command<->pm", "pm->worker"].
     pub allow: Vec<String>,
+    /// "embedded" (this process alone, inboxes in SQLite) or "nats" (several processes share
+    /// one hub through NATS JetStream).
+    pub backend: HubBackend,
+    /// NATS server(s), comma-separated.
+    pub nats_url: String,
+    /// A NATS credentials file (JWT + seed), when the server requires one.
+    pub nats_credentials: PathBuf,
+    /// Name of the environment variable holding a NATS token, when the server requires one.
+    pub nats_token_env: String,
+    /// Prefix of the hub's subjects, stream and buckets (several hubs can share a NATS).
+    pub nats_prefix: String,
+    /// Messages for other processes buffered while NATS is unreachable; beyond it senders get
+    /// CONNECTION_ERROR (E005).
+    pub nats_outage_buffer: usize,
+    /// Presence entries live this long unless refreshed (a third of it).
+    pub presence_ttl_seconds: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HubBackend {
+    Embedded,
+    Nats,
 }
 
 impl Default for HubConfig {
@@ -183,6 +206,13 @@ impl Default for HubConfig {
             request_timeout_seconds: 300.0,
             policy: "tiers".into(),
             allow: Vec::new(),
+            backend: HubBackend::Embedded,
+            nats_url: "nats://127.0.0.1:4222".into(),
+            nats_credentials: PathBuf::new(),
+            nats_token_env: String::new(),
+            nats_prefix: "hub".into(),
+            nats_outage_buffer: 10_000,
+            presence_ttl_seconds: 30.0,
         }
     }
 }
@@ -749,6 +779,22 @@ impl Config {
         {
             return Err(ConfigError::Invalid(
                 "hub.max_ttl_seconds and hub.request_timeout_seconds must be > 0".into(),
+            ));
+        }
+        if h.nats_prefix.is_empty()
+            || !h
+                .nats_prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(ConfigError::Invalid(
+                "hub.nats_prefix must be letters, digits, _ or - (it names subjects and streams)"
+                    .into(),
+            ));
+        }
+        if h.presence_ttl_seconds.is_nan() || h.presence_ttl_seconds < 1.0 {
+            return Err(ConfigError::Invalid(
+                "hub.presence_ttl_seconds must be at least 1".into(),
             ));
         }
         crate::hub::policy::TierPolicy::from_config(&h.policy, &h.allow)

@@ -91,6 +91,9 @@ pub async fn run(
         _ => None,
     };
     tokio::spawn(app::revocation_watch(app.clone()));
+    if let Some(hub) = &app.hub {
+        hub.start(app.hard_stop.clone());
+    }
     let stop_accepting = tokio_util::sync::CancellationToken::new();
     let accept = tokio::spawn(transport::server::accept_loop(
         listener,

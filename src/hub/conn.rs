@@ -167,6 +167,12 @@ async fn endpoint(
     if app.draining.is_cancelled() {
         return refuse(StatusCode::SERVICE_UNAVAILABLE, "server shutting down");
     }
+    if !hub.healthy() {
+        return refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the hub's message store (NATS) is unreachable; retry shortly",
+        );
+    }
     let key = h(header::AUTHORIZATION)
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_owned)
@@ -306,6 +312,7 @@ async fn serve(
                 }
                 hub.heartbeat(&conn);
                 conn.mailbox.control(Control::Ping);
+                hub.sweep(&conn).await;
             }
             msg = stream.next() => {
                 match msg {

@@ -1,6 +1,10 @@
 //! Stored inboxes: registering a connection (restoring what was stored for it from the resume
 //! point), storing what a leaving connection had not acknowledged, and storing messages for
-//! offline recipients. Every change of one address's inbox runs under that address's lock.
+//! offline recipients. Every change of one address's inbox runs under that address's lock
+//! (within this process; across processes JetStream's consumer keeps the order).
+//!
+//! Two places to store, one behaviour: SQLite (`hub_inbox`, embedded backend) or the JetStream
+//! inbox (NATS backend, see `nats.rs`).
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,20 +13,29 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::envelope::{ClawCode, HubError, PeerType, Priority};
-use super::mailbox::{Control, Entry, Mailbox, PushError};
+use super::mailbox::{Control, Drained, Entry, Mailbox, PushError, StoredRef};
+use super::nats::{Nats, StreamState};
+use super::route::{full, not_found};
+use super::{Address, Backend, Conn, ConnOptions, Hub, group_key};
+use crate::store::hub::InboxRow;
+use crate::util::now_ms;
 
 /// WebSocket close code of a connection replaced by a newer one with the same identity.
 pub const CLOSE_REPLACED: u16 = 4001;
-use super::route::{full, not_found};
-use super::{Address, Conn, ConnOptions, Hub, group_key};
-use crate::store::hub::InboxRow;
-use crate::util::now_ms;
+
+/// What was stored for an address when it connects.
+struct Opened {
+    next_seq: u64,
+    acked: u64,
+    entries: Vec<Entry>,
+    expired: u64,
+}
 
 impl Hub {
     /// Registers a connection: replaces an older connection of the same address, restores its
     /// stored inbox from the resume point, and queues the welcome heartbeat and resume report.
     pub async fn attach(
-        &self,
+        self: &Arc<Self>,
         address: Address,
         opts: ConnOptions,
         token: CancellationToken,
@@ -32,32 +45,25 @@ impl Hub {
         let old = self.state().online.get(&address.key).cloned();
         if let Some(old) = old {
             tracing::info!(address = %address.key, "hub: a new connection replaces the old one");
-            old.send_error(
-                self,
-                None,
-                "-",
-                &HubError::new(
-                    ClawCode::E002,
-                    "another connection with this identity replaced this one",
-                    "do not run two clients with the same identity",
-                )
-                .with_extra(serde_json::json!({"reason": "replaced"})),
-            );
-            old.mailbox
-                .control(Control::Close(CLOSE_REPLACED, "replaced".into()));
-            self.take_offline(&old).await;
-            old.token.cancel();
+            self.replace(&old).await;
         }
-        let key = address.key.to_string();
-        let tier = opts.tier.map(|t| t.as_str().to_string());
-        let (stream, rows) = self
-            .store
-            .call(move |s| {
-                let st = s.hub_open_stream(&key, tier.as_deref())?;
-                Ok((st, s.hub_inbox_load(&key)?))
-            })
-            .await?;
-        let (mut next_seq, acked) = stream;
+        let backend = self.backend();
+        if let Backend::Nats(n) = &backend {
+            // Any other process's connection with this identity is replaced too; then listen
+            // before reading the inbox, so nothing sent meanwhile is missed.
+            n.kick(&address.key).await;
+            self.subscribe(n, &address).await?;
+        }
+        let opened = match self.open_inbox(&backend, &address, opts.tier).await {
+            Ok(o) => o,
+            Err(e) => {
+                if let Backend::Nats(n) = &backend {
+                    self.unsubscribe(n, &address).await;
+                }
+                return Err(e);
+            }
+        };
+        let (mut next_seq, acked) = (opened.next_seq, opened.acked);
         // Resume: the client says what it last saw; by default, what it last acknowledged.
         let claimed = opts.last_seq.unwrap_or(acked);
         let mut complete = true;
@@ -79,27 +85,21 @@ impl Hub {
         }
         let acked_now = acked.max(claimed);
         let now = now_ms();
-        let (mut drop_rows, mut expired) = (Vec::new(), 0u64);
+        let mut drop_refs = Vec::new();
+        let mut expired = opened.expired;
         let mut resend = Vec::new();
         let mut fresh = Vec::new();
-        for r in rows {
-            if r.expires_at.is_some_and(|t| t <= now) {
+        for mut e in opened.entries {
+            e.received = Instant::now();
+            if e.expires_at.is_some_and(|t| t <= now) {
                 expired += 1;
-                drop_rows.push(r.id);
+                drop_refs.extend(e.row.clone());
                 continue;
             }
-            let entry = Arc::new(Entry {
-                body: r.body.into(),
-                priority: Priority::from_index(r.priority),
-                expires_at: r.expires_at,
-                received: Instant::now(),
-                seq: r.seq,
-                row: Some(r.id),
-            });
-            match r.seq {
-                Some(s) if s <= acked_now => drop_rows.push(r.id),
-                Some(_) => resend.push(entry),
-                None => fresh.push(entry),
+            match e.seq {
+                Some(s) if s <= acked_now => drop_refs.extend(e.row.clone()),
+                Some(_) => resend.push(Arc::new(e)),
+                None => fresh.push(Arc::new(e)),
             }
         }
         resend.sort_by_key(|e| e.seq);
@@ -137,8 +137,13 @@ impl Hub {
         );
         for e in resend.into_iter().chain(fresh) {
             // Stored inboxes are bounded by the same depth, so these fit; a failure means the
-            // bound was lowered since, and the row simply stays stored for the next connection.
-            let _ = conn.mailbox.push(e);
+            // bound was lowered since, and the message stays stored for the next connection.
+            if conn.mailbox.push(e.clone()) == Err(PushError::Full)
+                && let Some(StoredRef::Js(m)) = &e.row
+                && let Backend::Nats(n) = &backend
+            {
+                n.settle(vec![m.clone()], true).await;
+            }
         }
         {
             let mut st = self.state();
@@ -152,19 +157,148 @@ impl Hub {
                 .push(conn.clone());
         }
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
-        if !drop_rows.is_empty() || claimed != acked || next_seq != stream.0 {
-            let key = conn.address.key.to_string();
-            self.store
-                .call(move |s| {
-                    s.hub_inbox_delete(&drop_rows)?;
-                    s.hub_save_stream(&key, next_seq, acked_now)
-                })
-                .await?;
+        self.release(&backend, drop_refs).await;
+        self.save_counters(&backend, &conn.address, conn.opts.tier, next_seq, acked_now)
+            .await?;
+        if let Backend::Nats(n) = &backend {
+            n.present(&conn.address).await;
         }
         if conn.address.ty == PeerType::Agent {
             self.society_join(&conn).await;
         }
         Ok(conn)
+    }
+
+    /// Closes `old` as replaced by a newer connection with the same identity.
+    pub(super) async fn replace(&self, old: &Arc<Conn>) {
+        old.send_error(
+            self,
+            None,
+            "-",
+            &HubError::new(
+                ClawCode::E002,
+                "another connection with this identity replaced this one",
+                "do not run two clients with the same identity",
+            )
+            .with_extra(serde_json::json!({"reason": "replaced"})),
+        );
+        old.mailbox
+            .control(Control::Close(CLOSE_REPLACED, "replaced".into()));
+        self.take_offline(old).await;
+        old.token.cancel();
+    }
+
+    /// Reads the stream counters and the stored messages of `a`.
+    async fn open_inbox(
+        &self,
+        backend: &Backend<'_>,
+        a: &Address,
+        tier: Option<super::envelope::Tier>,
+    ) -> anyhow::Result<Opened> {
+        match backend {
+            Backend::Embedded => {
+                let key = a.key.to_string();
+                let tier = tier.map(|t| t.as_str().to_string());
+                let ((next_seq, acked), rows) = self
+                    .store
+                    .call(move |s| {
+                        let st = s.hub_open_stream(&key, tier.as_deref())?;
+                        Ok((st, s.hub_inbox_load(&key)?))
+                    })
+                    .await?;
+                let entries = rows
+                    .into_iter()
+                    .map(|r| Entry {
+                        body: r.body.into(),
+                        priority: Priority::from_index(r.priority),
+                        expires_at: r.expires_at,
+                        received: Instant::now(),
+                        seq: r.seq,
+                        row: Some(StoredRef::Row(r.id)),
+                    })
+                    .collect();
+                Ok(Opened {
+                    next_seq,
+                    acked,
+                    entries,
+                    expired: 0,
+                })
+            }
+            Backend::Nats(n) => {
+                let st = n.stream_state(a).await?.unwrap_or(StreamState {
+                    next_seq: 1,
+                    acked: 0,
+                    tier: None,
+                });
+                let (loaded, expired) = n.load(a).await?;
+                Ok(Opened {
+                    next_seq: st.next_seq.max(1),
+                    acked: st.acked,
+                    entries: loaded.into_iter().map(|(e, _)| e).collect(),
+                    expired,
+                })
+            }
+            Backend::NatsDown => anyhow::bail!("NATS is unreachable: the hub cannot open inboxes"),
+        }
+    }
+
+    /// Deletes (acknowledges) stored messages that were processed, expired or already seen.
+    async fn release(&self, backend: &Backend<'_>, refs: Vec<StoredRef>) {
+        if refs.is_empty() {
+            return;
+        }
+        let mut rows = Vec::new();
+        let mut js = Vec::new();
+        for r in refs {
+            match r {
+                StoredRef::Row(id) => rows.push(id),
+                StoredRef::Js(m) => js.push(m),
+            }
+        }
+        if !rows.is_empty()
+            && let Err(e) = self.store.call(move |s| s.hub_inbox_delete(&rows)).await
+        {
+            tracing::warn!(error = %e, "hub: could not delete processed inbox rows; they will be redelivered");
+        }
+        if !js.is_empty() {
+            match backend {
+                Backend::Nats(n) => n.settle(js, false).await,
+                _ => tracing::warn!(
+                    n = js.len(),
+                    "hub: NATS unreachable; processed messages will be redelivered"
+                ),
+            }
+        }
+    }
+
+    async fn save_counters(
+        &self,
+        backend: &Backend<'_>,
+        a: &Address,
+        tier: Option<super::envelope::Tier>,
+        next_seq: u64,
+        acked: u64,
+    ) -> anyhow::Result<()> {
+        match backend {
+            Backend::Nats(n) => {
+                n.save_stream_state(
+                    a,
+                    StreamState {
+                        next_seq,
+                        acked,
+                        tier: tier.map(|t| t as u8),
+                    },
+                )
+                .await
+            }
+            _ => {
+                let key = a.key.to_string();
+                Ok(self
+                    .store
+                    .call(move |s| s.hub_save_stream(&key, next_seq, acked))
+                    .await?)
+            }
+        }
     }
 
     /// Unregisters a finished connection and stores whatever it had not acknowledged.
@@ -176,11 +310,12 @@ impl Hub {
 
     /// Removes `conn` from routing (if still registered) and stores its mailbox. Idempotent.
     /// Caller holds the address lock.
-    async fn take_offline(&self, conn: &Arc<Conn>) {
-        {
+    pub(super) async fn take_offline(&self, conn: &Arc<Conn>) {
+        let was_online = {
             let mut st = self.state();
             let k = &conn.address.key;
-            if st.online.get(k).is_some_and(|c| c.serial == conn.serial) {
+            let was = st.online.get(k).is_some_and(|c| c.serial == conn.serial);
+            if was {
                 st.online.remove(k);
                 self.metrics.connections.fetch_sub(1, Ordering::Relaxed);
             }
@@ -191,24 +326,56 @@ impl Hub {
                     st.groups.remove(&g);
                 }
             }
-        }
+            was
+        };
         if conn.mailbox.is_closed() {
             return;
         }
         let d = conn.mailbox.close();
-        let key = conn.address.key.to_string();
+        let backend = self.backend();
+        if let Backend::Nats(n) = &backend
+            && was_online
+        {
+            self.unsubscribe(n, &conn.address).await;
+            n.absent(&conn.address).await;
+        }
+        let kept = d.unacked.len() + d.queued.len();
+        let res = match &backend {
+            Backend::Embedded => self.persist_sqlite(&conn.address, d).await,
+            Backend::Nats(n) => self.persist_nats(n, conn, d).await,
+            Backend::NatsDown => {
+                self.hold_drained(conn, d);
+                Ok(())
+            }
+        };
+        match res {
+            Ok(()) => {
+                self.state().stored.insert(conn.address.key.clone(), kept);
+            }
+            Err(e) => {
+                tracing::error!(address = %conn.address.key, error = %e, "hub: could not store an inbox at disconnect")
+            }
+        }
+    }
+
+    async fn persist_sqlite(&self, a: &Address, d: Drained) -> anyhow::Result<()> {
+        let key = a.key.to_string();
         let mut inserts = Vec::new();
-        let mut seqs = d.sequenced_rows;
-        let mut kept = 0usize;
+        let mut seqs: Vec<(i64, u64)> = d
+            .sequenced_rows
+            .iter()
+            .filter_map(|(r, s)| match r {
+                StoredRef::Row(id) => Some((*id, *s)),
+                StoredRef::Js(_) => None,
+            })
+            .collect();
         for (seq, e) in &d.unacked {
-            kept += 1;
-            match e.row {
-                Some(r) => seqs.push((r, *seq)),
-                None => inserts.push(row_of(&key, Some(*seq), e)),
+            match &e.row {
+                Some(StoredRef::Row(r)) => seqs.push((*r, *seq)),
+                _ => inserts.push(row_of(&key, Some(*seq), e)),
             }
         }
         for e in &d.queued {
-            kept += 1;
             if e.row.is_none() {
                 inserts.push(row_of(&key, None, e));
             }
@@ -216,46 +383,104 @@ impl Hub {
         self.metrics
             .stored
             .fetch_add(inserts.len() as u64, Ordering::Relaxed);
-        let released = d.released_rows;
+        let released: Vec<i64> = d
+            .released_rows
+            .iter()
+            .filter_map(|r| match r {
+                StoredRef::Row(id) => Some(*id),
+                StoredRef::Js(_) => None,
+            })
+            .collect();
         let (next_seq, acked) = (d.next_seq, d.acked);
-        let k2 = key.clone();
-        let res = self
+        Ok(self
             .store
             .call(move |s| {
                 s.hub_inbox_delete(&released)?;
                 s.hub_inbox_set_seqs(&seqs)?;
                 s.hub_inbox_append(&inserts)?;
-                s.hub_save_stream(&k2, next_seq, acked)
+                s.hub_save_stream(&key, next_seq, acked)
             })
-            .await;
-        match res {
-            Ok(()) => {
-                self.state().stored.insert(conn.address.key.clone(), kept);
+            .await?)
+    }
+
+    /// NATS: written-but-unacknowledged messages are stored again with their sequence number
+    /// (and the original acknowledged); never-written stored ones are given back (redelivered
+    /// first, in order); never-written local ones are stored.
+    async fn persist_nats(&self, n: &Nats, conn: &Conn, d: Drained) -> anyhow::Result<()> {
+        let a = &conn.address;
+        let mut ack = Vec::new();
+        let mut nak = Vec::new();
+        for r in d.released_rows {
+            if let StoredRef::Js(m) = r {
+                ack.push(m);
             }
-            Err(e) => {
-                tracing::error!(address = %key, error = %e, "hub: could not store an inbox at disconnect")
+        }
+        for (seq, e) in &d.unacked {
+            let dedup = format!("re:{}:{}:{}", a.key, seq, conn.serial);
+            n.store(a, e, Some(*seq), "", &dedup).await?;
+            self.metrics.stored.fetch_add(1, Ordering::Relaxed);
+            if let Some(StoredRef::Js(m)) = &e.row {
+                ack.push(m.clone());
+            }
+        }
+        for e in &d.queued {
+            match &e.row {
+                Some(StoredRef::Js(m)) => nak.push(m.clone()),
+                _ => {
+                    let dedup = format!("q:{}:{}", a.key, body_hash(&e.body));
+                    n.store(a, e, None, "", &dedup).await?;
+                    self.metrics.stored.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        n.settle(ack, false).await;
+        n.settle(nak, true).await;
+        n.save_stream_state(
+            a,
+            StreamState {
+                next_seq: d.next_seq,
+                acked: d.acked,
+                tier: conn.opts.tier.map(|t| t as u8),
+            },
+        )
+        .await
+    }
+
+    /// NATS down at disconnect: what the connection held waits in the outage buffer.
+    fn hold_drained(&self, conn: &Conn, d: Drained) {
+        for (seq, e) in d.unacked {
+            let mut copy = clone_entry(&e);
+            copy.seq = Some(seq);
+            self.hold(conn.address.clone(), Arc::new(copy), String::new(), true);
+        }
+        for e in d.queued {
+            // Stored ones stay in JetStream unacknowledged: redelivered after ack_wait.
+            if e.row.is_none() {
+                self.hold(conn.address.clone(), e, String::new(), true);
             }
         }
     }
 
-    /// Flushes a live connection's stored-row bookkeeping (acknowledged rows, new seqs).
+    /// Flushes a live connection's stored-message bookkeeping (acknowledged, new seqs).
     pub async fn flush_bookkeeping(&self, conn: &Conn) {
         let (released, seqs, expired) = conn.mailbox.take_bookkeeping();
         self.metrics.expired.fetch_add(expired, Ordering::Relaxed);
-        if released.is_empty() && seqs.is_empty() {
-            return;
-        }
         let n = released.len();
-        let res = self
-            .store
-            .call(move |s| {
-                s.hub_inbox_delete(&released)?;
-                s.hub_inbox_set_seqs(&seqs)
+        let backend = self.backend();
+        self.release(&backend, released).await;
+        let rows: Vec<(i64, u64)> = seqs
+            .into_iter()
+            .filter_map(|(r, s)| match r {
+                StoredRef::Row(id) => Some((id, s)),
+                StoredRef::Js(_) => None, // re-stored with its seq at disconnect
             })
-            .await;
-        if let Err(e) = res {
-            tracing::warn!(error = %e, "hub: stored inbox bookkeeping failed; will redeliver");
-        } else if n > 0 {
+            .collect();
+        if !rows.is_empty()
+            && let Err(e) = self.store.call(move |s| s.hub_inbox_set_seqs(&rows)).await
+        {
+            tracing::warn!(error = %e, "hub: could not record inbox sequence numbers");
+        }
+        if n > 0 {
             let mut st = self.state();
             if let Some(c) = st.stored.get_mut(&conn.address.key) {
                 *c = c.saturating_sub(n);
@@ -263,9 +488,38 @@ impl Hub {
         }
     }
 
+    /// Whether `a` is known (connected once or spawned), here or on any process.
+    pub(super) async fn known(&self, backend: &Backend<'_>, a: &Address) -> bool {
+        if self.state().known.contains_key(&a.key) {
+            return true;
+        }
+        if let Backend::Nats(n) = backend
+            && let Ok(Some(st)) = n.stream_state(a).await
+        {
+            let tier = st.tier.and_then(|t| match t {
+                0 => Some(super::envelope::Tier::Command),
+                1 => Some(super::envelope::Tier::Pm),
+                2 => Some(super::envelope::Tier::Worker),
+                _ => None,
+            });
+            self.state().known.insert(a.key.clone(), tier);
+            return true;
+        }
+        false
+    }
+
     /// Stores a message for an offline (or leaving) recipient.
-    pub(super) async fn store_for(&self, a: &Address, entry: Arc<Entry>) -> Result<(), HubError> {
-        if !self.state().known.contains_key(&a.key) {
+    pub(super) async fn store_for(
+        &self,
+        a: &Address,
+        entry: Arc<Entry>,
+        role: &str,
+    ) -> Result<(), HubError> {
+        let backend = self.backend();
+        if let Backend::NatsDown = backend {
+            return self.hold_or_refuse(a, entry, role);
+        }
+        if !self.known(&backend, a).await {
             return Err(not_found(a));
         }
         let lock = self.address_lock(&a.key);
@@ -279,6 +533,24 @@ impl Hub {
                 Err(PushError::Closed) => {}
             }
         }
+        match backend {
+            Backend::Nats(n) => {
+                let count = n.stored_count(a).await.map_err(nats_failed)?;
+                if count >= self.config.inbox_depth {
+                    return Err(full(a, self.config.inbox_depth));
+                }
+                let dedup = format!("s:{}:{}", a.key, body_hash(&entry.body));
+                n.store(a, &entry, None, role, &dedup)
+                    .await
+                    .map_err(nats_failed)?;
+                self.metrics.stored.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            _ => self.store_sqlite(a, &entry).await,
+        }
+    }
+
+    async fn store_sqlite(&self, a: &Address, entry: &Entry) -> Result<(), HubError> {
         let cached = self.state().stored.get(&a.key).copied();
         let count = match cached {
             Some(n) => n,
@@ -296,7 +568,7 @@ impl Hub {
         if count >= self.config.inbox_depth {
             return Err(full(a, self.config.inbox_depth));
         }
-        let row = row_of(&a.key, None, &entry);
+        let row = row_of(&a.key, None, entry);
         self.store
             .call(move |s| s.hub_inbox_append(&[row]))
             .await
@@ -305,6 +577,22 @@ impl Hub {
         self.metrics.stored.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
+}
+
+pub(super) fn clone_entry(e: &Entry) -> Entry {
+    Entry {
+        body: e.body.clone(),
+        priority: e.priority,
+        expires_at: e.expires_at,
+        received: e.received,
+        seq: e.seq,
+        row: None,
+    }
+}
+
+fn body_hash(body: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(body.as_bytes())[..12])
 }
 
 fn row_of(key: &str, seq: Option<u64>, e: &Entry) -> InboxRow {
@@ -323,6 +611,15 @@ pub(super) fn store_failed(e: crate::store::StoreError) -> HubError {
     HubError::new(
         ClawCode::E006,
         "the hub could not store the message",
+        "retry later",
+    )
+}
+
+pub(super) fn nats_failed(e: anyhow::Error) -> HubError {
+    tracing::warn!(error = %e, "hub: NATS inbox operation failed");
+    HubError::new(
+        ClawCode::E005,
+        "the hub's message store (NATS) failed",
         "retry later",
     )
 }

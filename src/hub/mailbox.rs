@@ -16,6 +16,34 @@ use tokio::sync::Notify;
 
 use super::envelope::Priority;
 
+/// Where a stored message lives, so it can be deleted (acknowledged) once processed.
+#[derive(Clone)]
+pub enum StoredRef {
+    /// A row of the SQLite inbox (embedded backend).
+    Row(i64),
+    /// A message of the JetStream inbox (NATS backend), acknowledged through its reply subject.
+    Js(Arc<async_nats::jetstream::Message>),
+}
+
+impl std::fmt::Debug for StoredRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoredRef::Row(r) => write!(f, "Row({r})"),
+            StoredRef::Js(m) => write!(f, "Js({:?})", m.reply),
+        }
+    }
+}
+
+impl PartialEq for StoredRef {
+    fn eq(&self, o: &Self) -> bool {
+        match (self, o) {
+            (StoredRef::Row(a), StoredRef::Row(b)) => a == b,
+            (StoredRef::Js(a), StoredRef::Js(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
 /// A routed message waiting for one recipient.
 #[derive(Debug)]
 pub struct Entry {
@@ -28,8 +56,8 @@ pub struct Entry {
     pub received: Instant,
     /// Set for a message re-sent from storage with the sequence number it was first written with.
     pub seq: Option<u64>,
-    /// Its row in the stored inbox, when it has one.
-    pub row: Option<i64>,
+    /// Its place in the stored inbox, when it has one.
+    pub row: Option<StoredRef>,
 }
 
 /// A frame that is not a sequenced message.
@@ -64,10 +92,10 @@ struct Inner {
     unacked: VecDeque<(u64, Arc<Entry>)>,
     next_seq: u64,
     acked: u64,
-    /// Stored rows whose message was acknowledged (auto mode: written) and can be deleted.
-    released_rows: Vec<i64>,
-    /// Stored rows that got a sequence number when written.
-    sequenced_rows: Vec<(i64, u64)>,
+    /// Stored messages that were acknowledged (auto mode: written) and can be deleted.
+    released_rows: Vec<StoredRef>,
+    /// Stored messages that got a sequence number when written.
+    sequenced_rows: Vec<(StoredRef, u64)>,
     expired: u64,
 }
 
@@ -94,8 +122,8 @@ pub struct Drained {
     pub queued: Vec<Arc<Entry>>,
     pub next_seq: u64,
     pub acked: u64,
-    pub released_rows: Vec<i64>,
-    pub sequenced_rows: Vec<(i64, u64)>,
+    pub released_rows: Vec<StoredRef>,
+    pub sequenced_rows: Vec<(StoredRef, u64)>,
 }
 
 impl Mailbox {
@@ -168,8 +196,8 @@ impl Mailbox {
             };
             if entry.expires_at.is_some_and(|t| t <= now_ms) {
                 g.expired += 1;
-                if let Some(r) = entry.row {
-                    g.released_rows.push(r);
+                if let Some(r) = &entry.row {
+                    g.released_rows.push(r.clone());
                 }
                 continue;
             }
@@ -181,8 +209,8 @@ impl Mailbox {
                 None => {
                     let s = g.next_seq;
                     g.next_seq += 1;
-                    if let Some(r) = entry.row {
-                        g.sequenced_rows.push((r, s));
+                    if let Some(r) = &entry.row {
+                        g.sequenced_rows.push((r.clone(), s));
                     }
                     s
                 }
@@ -191,8 +219,8 @@ impl Mailbox {
                 g.unacked.push_back((seq, entry.clone()));
             } else {
                 g.acked = seq;
-                if let Some(r) = entry.row {
-                    g.released_rows.push(r);
+                if let Some(r) = &entry.row {
+                    g.released_rows.push(r.clone());
                 }
             }
             return Some(Next::Message { seq, entry });
@@ -211,8 +239,8 @@ impl Mailbox {
         let mut n = 0;
         while g.unacked.front().is_some_and(|(s, _)| *s <= seq) {
             let (_, e) = g.unacked.pop_front().expect("front exists");
-            if let Some(r) = e.row {
-                g.released_rows.push(r);
+            if let Some(r) = &e.row {
+                g.released_rows.push(r.clone());
             }
             n += 1;
         }
@@ -224,7 +252,7 @@ impl Mailbox {
 
     /// Stored-row bookkeeping accumulated since the last call: rows to delete, rows that got a
     /// sequence number, and how many messages expired.
-    pub fn take_bookkeeping(&self) -> (Vec<i64>, Vec<(i64, u64)>, u64) {
+    pub fn take_bookkeeping(&self) -> (Vec<StoredRef>, Vec<(StoredRef, u64)>, u64) {
         let mut g = self.lock();
         (
             std::mem::take(&mut g.released_rows),
@@ -343,7 +371,7 @@ mod tests {
             expires_at: Some(100),
             received: Instant::now(),
             seq: None,
-            row: Some(7),
+            row: Some(StoredRef::Row(7)),
         };
         m.push(Arc::new(e)).unwrap();
         e = Entry {
@@ -352,7 +380,7 @@ mod tests {
             expires_at: None,
             received: Instant::now(),
             seq: Some(41),
-            row: Some(8),
+            row: Some(StoredRef::Row(8)),
         };
         m.push(Arc::new(e)).unwrap();
         m.push(entry("new", Priority::Critical)).unwrap();
@@ -361,14 +389,14 @@ mod tests {
             out.push((seq, entry.body.to_string()));
         }
         assert_eq!(out, vec![(41, "again".into()), (42, "new".into())]);
-        let (mut released, _, expired) = m.take_bookkeeping();
+        let (released, _, expired) = m.take_bookkeeping();
         assert_eq!(expired, 1);
-        released.sort();
         assert_eq!(
-            released,
-            vec![7, 8],
+            released.len(),
+            2,
             "expired and delivered (auto ack) rows are released"
         );
+        assert!(released.contains(&StoredRef::Row(7)) && released.contains(&StoredRef::Row(8)));
     }
 
     #[test]

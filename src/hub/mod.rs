@@ -11,6 +11,8 @@
 //! society.rs   agent society (seed 001): task briefs, contact registries, formatting. Pure
 //! services.rs  messages addressed to the hub itself: ack, spawn_agent, send_message, contacts…
 //! conn.rs      the three WebSocket endpoints: auth, attach/resume, reader, writer, heartbeats
+//! nats.rs      the NATS backend: subjects, JetStream inbox, KV streams and presence
+//! cluster.rs   the hub across processes: subscriptions, remote deliveries, kicks, outages
 //! client.rs    the Rust client library (agents, environments, humans)
 //! metrics.rs   hub counters, latency histogram, queue depths
 //! ```
@@ -24,11 +26,13 @@
 //!   under that address's async lock, so nothing slips between "offline" and "online".
 
 pub mod client;
+mod cluster;
 pub mod conn;
 pub mod envelope;
 mod inbox;
 pub mod mailbox;
 pub mod metrics;
+pub mod nats;
 pub mod policy;
 mod route;
 mod services;
@@ -222,6 +226,8 @@ struct State {
     /// Stored (offline) message counts, loaded lazily.
     stored: HashMap<Arc<str>, usize>,
     locks: HashMap<Arc<str>, Arc<tokio::sync::Mutex<()>>>,
+    /// NATS subscriptions of the local clients (NATS backend).
+    subs: cluster::Subs,
 }
 
 pub struct Hub {
@@ -233,6 +239,22 @@ pub struct Hub {
     pending: Mutex<HashMap<(Arc<str>, String), Pending>>,
     societies: Mutex<HashMap<String, society::Society>>,
     serial: AtomicU64,
+    /// The NATS backend once connected and set up (`[hub] backend = "nats"`).
+    nats: std::sync::OnceLock<Arc<nats::Nats>>,
+    /// This process's id among the hub's processes.
+    pub node: String,
+    /// Messages for other processes held while NATS is unreachable.
+    held: Mutex<std::collections::VecDeque<cluster::Held>>,
+    held_notify: tokio::sync::Notify,
+}
+
+/// Where inboxes live and how other processes are reached, right now.
+pub(crate) enum Backend<'a> {
+    /// This process is the whole hub; inboxes in SQLite.
+    Embedded,
+    Nats(&'a Arc<nats::Nats>),
+    /// `backend = "nats"` but NATS is unreachable (or not set up yet).
+    NatsDown,
 }
 
 /// The group key of broadcasts to `ty` in `env`.
@@ -292,7 +314,25 @@ impl Hub {
             pending: Mutex::new(HashMap::new()),
             societies: Mutex::new(societies),
             serial: AtomicU64::new(1),
+            nats: std::sync::OnceLock::new(),
+            node: random_id("node-")[..17].to_string(),
+            held: Mutex::new(Default::default()),
+            held_notify: tokio::sync::Notify::new(),
         })
+    }
+
+    pub(crate) fn backend(&self) -> Backend<'_> {
+        match (self.config.backend, self.nats.get()) {
+            (crate::config::HubBackend::Embedded, _) => Backend::Embedded,
+            (_, Some(n)) if n.connected() => Backend::Nats(n),
+            _ => Backend::NatsDown,
+        }
+    }
+
+    /// False while the NATS backend is unreachable: new connections are refused (their
+    /// inboxes cannot be read) and health is DEGRADED.
+    pub fn healthy(&self) -> bool {
+        !matches!(self.backend(), Backend::NatsDown)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {

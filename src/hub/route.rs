@@ -10,7 +10,8 @@ use super::envelope::{
     self, ClawCode, HubError, Inbound, Kind, OutMessage, OutPeer, PeerType, Tier,
 };
 use super::mailbox::{Entry, PushError};
-use super::{Address, Conn, Hub, Pending, group_key, hub_timestamp, services, society};
+use super::nats::Remote;
+use super::{Address, Backend, Conn, Hub, Pending, group_key, hub_timestamp, services, society};
 use crate::util::{now_ms, random_id};
 
 /// Where a message goes, once its recipient is resolved against the sender.
@@ -151,6 +152,11 @@ impl Hub {
                     "address another client",
                 ));
             }
+            // Across processes the recipient's tier comes from the shared streams bucket.
+            if conn.opts.tier.is_some() {
+                let backend = self.backend();
+                self.known(&backend, a).await;
+            }
             let their_tier = self.state().known.get(&a.key).copied().flatten();
             if !self.policy.allows(conn.opts.tier, their_tier) {
                 return Err(HubError::denied(
@@ -237,7 +243,7 @@ impl Hub {
                     Some(t) if t.opts.llm_format => formatted_body(),
                     _ => body,
                 };
-                self.deliver(a, entry(b)).await
+                self.deliver(a, entry(b), &conn.opts.role).await
             }
             Dest::Group(env, ty) => {
                 let members: Vec<Arc<Conn>> = self
@@ -260,6 +266,29 @@ impl Hub {
                     if c.mailbox.push(e) == Err(PushError::Full) {
                         full_ids.push(c.address.id.to_string());
                     }
+                }
+                // Other processes fan out to their own members of the group.
+                match self.backend() {
+                    Backend::Nats(n) => {
+                        let e = entry(body.clone());
+                        if let Err(err) = n
+                            .broadcast(
+                                env.as_deref(),
+                                *ty,
+                                &e,
+                                &conn.opts.role,
+                                &me.key,
+                                conn.opts.tier,
+                            )
+                            .await
+                        {
+                            tracing::warn!(error = %err, "hub: broadcast to other processes failed");
+                        }
+                    }
+                    Backend::NatsDown => {
+                        tracing::debug!("hub: NATS down: broadcast reached local clients only");
+                    }
+                    Backend::Embedded => {}
                 }
                 if full_ids.is_empty() {
                     Ok(())
@@ -351,8 +380,15 @@ impl Hub {
         }
     }
 
-    /// Delivers to one address: its live connection, or its stored inbox.
-    pub(super) async fn deliver(&self, a: &Address, entry: Arc<Entry>) -> Result<(), HubError> {
+    /// Delivers to one address: its live connection here, the process that holds it (NATS
+    /// backend), or its stored inbox. `role` is the sender's (for formatted deliveries made by
+    /// another process).
+    pub(super) async fn deliver(
+        &self,
+        a: &Address,
+        entry: Arc<Entry>,
+        role: &str,
+    ) -> Result<(), HubError> {
         let target = self.state().online.get(&a.key).cloned();
         if let Some(t) = target {
             match t.mailbox.push(entry.clone()) {
@@ -360,8 +396,19 @@ impl Hub {
                 Err(PushError::Full) => return Err(full(a, self.config.inbox_depth)),
                 Err(PushError::Closed) => {} // it is leaving: store below
             }
+        } else {
+            match self.backend() {
+                Backend::Embedded => {}
+                Backend::Nats(n) => match n.deliver_remote(a, &entry, role).await {
+                    Remote::Delivered => return Ok(()),
+                    Remote::Full => return Err(full(a, self.config.inbox_depth)),
+                    Remote::NotHere => {}
+                    Remote::Unavailable => return self.hold_or_refuse(a, entry, role),
+                },
+                Backend::NatsDown => return self.hold_or_refuse(a, entry, role),
+            }
         }
-        self.store_for(a, entry).await
+        self.store_for(a, entry, role).await
     }
 }
 
@@ -408,4 +455,23 @@ pub(super) fn not_found(a: &Address) -> HubError {
         e = e.with_extra(serde_json::json!({"error": "agent_not_found", "agentId": &*a.id}));
     }
     e
+}
+
+/// The delivery body `body` with the seed-001 `formatted` text added (for a connection with
+/// `format=llm` that receives a message routed by another process).
+pub(super) fn with_formatted(body: &str, role: &str) -> Option<String> {
+    let mut v: serde_json::Value = serde_json::from_str(&format!("{{{body}")).ok()?;
+    let sender = &v["sender"];
+    let from = if sender["type"] == "human" {
+        "user".to_string()
+    } else {
+        sender["id"].as_str()?.to_string()
+    };
+    let text = society::format_message_for_agent(
+        &from,
+        Some(if role.is_empty() { "unknown" } else { role }),
+        &v["payload"],
+    );
+    v.as_object_mut()?.insert("formatted".into(), text.into());
+    Some(envelope::body(&v))
 }

@@ -77,7 +77,14 @@ pub(super) async fn handle(
                 (None, own) => own.as_deref().map(str::to_owned),
             };
             let env = if ty == PeerType::Human { None } else { env };
-            let ids = hub.online_in(env.as_deref(), ty);
+            // Across processes: the presence bucket; here: the local registry.
+            let ids = match hub.backend() {
+                super::Backend::Nats(n) => n
+                    .present_in(env.as_deref(), ty)
+                    .await
+                    .unwrap_or_else(|_| hub.online_in(env.as_deref(), ty)),
+                _ => hub.online_in(env.as_deref(), ty),
+            };
             reply(
                 json!({"type": "presence", "client_type": ty.as_str(), "env": env, "online": ids}),
             );
@@ -167,6 +174,7 @@ async fn society_op(
             let to = str_field("to").unwrap_or_default().to_string();
             let inner = payload.get("payload").cloned().unwrap_or(Value::Null);
             let target = Address::agent(env, &to);
+            hub.known(&hub.backend(), &target).await;
             let their_tier = hub.state().known.get(&target.key).copied().flatten();
             if !hub.policy.allows(conn.opts.tier, their_tier) {
                 return Err(HubError::denied(
@@ -227,6 +235,7 @@ async fn society_op(
                     seq: None,
                     row: None,
                 }),
+                &conn.opts.role,
             )
             .await?;
             conn.reply(

@@ -102,7 +102,7 @@ pub struct HubParams {
 
 pub async fn hub(t: &Target, p: HubParams) -> anyhow::Result<Report> {
     anyhow::ensure!(
-        p.envs > 0 && p.agents >= 2 * p.envs && p.agents % p.envs == 0,
+        p.envs > 0 && p.agents >= 2 * p.envs && p.agents.is_multiple_of(p.envs),
         "agents must be a multiple of envs, with at least two agents per environment"
     );
     let base = hub_base(&t.url);

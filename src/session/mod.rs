@@ -977,7 +977,7 @@ fn upload_error_code(e: UploadError) -> (ErrorCode, String) {
 }
 
 fn human_duration(secs: u64) -> String {
-    if secs >= 60 && secs % 60 == 0 {
+    if secs >= 60 && secs.is_multiple_of(60) {
         format!("{} 分钟", secs / 60)
     } else if secs >= 60 {
         format!("{} 分 {} 秒", secs / 60, secs % 60)

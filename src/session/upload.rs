@@ -50,7 +50,7 @@ pub fn check_pcm(pcm: &[u8]) -> Result<(), UploadError> {
     if pcm.is_empty() {
         return Err(UploadError::Malformed("the upload holds no audio".into()));
     }
-    if pcm.len() % 2 != 0 {
+    if !pcm.len().is_multiple_of(2) {
         return Err(UploadError::Malformed(format!(
             "the upload has an odd byte count ({}); PCM must be 16-bit little-endian samples",
             pcm.len()

@@ -40,7 +40,7 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> impl axum::response::I
         + &app
             .hub
             .as_ref()
-            .map(|h| h.metrics.render(&h.depths(50)))
+            .map(|h| h.metrics.render(&h.depths(50)) + &h.nats_metrics())
             .unwrap_or_default();
     (
         [(
@@ -63,6 +63,11 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> (StatusCode, Json<Value
         "database": if db_ok { "ok" } else { "unavailable" },
         "health": state,
         "llm": app.deps.llm.as_ref().map(|l| l.name()).unwrap_or("none"),
+        "hub": match &app.hub {
+            None => "off",
+            Some(h) if h.healthy() => "ok",
+            Some(_) => "degraded",
+        },
     });
     let code = if ready {
         StatusCode::OK

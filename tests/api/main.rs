@@ -9,6 +9,7 @@ mod grounding;
 mod hardening;
 mod http;
 mod hub;
+mod hub_nats;
 mod interrupt;
 mod llm;
 mod load;

@@ -220,7 +220,7 @@ fn check_voice(r: &VoiceReply, pieces: &[String]) {
     let expected_bytes = chars * TTS_SAMPLES_PER_CHAR * 2 / 3 * 2;
     let voice = r.voice();
     assert_eq!(voice.len(), expected_bytes, "voice bytes for {pieces:?}");
-    assert!(voice.len() % 2 == 0);
+    assert!(voice.len().is_multiple_of(2));
     let (last, rest) = r.chunks.split_last().expect("some voice");
     assert!(rest.iter().all(|c| c.len() == CHUNK_BYTES), "160 ms chunks");
     assert!(!last.is_empty() && last.len() <= CHUNK_BYTES);

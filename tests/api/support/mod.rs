@@ -4,6 +4,7 @@
 pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_speech;
+pub mod nats_server;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -1,0 +1,589 @@
+//! The hub across processes (`[hub] backend = "nats"`): several server processes share one hub
+//! through NATS with JetStream, via the official `async-nats` client. README "Hub across
+//! processes" has the whole design; in short:
+//!
+//! - **Interest-based routing**: a process subscribes only to the subjects of its own connected
+//!   clients, `<p>.u.<type>.<env>.<id>`, and to one broadcast subject `<p>.b.<type>.<env>` per
+//!   (type, environment) it has clients of. A unicast is a NATS request: the process holding the
+//!   client answers `ok`, `full` or `closed`; "no responders" means no process holds it.
+//! - **Durable inboxes**: JetStream stream `<P>_INBOX` (subjects `<p>.inbox.>`, file storage,
+//!   `max_age` = the largest ttl, `Nats-Msg-Id` dedup), one durable pull consumer per recipient
+//!   with explicit acks (ack = processed). A message's own ttl travels in a header and is
+//!   enforced at delivery (nats-server 2.9 has no per-message TTL).
+//! - **Streams and presence**: KV bucket `<P>_STREAMS` holds each recipient's sequence counters
+//!   (and marks the address known); KV bucket `<P>_PRESENCE` (bucket TTL) says which process
+//!   serves which client, refreshed every third of the TTL.
+//! - **Outages**: while NATS is unreachable the hub serves local clients, reports DEGRADED,
+//!   refuses new connections (their inbox is not reachable), and holds messages for other
+//!   processes in a bounded buffer that is replayed when NATS is back.
+//!
+//! Subject tokens: an id made of ASCII letters, digits, `_` and `-` that starts with a letter or
+//! digit is used as is; any other id becomes `_` + the hex of its UTF-8 (ids may hold `.`, `:`,
+//! `@` and any script, which are not subject-safe).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{AckPolicy, PullConsumer, pull};
+use async_nats::jetstream::kv;
+use async_nats::jetstream::message::AckKind;
+use async_nats::jetstream::stream::{self, DiscardPolicy, RetentionPolicy, StorageType};
+use async_nats::{Client, ConnectOptions, HeaderMap};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use sha2::{Digest, Sha256};
+
+use super::Address;
+use super::envelope::{PeerType, Priority};
+use super::mailbox::Entry;
+use crate::config::{HubConfig, secs};
+
+pub const H_PRIORITY: &str = "Hub-Priority";
+pub const H_EXPIRES: &str = "Hub-Expires-At";
+pub const H_SEQ: &str = "Hub-Seq";
+pub const H_ROLE: &str = "Hub-Sender-Role";
+pub const H_ORIGIN: &str = "Hub-Origin";
+
+/// How long a cross-process request waits for the holder's answer.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// JetStream API calls and publish acknowledgements.
+const JS_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A subject-safe token for an id.
+pub fn token(id: &str) -> String {
+    let plain = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if plain {
+        id.to_string()
+    } else {
+        format!("_{}", hex::encode(id.as_bytes()))
+    }
+}
+
+/// The inverse of [`token`].
+pub fn untoken(t: &str) -> Option<String> {
+    match t.strip_prefix('_') {
+        Some(h) => String::from_utf8(hex::decode(h).ok()?).ok(),
+        None => Some(t.to_string()),
+    }
+}
+
+/// `agent.<env>.<id>`, `environment.<env>` or `human.<id>` in tokens.
+pub fn addr_tokens(a: &Address) -> String {
+    match a.ty {
+        PeerType::Agent => format!(
+            "agent.{}.{}",
+            token(a.env.as_deref().unwrap_or("")),
+            token(&a.id)
+        ),
+        PeerType::Environment => format!("environment.{}", token(&a.id)),
+        _ => format!("human.{}", token(&a.id)),
+    }
+}
+
+/// A recipient's stream counters as kept in the streams bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct StreamState {
+    pub next_seq: u64,
+    pub acked: u64,
+    #[serde(default)]
+    pub tier: Option<u8>,
+}
+
+/// What the process holding a client answered to a cross-process delivery.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Remote {
+    Delivered,
+    Full,
+    /// No process holds the client (or it was leaving): use its durable inbox.
+    NotHere,
+    /// NATS is unreachable or did not answer in time.
+    Unavailable,
+}
+
+#[derive(Default)]
+pub struct NatsMetrics {
+    /// Unicast and broadcast messages this process received from other processes.
+    pub received: AtomicU64,
+    /// Messages this process sent to other processes or to inboxes.
+    pub published: AtomicU64,
+    /// Messages held while NATS was unreachable and replayed after.
+    pub replayed: AtomicU64,
+    /// Held messages that could not be delivered after the outage (unknown or full inbox).
+    pub dropped: AtomicU64,
+}
+
+pub struct Nats {
+    pub client: Client,
+    js: async_nats::jetstream::Context,
+    inbox: stream::Stream,
+    presence: kv::Store,
+    streams: kv::Store,
+    prefix: String,
+    /// This process's id (presence values, kick messages).
+    pub node: String,
+    depth: usize,
+    ack_wait: Duration,
+    pub metrics: NatsMetrics,
+}
+
+/// Connects (retrying in the background if NATS is down at start). Returns at once; use
+/// [`Nats::setup`] once connected.
+pub async fn connect(
+    cfg: &HubConfig,
+    node: &str,
+) -> anyhow::Result<(
+    Client,
+    tokio::sync::mpsc::UnboundedReceiver<async_nats::Event>,
+)> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let mut opts = if cfg.nats_credentials.as_os_str().is_empty() {
+        ConnectOptions::new()
+    } else {
+        ConnectOptions::with_credentials_file(&cfg.nats_credentials).await?
+    };
+    if !cfg.nats_token_env.is_empty() {
+        let token = crate::config::env_secret(&cfg.nats_token_env).ok_or_else(|| {
+            anyhow::anyhow!("hub.nats_token_env: {} is not set", cfg.nats_token_env)
+        })?;
+        opts = opts.token(token);
+    }
+    let client = opts
+        .name(format!("museum-agent {node}"))
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .reconnect_delay_callback(|attempts| {
+            // 0, 10 ms, 20 ms, 40 ms … capped at 1 s.
+            if attempts <= 1 {
+                Duration::ZERO
+            } else {
+                (Duration::from_millis(10) * 2u32.pow((attempts as u32 - 1).min(10) - 1))
+                    .min(Duration::from_secs(1))
+            }
+        })
+        .connection_timeout(Duration::from_secs(3))
+        .request_timeout(Some(REQUEST_TIMEOUT))
+        .ping_interval(Duration::from_secs(5))
+        .client_capacity(cfg.nats_outage_buffer.max(2048))
+        .subscription_capacity(8192)
+        .event_callback(move |ev| {
+            let tx = tx.clone();
+            async move {
+                let _ = tx.send(ev);
+            }
+        })
+        .connect(&cfg.nats_url)
+        .await?;
+    Ok((client, rx))
+}
+
+impl Nats {
+    /// Creates (or updates) the inbox stream and the two buckets.
+    pub async fn setup(client: Client, cfg: &HubConfig, node: &str) -> anyhow::Result<Nats> {
+        let js = async_nats::jetstream::ContextBuilder::new()
+            .timeout(JS_TIMEOUT)
+            .build(client.clone());
+        let p = cfg.nats_prefix.clone();
+        let upper = p.to_ascii_uppercase().replace('-', "_");
+        let max_age = secs(cfg.max_ttl_seconds);
+        js.create_or_update_stream(stream::Config {
+            name: format!("{upper}_INBOX"),
+            subjects: vec![format!("{p}.inbox.>")],
+            retention: RetentionPolicy::Limits,
+            storage: StorageType::File,
+            max_age,
+            duplicate_window: max_age.min(Duration::from_secs(120)),
+            discard: DiscardPolicy::Old,
+            num_replicas: 1,
+            ..Default::default()
+        })
+        .await?;
+        let inbox = js.get_stream(format!("{upper}_INBOX")).await?;
+        // Buckets are created as streams directly: async-nats' create_key_value first queries
+        // account info in a shape nats-server 2.9 does not send.
+        let bucket = |name: String, ttl: Duration| stream::Config {
+            name: format!("KV_{name}"),
+            subjects: vec![format!("$KV.{name}.>")],
+            max_messages_per_subject: 1,
+            max_age: ttl,
+            duplicate_window: if ttl.is_zero() {
+                Duration::from_secs(120)
+            } else {
+                ttl.min(Duration::from_secs(120))
+            },
+            storage: StorageType::File,
+            num_replicas: 1,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            discard: DiscardPolicy::New,
+            ..Default::default()
+        };
+        let ttl = secs(cfg.presence_ttl_seconds);
+        js.create_or_update_stream(bucket(format!("{upper}_PRESENCE"), ttl))
+            .await?;
+        js.create_or_update_stream(bucket(format!("{upper}_STREAMS"), Duration::ZERO))
+            .await?;
+        let presence = js.get_key_value(format!("{upper}_PRESENCE")).await?;
+        let streams = js.get_key_value(format!("{upper}_STREAMS")).await?;
+        Ok(Nats {
+            client,
+            js,
+            inbox,
+            presence,
+            streams,
+            prefix: p,
+            node: node.to_string(),
+            depth: cfg.inbox_depth,
+            ack_wait: Duration::from_secs(30),
+            metrics: NatsMetrics::default(),
+        })
+    }
+
+    pub fn connected(&self) -> bool {
+        self.client.connection_state() == async_nats::connection::State::Connected
+    }
+
+    pub fn unicast_subject(&self, a: &Address) -> String {
+        format!("{}.u.{}", self.prefix, addr_tokens(a))
+    }
+
+    /// The broadcast subject of `ty` in `env` (humans: no environment).
+    pub fn broadcast_subject(&self, env: Option<&str>, ty: PeerType) -> String {
+        match env {
+            Some(e) if ty != PeerType::Human => {
+                format!("{}.b.{}.{}", self.prefix, ty.as_str(), token(e))
+            }
+            _ => format!("{}.b.{}", self.prefix, ty.as_str()),
+        }
+    }
+
+    pub fn kick_subject(&self) -> String {
+        format!("{}.kick", self.prefix)
+    }
+
+    fn inbox_subject(&self, a: &Address) -> String {
+        format!("{}.inbox.{}", self.prefix, addr_tokens(a))
+    }
+
+    fn durable(&self, a: &Address) -> String {
+        let h = Sha256::digest(a.key.as_bytes());
+        format!("in_{}", &hex::encode(h)[..32])
+    }
+
+    /// The headers that carry an entry across processes.
+    fn headers(&self, e: &Entry, seq: Option<u64>, role: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(H_PRIORITY, (e.priority as u8).to_string().as_str());
+        if let Some(t) = e.expires_at {
+            h.insert(H_EXPIRES, t.to_string().as_str());
+        }
+        if let Some(s) = seq {
+            h.insert(H_SEQ, s.to_string().as_str());
+        }
+        if !role.is_empty() {
+            h.insert(H_ROLE, role);
+        }
+        h.insert(H_ORIGIN, self.node.as_str());
+        h
+    }
+
+    /// Rebuilds an entry from a NATS message (unicast, broadcast or stored).
+    pub fn entry_of(
+        headers: Option<&HeaderMap>,
+        payload: &Bytes,
+        row: Option<super::mailbox::StoredRef>,
+    ) -> Option<(Entry, String)> {
+        let get = |k: &str| {
+            headers
+                .and_then(|h| h.get(k))
+                .map(|v| v.as_str().to_string())
+        };
+        let body = std::str::from_utf8(payload).ok()?.to_string();
+        Some((
+            Entry {
+                body: body.into(),
+                priority: Priority::from_index(
+                    get(H_PRIORITY).and_then(|p| p.parse().ok()).unwrap_or(1),
+                ),
+                expires_at: get(H_EXPIRES).and_then(|t| t.parse().ok()),
+                received: std::time::Instant::now(),
+                seq: get(H_SEQ).and_then(|s| s.parse().ok()),
+                row,
+            },
+            get(H_ROLE).unwrap_or_default(),
+        ))
+    }
+
+    /// Delivers to the process holding `a`, if any.
+    pub async fn deliver_remote(&self, a: &Address, e: &Entry, role: &str) -> Remote {
+        if !self.connected() {
+            return Remote::Unavailable;
+        }
+        let req = async_nats::Request::new()
+            .payload(Bytes::copy_from_slice(e.body.as_bytes()))
+            .headers(self.headers(e, None, role))
+            .timeout(Some(REQUEST_TIMEOUT));
+        match self.client.send_request(self.unicast_subject(a), req).await {
+            Ok(reply) => {
+                self.metrics.published.fetch_add(1, Ordering::Relaxed);
+                match &reply.payload[..] {
+                    b"ok" => Remote::Delivered,
+                    b"full" => Remote::Full,
+                    _ => Remote::NotHere,
+                }
+            }
+            Err(err) => match err.kind() {
+                async_nats::RequestErrorKind::NoResponders => Remote::NotHere,
+                _ => Remote::Unavailable,
+            },
+        }
+    }
+
+    /// Publishes a broadcast for the other processes (each fans it out to its own clients).
+    pub async fn broadcast(
+        &self,
+        env: Option<&str>,
+        ty: PeerType,
+        e: &Entry,
+        role: &str,
+        sender_key: &str,
+        sender_tier: Option<super::envelope::Tier>,
+    ) -> anyhow::Result<()> {
+        let mut h = self.headers(e, None, role);
+        h.insert("Hub-Sender", sender_key);
+        if let Some(t) = sender_tier {
+            h.insert("Hub-Sender-Tier", t.as_str());
+        }
+        tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.client.publish_with_headers(
+                self.broadcast_subject(env, ty),
+                h,
+                Bytes::copy_from_slice(e.body.as_bytes()),
+            ),
+        )
+        .await??;
+        self.metrics.published.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// The recipient's stream counters (None: never seen).
+    pub async fn stream_state(&self, a: &Address) -> anyhow::Result<Option<StreamState>> {
+        let v = self.streams.get(addr_tokens(a)).await?;
+        Ok(v.map(|b| serde_json::from_slice(&b).unwrap_or_default()))
+    }
+
+    pub async fn save_stream_state(&self, a: &Address, s: StreamState) -> anyhow::Result<()> {
+        self.streams
+            .put(addr_tokens(a), serde_json::to_vec(&s)?.into())
+            .await?;
+        Ok(())
+    }
+
+    async fn consumer(&self, a: &Address) -> anyhow::Result<PullConsumer> {
+        let name = self.durable(a);
+        Ok(self
+            .inbox
+            .get_or_create_consumer(
+                &name,
+                pull::Config {
+                    durable_name: Some(name.clone()),
+                    filter_subject: self.inbox_subject(a),
+                    ack_policy: AckPolicy::Explicit,
+                    ack_wait: self.ack_wait,
+                    max_ack_pending: self.depth as i64 * 2,
+                    ..Default::default()
+                },
+            )
+            .await?)
+    }
+
+    /// Everything stored for `a` that can be delivered now, in stream order. Expired messages
+    /// are terminated (never redelivered) and counted.
+    pub async fn load(&self, a: &Address) -> anyhow::Result<(Vec<(Entry, String)>, u64)> {
+        let mut consumer = self.consumer(a).await?;
+        let mut out = Vec::new();
+        let mut expired = 0u64;
+        let now = crate::util::now_ms();
+        loop {
+            let info = consumer.info().await?;
+            if info.num_pending == 0 {
+                break;
+            }
+            let mut batch = consumer
+                .fetch()
+                .max_messages(self.depth.max(1))
+                .expires(Duration::from_millis(500))
+                .messages()
+                .await?;
+            let mut got = 0;
+            while let Some(m) = batch.next().await {
+                let m = m.map_err(|e| anyhow::anyhow!("inbox fetch: {e}"))?;
+                got += 1;
+                let m = Arc::new(m);
+                let Some((entry, role)) = Self::entry_of(
+                    m.headers.as_ref(),
+                    &m.payload,
+                    Some(super::mailbox::StoredRef::Js(m.clone())),
+                ) else {
+                    let _ = m.ack_with(AckKind::Term).await;
+                    continue;
+                };
+                if entry.expires_at.is_some_and(|t| t <= now) {
+                    expired += 1;
+                    let _ = m.ack_with(AckKind::Term).await;
+                    continue;
+                }
+                out.push((entry, role));
+            }
+            if got == 0 || out.len() >= self.depth {
+                break;
+            }
+        }
+        Ok((out, expired))
+    }
+
+    /// Messages stored for `a` and not yet acknowledged.
+    pub async fn stored_count(&self, a: &Address) -> anyhow::Result<usize> {
+        let mut c = self.consumer(a).await?;
+        let info = c.info().await?;
+        Ok((info.num_pending + info.num_ack_pending as u64) as usize)
+    }
+
+    /// Stores a message in `a`'s inbox and waits for JetStream's acknowledgement.
+    pub async fn store(
+        &self,
+        a: &Address,
+        e: &Entry,
+        seq: Option<u64>,
+        role: &str,
+        dedup_id: &str,
+    ) -> anyhow::Result<()> {
+        let mut h = self.headers(e, seq, role);
+        h.insert(async_nats::header::NATS_MESSAGE_ID, dedup_id);
+        let ack = self
+            .js
+            .publish_with_headers(
+                self.inbox_subject(a),
+                h,
+                Bytes::copy_from_slice(e.body.as_bytes()),
+            )
+            .await?;
+        ack.await?;
+        self.metrics.published.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Acknowledges (processed) or gives back (redeliver first) stored messages.
+    pub async fn settle(&self, acks: Vec<Arc<async_nats::jetstream::Message>>, nak: bool) {
+        for m in acks {
+            let kind = if nak {
+                AckKind::Nak(None)
+            } else {
+                AckKind::Ack
+            };
+            if let Err(e) = m.double_ack_with(kind).await {
+                tracing::warn!(error = %e, "hub: inbox ack failed; the message will be redelivered");
+            }
+        }
+    }
+
+    /// Marks `a` as served by this process (the bucket's TTL ends it if we stop refreshing).
+    pub async fn present(&self, a: &Address) {
+        if let Err(e) = self
+            .presence
+            .put(addr_tokens(a), self.node.clone().into_bytes().into())
+            .await
+        {
+            tracing::debug!(error = %e, "hub: presence update failed");
+        }
+    }
+
+    pub async fn absent(&self, a: &Address) {
+        let _ = self.presence.delete(addr_tokens(a)).await;
+    }
+
+    /// Whether some process serves `a` now.
+    pub async fn is_present(&self, a: &Address) -> bool {
+        matches!(self.presence.get(addr_tokens(a)).await, Ok(Some(_)))
+    }
+
+    /// Ids of clients of `ty` present in `env`, on any process.
+    pub async fn present_in(&self, env: Option<&str>, ty: PeerType) -> anyhow::Result<Vec<String>> {
+        let prefix = match (ty, env) {
+            (PeerType::Agent, Some(e)) => format!("agent.{}.", token(e)),
+            (PeerType::Environment, Some(e)) => {
+                return Ok(if self.is_present(&Address::environment(e)).await {
+                    vec![e.to_string()]
+                } else {
+                    vec![]
+                });
+            }
+            (PeerType::Human, _) => "human.".to_string(),
+            _ => return Ok(vec![]),
+        };
+        let mut keys = self.presence.keys().await?;
+        let mut out = Vec::new();
+        while let Some(k) = keys.next().await {
+            let k = k?;
+            if let Some(rest) = k.strip_prefix(&prefix)
+                && let Some(id) = untoken(rest)
+            {
+                out.push(id);
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Returns once the server has processed everything this client sent before (a request
+    /// to a subject nobody listens on is answered "no responders" after the earlier commands).
+    pub async fn barrier(&self) {
+        let subject = format!("{}.barrier.{}", self.prefix, self.node);
+        let _ =
+            tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(subject, Bytes::new())).await;
+    }
+
+    /// Tells the other processes that `key` connected here (they close their older connection).
+    pub async fn kick(&self, key: &str) {
+        let _ = self
+            .client
+            .publish(self.kick_subject(), format!("{}\n{key}", self.node).into())
+            .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_subject_safe_and_reversible() {
+        for id in [
+            "agent_001",
+            "demo-world",
+            "a.b",
+            "展品导览员",
+            "x:y@z",
+            "_under",
+        ] {
+            let t = token(id);
+            assert!(
+                t.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+                "{t}"
+            );
+            assert_eq!(untoken(&t).as_deref(), Some(id));
+        }
+        assert_eq!(token("agent_001"), "agent_001");
+        assert_ne!(token("_under"), "_under");
+        assert_eq!(
+            addr_tokens(&Address::agent("hall.1", "guide")),
+            format!("agent.{}.guide", token("hall.1"))
+        );
+    }
+}
