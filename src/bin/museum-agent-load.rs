@@ -27,6 +27,9 @@ struct Cli {
     /// Start this museum-agent binary, pointed at the tool's own fake upstream.
     #[arg(long)]
     spawn: Option<PathBuf>,
+    /// With --spawn: the spawned server(s) use the NATS hub backend at this URL.
+    #[arg(long)]
+    hub_nats: Option<String>,
     /// Write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -100,6 +103,10 @@ enum Scenario {
         /// With --rate 0: messages each sender may have in flight.
         #[arg(long, default_value_t = 32)]
         window: usize,
+        /// With --spawn and --hub-nats: server processes sharing the hub; each agent's
+        /// successor is on the next process, so every message crosses processes.
+        #[arg(long, default_value_t = 1)]
+        processes: usize,
     },
     /// echo, stream, interrupt, churn, voice and idle with their defaults, in one run.
     All,
@@ -124,7 +131,7 @@ fn main() -> anyhow::Result<()> {
         let mut spawned = None;
         let target = match &cli.spawn {
             Some(bin) => {
-                let s = SpawnedServer::start(bin, &up.base_url(), &[]).await?;
+                let s = SpawnedServer::start(bin, &up.base_url(), &nats_env(&cli.hub_nats)).await?;
                 let t = Target {
                     url: s.url.clone(),
                     api_key: s.api_key.clone(),
@@ -159,6 +166,7 @@ fn main() -> anyhow::Result<()> {
         }
         eprintln!("open-file limit: {nofile}");
         let mut reports: Vec<Report> = Vec::new();
+        let mut extra_servers: Vec<SpawnedServer> = Vec::new();
         let scenarios = match cli.scenario {
             Scenario::All => vec![
                 Scenario::Echo {
@@ -232,9 +240,27 @@ fn main() -> anyhow::Result<()> {
                     warmup,
                     rate,
                     window,
+                    processes,
                 } => {
+                    let mut targets = vec![target.clone()];
+                    if processes > 1 {
+                        let (Some(bin), Some(_)) = (&cli.spawn, &cli.hub_nats) else {
+                            anyhow::bail!("--processes needs --spawn and --hub-nats");
+                        };
+                        for _ in 1..processes {
+                            let s =
+                                SpawnedServer::start(bin, &up.base_url(), &nats_env(&cli.hub_nats))
+                                    .await?;
+                            targets.push(Target {
+                                url: s.url.clone(),
+                                api_key: s.api_key.clone(),
+                                pid: Some(s.pid),
+                            });
+                            extra_servers.push(s);
+                        }
+                    }
                     museum_agent::load::hub::hub(
-                        &target,
+                        &targets,
                         museum_agent::load::hub::HubParams {
                             agents,
                             envs,
@@ -262,6 +288,20 @@ fn main() -> anyhow::Result<()> {
         if let Some(mut s) = spawned {
             let _ = s.child.kill().await;
         }
+        for mut s in extra_servers {
+            let _ = s.child.kill().await;
+        }
         anyhow::Ok(())
     })
+}
+
+/// Environment for spawned servers that use the NATS hub backend.
+fn nats_env(url: &Option<String>) -> Vec<(String, String)> {
+    match url {
+        Some(u) => vec![
+            ("MUSEUM_AGENT__HUB__BACKEND".into(), "nats".into()),
+            ("MUSEUM_AGENT__HUB__NATS_URL".into(), u.clone()),
+        ],
+        None => vec![],
+    }
 }

@@ -368,6 +368,13 @@ impl Hub {
                             "the requester has given up; send a notification instead if it still matters",
                         ))
                     }
+                    // The request was registered by the process of a requester that is not
+                    // here (NATS backend): correlation is per process, so let it through.
+                    None if self.config.backend == crate::config::HubBackend::Nats
+                        && !self.state().online.contains_key(requester) =>
+                    {
+                        Ok(())
+                    }
                     _ => Err(HubError::validation(
                         format!(
                             "requestId {rid:?} matches no pending request from {requester} to you"

@@ -100,19 +100,33 @@ pub struct HubParams {
     pub window: usize,
 }
 
-pub async fn hub(t: &Target, p: HubParams) -> anyhow::Result<Report> {
+/// Runs the scenario against one server, or several sharing one hub (NATS backend): agent `i`
+/// connects to server `(i / envs) % n`, so its successor `i + envs` is on the next server.
+pub async fn hub(targets: &[Target], p: HubParams) -> anyhow::Result<Report> {
+    let t = &targets[0];
     anyhow::ensure!(
         p.envs > 0 && p.agents >= 2 * p.envs && p.agents.is_multiple_of(p.envs),
         "agents must be a multiple of envs, with at least two agents per environment"
     );
     let base = hub_base(&t.url);
+    let bases: Vec<(String, String)> = targets
+        .iter()
+        .map(|t| (hub_base(&t.url), t.api_key.clone()))
+        .collect();
+    let pids: Vec<u32> = targets.iter().filter_map(|t| t.pid).collect();
+    let cpu_all = || -> Option<f64> {
+        if pids.is_empty() {
+            return None;
+        }
+        pids.iter().map(|p| cpu_seconds(*p)).sum()
+    };
     let epoch = Instant::now();
     // Connect everyone first (bounded concurrency).
     let gate = Arc::new(Semaphore::new(64));
     let mut connecting = Vec::new();
     for i in 0..p.agents {
-        let url = format!("{base}/env/hall{}/agent/a{i:05}", i % p.envs);
-        let key = t.api_key.clone();
+        let (b, key) = bases[(i / p.envs) % bases.len()].clone();
+        let url = format!("{b}/env/hall{}/agent/a{i:05}", i % p.envs);
         let gate = gate.clone();
         connecting.push(tokio::spawn(async move {
             let _permit = gate.acquire().await?;
@@ -253,14 +267,14 @@ pub async fn hub(t: &Target, p: HubParams) -> anyhow::Result<Report> {
             let _ = sink.close().await;
         });
     }
-    let cpu0 = t.pid.and_then(cpu_seconds);
+    let cpu0 = cpu_all();
     let own0 = cpu_seconds(std::process::id());
     tokio::time::sleep_until(tokio::time::Instant::from_std(epoch + measure_from)).await;
     let hist_start = hub_histogram(&base).await;
-    let cpu_start = t.pid.and_then(cpu_seconds).or(cpu0);
+    let cpu_start = cpu_all().or(cpu0);
     let own_start = cpu_seconds(std::process::id()).or(own0);
     tokio::time::sleep_until(tokio::time::Instant::from_std(epoch + measure_to)).await;
-    let cpu_end = t.pid.and_then(cpu_seconds);
+    let cpu_end = cpu_all();
     let hist_end = hub_histogram(&base).await;
     let own_end = cpu_seconds(std::process::id());
     let rss_loaded = t
@@ -280,7 +294,7 @@ pub async fn hub(t: &Target, p: HubParams) -> anyhow::Result<Report> {
     };
     let mut r = Report::new(
         "hub",
-        json!({"agents": p.agents, "envs": p.envs, "seconds": p.seconds, "rate": p.rate, "window": p.window}),
+        json!({"agents": p.agents, "envs": p.envs, "seconds": p.seconds, "rate": p.rate, "window": p.window, "processes": targets.len()}),
     );
     r.add("connect all agents", connect_s, "s");
     r.add("messages routed per second", n / p.seconds, "/s");
@@ -307,7 +321,11 @@ pub async fn hub(t: &Target, p: HubParams) -> anyhow::Result<Report> {
         errors.load(Ordering::Relaxed) as f64,
         "",
     );
-    r.add("server CPU", pct(cpu_start, cpu_end), "% of one core");
+    r.add(
+        "server CPU (all processes)",
+        pct(cpu_start, cpu_end),
+        "% of one core",
+    );
     r.add("load tool CPU", pct(own_start, own_end), "% of one core");
     r.add("server RSS, agents connected", rss_connected, "KiB");
     r.add("server RSS, under load", rss_loaded, "KiB");

@@ -140,6 +140,32 @@ async fn messages_cross_processes_and_reach_only_the_processes_that_hold_the_rec
     .unwrap();
     assert_eq!(a1.recv().await.unwrap().payload["id"], "e2");
 
+    // A request answered from another process (correlation is per process: it passes).
+    let req = museum_agent::hub::client::SendOptions {
+        id: Some("q1".into()),
+        kind: Some("request".into()),
+        ..Default::default()
+    };
+    a1.send_with(
+        a1.environment("hall_a"),
+        &json!({"action": "status.query"}),
+        req,
+    )
+    .await
+    .unwrap();
+    assert_eq!(world.recv().await.unwrap().kind.as_deref(), Some("request"));
+    let resp = museum_agent::hub::client::SendOptions {
+        kind: Some("response".into()),
+        request_id: Some("q1".into()),
+        ..Default::default()
+    };
+    world
+        .send_with(world.agent("guide_1"), &json!({"status": "success"}), resp)
+        .await
+        .unwrap();
+    let got = a1.recv().await.unwrap();
+    assert_eq!(got.request_id.as_deref(), Some("q1"));
+
     // Presence across processes.
     let (p, _) = world.call(json!({"type": "presence"})).await.unwrap();
     assert_eq!(p.payload["online"], json!(["guide_1", "guide_2"]));
