@@ -169,8 +169,11 @@ impl HubClient {
         req.headers_mut()
             .insert("authorization", format!("Bearer {api_key}").parse()?);
         let timeout = opts.timeout.unwrap_or(Duration::from_secs(10));
-        let (ws, _) =
-            tokio::time::timeout(timeout, tokio_tungstenite::connect_async(req)).await??;
+        let (ws, _) = tokio::time::timeout(
+            timeout,
+            tokio_tungstenite::connect_async_with_config(req, None, true),
+        )
+        .await??;
         let mut c = HubClient {
             ws,
             me,

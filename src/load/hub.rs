@@ -120,6 +120,27 @@ pub async fn hub(targets: &[Target], p: HubParams) -> anyhow::Result<Report> {
         }
         pids.iter().map(|p| cpu_seconds(*p)).sum()
     };
+    // Each server's hub must be ready (the NATS backend connects in the background).
+    let http = crate::providers::http_client_builder().build()?;
+    for (b, _) in &bases {
+        let url = format!("{}/readyz", b.replacen("ws", "http", 1));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let body =
+                match tokio::time::timeout(Duration::from_secs(2), http.get(&url).send()).await {
+                    Ok(Ok(r)) => r.text().await.unwrap_or_default(),
+                    _ => String::new(),
+                };
+            if body.contains("\"hub\":\"ok\"") {
+                break;
+            }
+            anyhow::ensure!(
+                Instant::now() < deadline,
+                "{url}: the hub is not ready after 30 s (is [hub] enabled, and NATS reachable?): {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     let epoch = Instant::now();
     // Connect everyone first (bounded concurrency).
     let gate = Arc::new(Semaphore::new(64));
@@ -135,7 +156,7 @@ pub async fn hub(targets: &[Target], p: HubParams) -> anyhow::Result<Report> {
                 .insert("authorization", format!("Bearer {key}").parse()?);
             let (mut ws, _) = tokio::time::timeout(
                 Duration::from_secs(30),
-                tokio_tungstenite::connect_async(req),
+                tokio_tungstenite::connect_async_with_config(req, None, true),
             )
             .await??;
             // The welcome heartbeat and the resume report.
