@@ -209,7 +209,12 @@ impl Hub {
             _ => b"closed",
         };
         if let Some(reply) = msg.reply {
-            let _ = n.client.publish(reply, answer.into()).await;
+            // Bounded: a full client buffer (NATS down) blocks publish.
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                n.client.publish(reply, answer.into()),
+            )
+            .await;
         }
     }
 

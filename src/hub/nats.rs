@@ -550,10 +550,12 @@ impl Nats {
 
     /// Tells the other processes that `key` connected here (they close their older connection).
     pub async fn kick(&self, key: &str) {
-        let _ = self
-            .client
-            .publish(self.kick_subject(), format!("{}\n{key}", self.node).into())
-            .await;
+        let _ = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.client
+                .publish(self.kick_subject(), format!("{}\n{key}", self.node).into()),
+        )
+        .await;
     }
 }
 
