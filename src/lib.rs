@@ -30,7 +30,8 @@
 //!                readiness, metrics
 //! hub/           the agent hub (seeds 000/001/002): Star envelope + ClawOS fields (pure), tier
 //!                policy (pure), agent society (pure), per-connection mailbox (priority lanes,
-//!                seq at write, acks), hub services, the three endpoints, the Rust client
+//!                seq at write, acks), hub services, the three endpoints, the Rust client,
+//!                and the NATS JetStream backend that spreads one hub over several processes
 //! store/         the only rusqlite user: accounts, API keys, the collection, hub streams,
 //!                inboxes and society; migrations/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics

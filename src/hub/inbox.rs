@@ -488,9 +488,17 @@ impl Hub {
         }
     }
 
-    /// Whether `a` is known (connected once or spawned), here or on any process.
+    /// Whether `a` is known (connected once or spawned), here or on any process: the local
+    /// cache, then the presence bucket (online elsewhere), then the streams bucket.
     pub(super) async fn known(&self, backend: &Backend<'_>, a: &Address) -> bool {
         if self.state().known.contains_key(&a.key) {
+            return true;
+        }
+        if let Backend::Nats(n) = backend
+            && n.is_present(a).await
+        {
+            // Connected on another process right now (its counters may not be written yet).
+            self.state().known.insert(a.key.clone(), None);
             return true;
         }
         if let Backend::Nats(n) = backend
