@@ -18,6 +18,8 @@ use crate::config::{HubBackend, secs};
 
 /// A message for another process (or an inbox) held while NATS is unreachable.
 pub(crate) struct Held {
+    /// Dedup id for the inbox store, fixed at hold time so retries dedup and others do not.
+    pub id: String,
     pub a: Address,
     pub entry: Arc<Entry>,
     pub role: String,
@@ -104,7 +106,7 @@ impl Hub {
                         Some(other) => tracing::debug!(event = %other, "hub: NATS event"),
                         None => return,
                     },
-                    Some(k) = kicks.next() => hub.on_kick(&k.payload).await,
+                    Some(k) = kicks.next() => hub.on_kick(&n, k).await,
                     _ = tick.tick() => hub.refresh_presence(&n).await,
                     _ = replay.tick() => hub.replay(&n).await,
                     _ = hub.held_notify.notified() => hub.replay(&n).await,
@@ -143,7 +145,15 @@ impl Hub {
             }
         };
         if need_group {
-            let mut bsub = n.client.subscribe(subject.clone()).await?;
+            let mut bsub = match n.client.subscribe(subject.clone()).await {
+                Ok(b) => b,
+                Err(e) => {
+                    if let Some(t) = self.state().subs.unicast.remove(&a.key) {
+                        t.abort();
+                    }
+                    return Err(e.into());
+                }
+            };
             let weak: Weak<Hub> = Arc::downgrade(self);
             let group = group_key(a.env.as_ref(), a.ty);
             let task = tokio::spawn(async move {
@@ -169,7 +179,7 @@ impl Hub {
         Ok(())
     }
 
-    pub(super) async fn unsubscribe(&self, n: &Nats, a: &Address) {
+    pub(super) fn unsubscribe(&self, n: &Nats, a: &Address) {
         let subject = n.broadcast_subject(a.env.as_deref(), a.ty);
         let mut st = self.state();
         if let Some(t) = st.subs.unicast.remove(&a.key) {
@@ -206,7 +216,9 @@ impl Hub {
                     Err(PushError::Closed) => b"closed",
                 }
             }
-            _ => b"closed",
+            // Not (or no longer, or not yet) ours: stay silent so the process that does hold
+            // it answers; if none does, the sender times out and holds it for a retry.
+            _ => return,
         };
         if let Some(reply) = msg.reply {
             // Bounded: a full client buffer (NATS down) blocks publish.
@@ -252,25 +264,32 @@ impl Hub {
         }
     }
 
-    /// Another process accepted a connection with the identity `key`: ours is replaced.
-    async fn on_kick(&self, payload: &[u8]) {
-        let text = String::from_utf8_lossy(payload);
-        let Some((node, key)) = text.split_once('\n') else {
-            return;
-        };
-        if self.nats.get().is_some_and(|n| n.node == node) {
-            return;
-        }
-        let conn = self.state().online.get(key).cloned();
-        if let Some(c) = conn {
-            tracing::info!(address = %key, "hub: replaced by a connection on another process");
-            let lock = self.address_lock(&c.address.key);
+    /// Another process is accepting a connection with an identity we hold: ours is replaced;
+    /// the answer goes back once what it held is stored, so the new one reads a settled inbox.
+    async fn on_kick(&self, n: &Nats, msg: async_nats::Message) {
+        let key = String::from_utf8_lossy(&msg.payload).to_string();
+        let lock = self.address_lock(&Arc::from(key.as_str()));
+        {
             let _guard = lock.lock().await;
-            self.replace(&c).await;
+            let conn = self.state().online.get(key.as_str()).cloned();
+            if let Some(c) = conn {
+                tracing::info!(address = %key, "hub: replaced by a connection on another process");
+                self.replace(&c).await;
+            }
+        }
+        if let Some(reply) = msg.reply {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(2),
+                n.client.publish(reply, "done".into()),
+            )
+            .await;
         }
     }
 
     async fn refresh_presence(&self, n: &Nats) {
+        if !n.connected() {
+            return;
+        }
         let addrs: Vec<Address> = self
             .state()
             .online
@@ -295,6 +314,7 @@ impl Hub {
             return false;
         }
         held.push_back(Held {
+            id: crate::util::random_id("held-"),
             a,
             entry,
             role,
@@ -368,8 +388,7 @@ impl Hub {
                 return;
             };
             let outcome = if h.store_only {
-                let dedup = format!("held:{}:{:?}:{}", h.a.key, h.entry.seq, h.entry.body.len());
-                match n.store(&h.a, &h.entry, h.entry.seq, &h.role, &dedup).await {
+                match n.store(&h.a, &h.entry, h.entry.seq, &h.role, &h.id).await {
                     Ok(()) => Ok(()),
                     Err(_) => Err(true),
                 }
@@ -408,6 +427,18 @@ impl Hub {
         }
     }
 
+    /// A stored message as delivered to `conn`: with the seed-001 `formatted` text when it
+    /// asked for it (the role travels with messages stored in JetStream; else "unknown").
+    pub(super) fn formatted_for(&self, conn: &super::Conn, mut e: Entry, role: &str) -> Entry {
+        if conn.opts.llm_format {
+            let role = if role.is_empty() { "unknown" } else { role };
+            if let Some(b) = super::route::with_formatted(&e.body, role) {
+                e.body = b.into();
+            }
+        }
+        e
+    }
+
     /// Pulls messages stored for a live client after it connected (a sender on another
     /// process that found it offline a moment before): called on every heartbeat.
     pub async fn sweep(&self, conn: &Arc<super::Conn>) {
@@ -417,18 +448,27 @@ impl Hub {
         let Ok(count) = n.stored_count(&conn.address).await else {
             return;
         };
-        let (queued, unacked) = conn.mailbox.depth();
         // Whatever the consumer still counts beyond what this connection holds is new.
-        if count <= queued + unacked {
+        if count <= conn.mailbox.held_stream_seqs().len() {
             return;
         }
         let lock = self.address_lock(&conn.address.key);
         let _guard = lock.lock().await;
-        match n.load(&conn.address).await {
+        let held = conn.mailbox.held_stream_seqs();
+        match n.load(&conn.address, &held).await {
             Ok((entries, expired)) => {
                 self.metrics.expired.fetch_add(expired, Ordering::Relaxed);
-                for (e, _) in entries {
+                let (_, acked) = conn.mailbox.counters();
+                for (e, role) in entries {
                     let row = e.row.clone();
+                    // A copy stored by a previous holder of what this client already saw.
+                    if e.seq.is_some_and(|s| s <= acked) {
+                        if let Some(StoredRef::Js(m)) = row {
+                            n.settle(vec![m], false).await;
+                        }
+                        continue;
+                    }
+                    let e = self.formatted_for(conn, e, &role);
                     if conn.mailbox.push(Arc::new(e)).is_err()
                         && let Some(StoredRef::Js(m)) = row
                     {

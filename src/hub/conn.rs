@@ -117,6 +117,10 @@ pub fn options(q: &HubQuery, address: &Address) -> Result<ConnOptions, String> {
         Some("llm") => true,
         Some(f) => return Err(format!("format {f:?}: expected json or llm")),
     };
+    // Sequence numbers stay below 2^53 (exact in every JSON reader, and in SQLite's i64).
+    if q.last_seq.is_some_and(|s| s > (1 << 53)) {
+        return Err("last_seq is beyond any sequence number this hub assigns".into());
+    }
     let role = q
         .role
         .clone()
@@ -361,6 +365,7 @@ async fn writer(
     let mut last_pass = false;
     'outer: loop {
         let mut pending = false;
+        let mut last_seq = None;
         while let Some(next) = conn.mailbox.pop(now_ms()) {
             let msg = match next {
                 Next::Control(Control::Text(t)) => Message::Text(t.into()),
@@ -376,6 +381,7 @@ async fn writer(
                     hub.metrics
                         .delivered
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    last_seq = Some(seq);
                     Message::Text(envelope::with_seq(seq, &entry.body).into())
                 }
             };
@@ -387,9 +393,21 @@ async fn writer(
         if pending && !matches!(tokio::time::timeout(slow, sink.flush()).await, Ok(Ok(()))) {
             break;
         }
+        // ack=auto: written (flushed) is acknowledged; never before.
+        if let Some(seq) = last_seq
+            && !conn.mailbox.manual_ack()
+        {
+            conn.mailbox.ack(seq);
+        }
         hub.flush_bookkeeping(&conn).await;
         if conn.mailbox.is_closed() {
-            break;
+            // Closed while we were writing: one more pass writes the error and close that
+            // were queued just before.
+            if last_pass {
+                break;
+            }
+            last_pass = true;
+            continue;
         }
         if last_pass {
             break;

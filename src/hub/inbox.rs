@@ -27,7 +27,8 @@ pub const CLOSE_REPLACED: u16 = 4001;
 struct Opened {
     next_seq: u64,
     acked: u64,
-    entries: Vec<Entry>,
+    /// With the sender's role when it was stored with one (for `format=llm`).
+    entries: Vec<(Entry, String)>,
     expired: u64,
 }
 
@@ -51,14 +52,14 @@ impl Hub {
         if let Backend::Nats(n) = &backend {
             // Any other process's connection with this identity is replaced too; then listen
             // before reading the inbox, so nothing sent meanwhile is missed.
-            n.kick(&address.key).await;
+            n.kick(&address).await;
             self.subscribe(n, &address).await?;
         }
         let opened = match self.open_inbox(&backend, &address, opts.tier).await {
             Ok(o) => o,
             Err(e) => {
                 if let Backend::Nats(n) = &backend {
-                    self.unsubscribe(n, &address).await;
+                    self.unsubscribe(n, &address);
                 }
                 return Err(e);
             }
@@ -89,8 +90,18 @@ impl Hub {
         let mut expired = opened.expired;
         let mut resend = Vec::new();
         let mut fresh = Vec::new();
-        for mut e in opened.entries {
+        for (mut e, role) in opened.entries {
             e.received = Instant::now();
+            if opts.llm_format {
+                let role = if role.is_empty() {
+                    "unknown"
+                } else {
+                    role.as_str()
+                };
+                if let Some(b) = super::route::with_formatted(&e.body, role) {
+                    e.body = b.into();
+                }
+            }
             if e.expires_at.is_some_and(|t| t <= now) {
                 expired += 1;
                 drop_refs.extend(e.row.clone());
@@ -135,6 +146,16 @@ impl Hub {
                 "notes": notes,
             }),
         );
+        // Counters first: a connection whose state cannot be saved is not registered.
+        if let Err(e) = self
+            .save_counters(&backend, &conn.address, conn.opts.tier, next_seq, acked_now)
+            .await
+        {
+            if let Backend::Nats(n) = &backend {
+                self.unsubscribe(n, &conn.address);
+            }
+            return Err(e);
+        }
         for e in resend.into_iter().chain(fresh) {
             // Stored inboxes are bounded by the same depth, so these fit; a failure means the
             // bound was lowered since, and the message stays stored for the next connection.
@@ -158,8 +179,6 @@ impl Hub {
         }
         self.metrics.connections.fetch_add(1, Ordering::Relaxed);
         self.release(&backend, drop_refs).await;
-        self.save_counters(&backend, &conn.address, conn.opts.tier, next_seq, acked_now)
-            .await?;
         if let Backend::Nats(n) = &backend {
             n.present(&conn.address).await;
         }
@@ -208,13 +227,18 @@ impl Hub {
                     .await?;
                 let entries = rows
                     .into_iter()
-                    .map(|r| Entry {
-                        body: r.body.into(),
-                        priority: Priority::from_index(r.priority),
-                        expires_at: r.expires_at,
-                        received: Instant::now(),
-                        seq: r.seq,
-                        row: Some(StoredRef::Row(r.id)),
+                    .map(|r| {
+                        (
+                            Entry {
+                                body: r.body.into(),
+                                priority: Priority::from_index(r.priority),
+                                expires_at: r.expires_at,
+                                received: Instant::now(),
+                                seq: r.seq,
+                                row: Some(StoredRef::Row(r.id)),
+                            },
+                            String::new(),
+                        )
                     })
                     .collect();
                 Ok(Opened {
@@ -230,11 +254,11 @@ impl Hub {
                     acked: 0,
                     tier: None,
                 });
-                let (loaded, expired) = n.load(a).await?;
+                let (loaded, expired) = n.load(a, &Default::default()).await?;
                 Ok(Opened {
                     next_seq: st.next_seq.max(1),
                     acked: st.acked,
-                    entries: loaded.into_iter().map(|(e, _)| e).collect(),
+                    entries: loaded,
                     expired,
                 })
             }
@@ -333,11 +357,12 @@ impl Hub {
         }
         let d = conn.mailbox.close();
         let backend = self.backend();
-        if let Backend::Nats(n) = &backend
-            && was_online
-        {
-            self.unsubscribe(n, &conn.address).await;
-            n.absent(&conn.address).await;
+        if was_online && let Some(n) = self.nats.get() {
+            // Local subscriptions go whatever the link's state.
+            self.unsubscribe(n, &conn.address);
+            if let Backend::Nats(n) = &backend {
+                n.absent(&conn.address).await;
+            }
         }
         let kept = d.unacked.len() + d.queued.len();
         let res = match &backend {
@@ -416,7 +441,7 @@ impl Hub {
             }
         }
         for (seq, e) in &d.unacked {
-            let dedup = format!("re:{}:{}:{}", a.key, seq, conn.serial);
+            let dedup = format!("re:{}:{}:{}:{}", a.key, seq, self.node, conn.serial);
             n.store(a, e, Some(*seq), "", &dedup).await?;
             self.metrics.stored.fetch_add(1, Ordering::Relaxed);
             if let Some(StoredRef::Js(m)) = &e.row {
@@ -449,6 +474,11 @@ impl Hub {
     /// NATS down at disconnect: what the connection held waits in the outage buffer.
     fn hold_drained(&self, conn: &Conn, d: Drained) {
         for (seq, e) in d.unacked {
+            // Stored ones stay unacknowledged in JetStream: redelivered after ack_wait (their
+            // seq is lost; a copy here would be a duplicate).
+            if e.row.is_some() {
+                continue;
+            }
             let mut copy = clone_entry(&e);
             copy.seq = Some(seq);
             self.hold(conn.address.clone(), Arc::new(copy), String::new(), true);

@@ -215,14 +215,9 @@ impl Mailbox {
                     s
                 }
             };
-            if self.manual_ack {
-                g.unacked.push_back((seq, entry.clone()));
-            } else {
-                g.acked = seq;
-                if let Some(r) = &entry.row {
-                    g.released_rows.push(r.clone());
-                }
-            }
+            // Unacknowledged until the client acks it (manual) or the writer has written it
+            // (auto: the writer calls `ack` after a successful flush).
+            g.unacked.push_back((seq, entry.clone()));
             return Some(Next::Message { seq, entry });
         }
     }
@@ -236,6 +231,8 @@ impl Mailbox {
     /// messages it released.
     pub fn ack(&self, seq: u64) -> usize {
         let mut g = self.lock();
+        // Nothing beyond what was written can be acknowledged.
+        let seq = seq.min(g.next_seq.saturating_sub(1));
         let mut n = 0;
         while g.unacked.front().is_some_and(|(s, _)| *s <= seq) {
             let (_, e) = g.unacked.pop_front().expect("front exists");
@@ -244,10 +241,36 @@ impl Mailbox {
             }
             n += 1;
         }
-        if seq > g.acked && seq < g.next_seq {
+        if seq > g.acked {
             g.acked = seq;
         }
+        drop(g);
+        if n > 0 {
+            // The writer settles released stored messages.
+            self.notify.notify_one();
+        }
         n
+    }
+
+    /// Whether acknowledgements come from the client (`ack=manual`) or from the writer.
+    pub fn manual_ack(&self) -> bool {
+        self.manual_ack
+    }
+
+    /// JetStream stream sequences of the stored messages this mailbox holds (queued or
+    /// unacknowledged), so a sweep does not take a redelivery of one of them for a new message.
+    pub fn held_stream_seqs(&self) -> std::collections::HashSet<u64> {
+        let g = self.lock();
+        let js = |e: &Arc<Entry>| match &e.row {
+            Some(StoredRef::Js(m)) => m.info().ok().map(|i| i.stream_sequence),
+            _ => None,
+        };
+        g.unacked
+            .iter()
+            .filter_map(|(_, e)| js(e))
+            .chain(g.resend.iter().filter_map(js))
+            .chain(g.lanes.iter().flatten().filter_map(js))
+            .collect()
     }
 
     /// Stored-row bookkeeping accumulated since the last call: rows to delete, rows that got a
@@ -389,14 +412,12 @@ mod tests {
             out.push((seq, entry.body.to_string()));
         }
         assert_eq!(out, vec![(41, "again".into()), (42, "new".into())]);
-        let (released, _, expired) = m.take_bookkeeping();
-        assert_eq!(expired, 1);
-        assert_eq!(
-            released.len(),
-            2,
-            "expired and delivered (auto ack) rows are released"
-        );
-        assert!(released.contains(&StoredRef::Row(7)) && released.contains(&StoredRef::Row(8)));
+        // The expired one is released at once; the written one (auto mode) only once the
+        // writer acknowledges it after its flush.
+        let (first, _, expired) = m.take_bookkeeping();
+        assert_eq!((first, expired), (vec![StoredRef::Row(7)], 1));
+        m.ack(42);
+        assert_eq!(m.take_bookkeeping().0, vec![StoredRef::Row(8)]);
     }
 
     #[test]

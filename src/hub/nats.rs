@@ -50,6 +50,16 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// JetStream API calls and publish acknowledgements.
 const JS_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// Bounds a NATS call: a full client buffer (NATS down) would otherwise block it.
+async fn within<T, E: Into<anyhow::Error>>(
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(JS_TIMEOUT, f)
+        .await
+        .map_err(|_| anyhow::anyhow!("NATS did not answer within {JS_TIMEOUT:?}"))?
+        .map_err(Into::into)
+}
+
 /// A subject-safe token for an id.
 pub fn token(id: &str) -> String {
     let plain = id.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
@@ -261,8 +271,9 @@ impl Nats {
         }
     }
 
+    /// Where this process is asked to close a connection that connected again elsewhere.
     pub fn kick_subject(&self) -> String {
-        format!("{}.kick", self.prefix)
+        format!("{}.kick.{}", self.prefix, token(&self.node))
     }
 
     fn inbox_subject(&self, a: &Address) -> String {
@@ -373,14 +384,16 @@ impl Nats {
 
     /// The recipient's stream counters (None: never seen).
     pub async fn stream_state(&self, a: &Address) -> anyhow::Result<Option<StreamState>> {
-        let v = self.streams.get(addr_tokens(a)).await?;
+        let v = within(self.streams.get(addr_tokens(a))).await?;
         Ok(v.map(|b| serde_json::from_slice(&b).unwrap_or_default()))
     }
 
     pub async fn save_stream_state(&self, a: &Address, s: StreamState) -> anyhow::Result<()> {
-        self.streams
-            .put(addr_tokens(a), serde_json::to_vec(&s)?.into())
-            .await?;
+        within(
+            self.streams
+                .put(addr_tokens(a), serde_json::to_vec(&s)?.into()),
+        )
+        .await?;
         Ok(())
     }
 
@@ -404,26 +417,39 @@ impl Nats {
 
     /// Everything stored for `a` that can be delivered now, in stream order. Expired messages
     /// are terminated (never redelivered) and counted.
-    pub async fn load(&self, a: &Address) -> anyhow::Result<(Vec<(Entry, String)>, u64)> {
-        let mut consumer = self.consumer(a).await?;
+    /// `held`: stream sequences the caller already holds (a redelivery of one of them after
+    /// `ack_wait` is not a new message; it is left alone).
+    pub async fn load(
+        &self,
+        a: &Address,
+        held: &std::collections::HashSet<u64>,
+    ) -> anyhow::Result<(Vec<(Entry, String)>, u64)> {
+        let mut consumer = within(self.consumer(a)).await?;
         let mut out = Vec::new();
         let mut expired = 0u64;
         let now = crate::util::now_ms();
+        // Given-back (NAK) and timed-out messages count as "ack pending", not "pending", yet
+        // a fetch returns them: fetch while either is non-zero, until a batch comes back empty.
+        let info = within(consumer.info()).await?;
+        if info.num_pending == 0 && info.num_ack_pending == 0 {
+            return Ok((out, 0));
+        }
         loop {
-            let info = consumer.info().await?;
-            if info.num_pending == 0 {
-                break;
-            }
-            let mut batch = consumer
-                .fetch()
-                .max_messages(self.depth.max(1))
-                .expires(Duration::from_millis(500))
-                .messages()
-                .await?;
+            let mut batch = within(
+                consumer
+                    .fetch()
+                    .max_messages(self.depth.max(1))
+                    .expires(Duration::from_millis(100))
+                    .messages(),
+            )
+            .await?;
             let mut got = 0;
             while let Some(m) = batch.next().await {
                 let m = m.map_err(|e| anyhow::anyhow!("inbox fetch: {e}"))?;
                 got += 1;
+                if m.info().is_ok_and(|i| held.contains(&i.stream_sequence)) {
+                    continue;
+                }
                 let m = Arc::new(m);
                 let Some((entry, role)) = Self::entry_of(
                     m.headers.as_ref(),
@@ -449,8 +475,8 @@ impl Nats {
 
     /// Messages stored for `a` and not yet acknowledged.
     pub async fn stored_count(&self, a: &Address) -> anyhow::Result<usize> {
-        let mut c = self.consumer(a).await?;
-        let info = c.info().await?;
+        let mut c = within(self.consumer(a)).await?;
+        let info = within(c.info()).await?;
         Ok((info.num_pending + info.num_ack_pending as u64) as usize)
     }
 
@@ -465,15 +491,13 @@ impl Nats {
     ) -> anyhow::Result<()> {
         let mut h = self.headers(e, seq, role);
         h.insert(async_nats::header::NATS_MESSAGE_ID, dedup_id);
-        let ack = self
-            .js
-            .publish_with_headers(
-                self.inbox_subject(a),
-                h,
-                Bytes::copy_from_slice(e.body.as_bytes()),
-            )
-            .await?;
-        ack.await?;
+        let ack = within(self.js.publish_with_headers(
+            self.inbox_subject(a),
+            h,
+            Bytes::copy_from_slice(e.body.as_bytes()),
+        ))
+        .await?;
+        within(ack.into_future()).await?;
         self.metrics.published.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -494,22 +518,31 @@ impl Nats {
 
     /// Marks `a` as served by this process (the bucket's TTL ends it if we stop refreshing).
     pub async fn present(&self, a: &Address) {
-        if let Err(e) = self
-            .presence
-            .put(addr_tokens(a), self.node.clone().into_bytes().into())
-            .await
+        if let Err(e) = within(
+            self.presence
+                .put(addr_tokens(a), self.node.clone().into_bytes().into()),
+        )
+        .await
         {
             tracing::debug!(error = %e, "hub: presence update failed");
         }
     }
 
+    /// The process that serves `a` now, per the presence bucket.
+    pub async fn holder(&self, a: &Address) -> Option<String> {
+        match within(self.presence.get(addr_tokens(a))).await {
+            Ok(Some(v)) => String::from_utf8(v.to_vec()).ok(),
+            _ => None,
+        }
+    }
+
     pub async fn absent(&self, a: &Address) {
-        let _ = self.presence.delete(addr_tokens(a)).await;
+        let _ = within(self.presence.delete(addr_tokens(a))).await;
     }
 
     /// Whether some process serves `a` now.
     pub async fn is_present(&self, a: &Address) -> bool {
-        matches!(self.presence.get(addr_tokens(a)).await, Ok(Some(_)))
+        matches!(within(self.presence.get(addr_tokens(a))).await, Ok(Some(_)))
     }
 
     /// Ids of clients of `ty` present in `env`, on any process.
@@ -548,12 +581,19 @@ impl Nats {
             tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(subject, Bytes::new())).await;
     }
 
-    /// Tells the other processes that `key` connected here (they close their older connection).
-    pub async fn kick(&self, key: &str) {
+    /// Asks the process that holds `a` (if another one does) to close its connection as
+    /// replaced, and waits until it has stored what that connection held (bounded).
+    pub async fn kick(&self, a: &Address) {
+        let Some(node) = self.holder(a).await else {
+            return;
+        };
+        if node == self.node {
+            return;
+        }
+        let subject = format!("{}.kick.{}", self.prefix, token(&node));
         let _ = tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            self.client
-                .publish(self.kick_subject(), format!("{}\n{key}", self.node).into()),
+            JS_TIMEOUT,
+            self.client.request(subject, a.key.to_string().into()),
         )
         .await;
     }

@@ -21,6 +21,9 @@ enum Dest {
     Group(Option<Arc<str>>, PeerType),
 }
 
+/// A pending request a response just answered: (requester, request id) and its entry.
+type Answered = ((Arc<str>, String), Pending);
+
 impl Hub {
     /// Handles one text frame from `conn`.
     pub async fn handle_text(&self, conn: &Arc<Conn>, text: &str) {
@@ -169,8 +172,7 @@ impl Hub {
                 ));
             }
         }
-        self.correlate(conn, m, &id, target_key.as_ref())?;
-        let now = now_ms();
+        let answered = self.correlate(conn, m, &id, target_key.as_ref())?;
         let ts_owned;
         let timestamp = match m.timestamp {
             Some(t) => t,
@@ -206,36 +208,46 @@ impl Hub {
             payload: m.payload,
         };
         let body: Arc<str> = envelope::body(&out).into();
+        let result = self.dispatch(conn, m, &dest, body, trace, &id).await;
+        // A response that could not be delivered may be retried: its request waits again.
+        if result.is_err()
+            && let Some((k, pend)) = answered
+        {
+            self.pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(k, pend);
+        }
+        result
+    }
+
+    async fn dispatch(
+        &self,
+        conn: &Arc<Conn>,
+        m: &Inbound<'_>,
+        dest: &Dest,
+        body: Arc<str>,
+        trace: &str,
+        id: &str,
+    ) -> Result<(), HubError> {
+        let me = &conn.address;
+        let now = now_ms();
         let formatted_body = || -> Arc<str> {
-            let payload: serde_json::Value =
-                serde_json::from_str(m.payload.get()).unwrap_or(serde_json::Value::Null);
-            let text = society::format_message_for_agent(
-                if me.ty == PeerType::Human {
-                    "user"
-                } else {
-                    &me.id
-                },
-                Some(&conn.opts.role),
-                &payload,
-            );
-            envelope::body(&OutMessage {
-                formatted: Some(&text),
-                ..out_clone(&out)
-            })
-            .into()
+            let text = with_formatted(&body, &conn.opts.role).unwrap_or_else(|| body.to_string());
+            text.into()
         };
         let entry = |body: Arc<str>| {
             Arc::new(Entry {
                 body,
                 priority: m.priority,
-                expires_at: m.ttl.map(|t| now + (t * 1000.0) as i64),
+                expires_at: m.ttl.map(|t| now.saturating_add((t * 1000.0) as i64)),
                 received: Instant::now(),
                 seq: None,
                 row: None,
             })
         };
         tracing::trace!(trace_id = trace, msg_id = %id, from = %me.key, "hub: routing");
-        match &dest {
+        match dest {
             Dest::Hub => unreachable!("handled above"),
             Dest::One(a) => {
                 let target = self.state().online.get(&a.key).cloned();
@@ -313,7 +325,7 @@ impl Hub {
         m: &Inbound<'_>,
         id: &str,
         target: Option<&Arc<str>>,
-    ) -> Result<(), HubError> {
+    ) -> Result<Option<Answered>, HubError> {
         let now = now_ms();
         match m.kind {
             Some(Kind::Request) => {
@@ -332,10 +344,10 @@ impl Hub {
                     (conn.address.key.clone(), id.to_string()),
                     Pending {
                         responder: target.cloned(),
-                        expires_at: now + (ttl * 1000.0) as i64,
+                        expires_at: now.saturating_add((ttl * 1000.0) as i64),
                     },
                 );
-                Ok(())
+                Ok(None)
             }
             Some(Kind::Response | Kind::Error) => {
                 let rid = m.request_id.as_deref().unwrap_or_default();
@@ -355,8 +367,7 @@ impl Hub {
                                 .as_ref()
                                 .is_none_or(|r| *r == conn.address.key) =>
                     {
-                        p.remove(&k);
-                        Ok(())
+                        Ok(p.remove_entry(&k))
                     }
                     Some(pend) if pend.expires_at <= now => {
                         p.remove(&k);
@@ -373,7 +384,7 @@ impl Hub {
                     None if self.config.backend == crate::config::HubBackend::Nats
                         && !self.state().online.contains_key(requester) =>
                     {
-                        Ok(())
+                        Ok(None)
                     }
                     _ => Err(HubError::validation(
                         format!(
@@ -383,7 +394,7 @@ impl Hub {
                     )),
                 }
             }
-            _ => Ok(()),
+            _ => Ok(None),
         }
     }
 
@@ -416,25 +427,6 @@ impl Hub {
             }
         }
         self.store_for(a, entry, role).await
-    }
-}
-
-fn out_clone<'a>(o: &OutMessage<'a>) -> OutMessage<'a> {
-    OutMessage {
-        ty: o.ty,
-        id: o.id,
-        sender: OutPeer { ..o.sender },
-        recipient: OutPeer { ..o.recipient },
-        timestamp: o.timestamp,
-        version: o.version,
-        trace_id: o.trace_id,
-        priority: o.priority,
-        ttl: o.ttl,
-        kind: o.kind,
-        request_id: o.request_id,
-        metadata: o.metadata,
-        formatted: o.formatted,
-        payload: o.payload,
     }
 }
 

@@ -362,6 +362,17 @@ async fn endpoints_check_ids_keys_and_the_switch() {
             .status(),
         400
     );
+    assert_eq!(
+        upgrade(
+            "/env/hall_a/agent/robot_1?last_seq=18446744073709551615",
+            Some(&key)
+        )
+        .await
+        .unwrap()
+        .status(),
+        400,
+        "a resume point beyond any sequence number"
+    );
     assert_eq!(upgrade("/env/hall_a", None).await.unwrap().status(), 401);
     assert_eq!(
         upgrade("/env/hall_a", Some("mak_wrong"))

@@ -330,3 +330,41 @@ async fn a_nats_outage_degrades_the_hub_which_keeps_serving_locally_and_recovers
     let (_, ready) = s2.http_get("/readyz").await;
     assert!(ready.contains("\"hub\":\"ok\""), "{ready}");
 }
+
+#[tokio::test]
+async fn connecting_on_another_process_replaces_the_old_connection_and_moves_its_unacked_messages()
+{
+    let n = nats().await;
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut world = connect(
+        &s2,
+        Identity::Environment("hall_a".into()),
+        Options::default(),
+    )
+    .await;
+    let mut old = connect(&s1, agent("hall_a", "robot_1"), manual()).await;
+    for i in 1..=2 {
+        world
+            .send(world.agent("robot_1"), &json!({"n": i}))
+            .await
+            .unwrap();
+        assert_eq!(old.recv().await.unwrap().seq, Some(i));
+    }
+    // The robot's network changed: it connects to the other process without closing the first
+    // connection, and has acknowledged nothing.
+    let mut new = connect(&s2, agent("hall_a", "robot_1"), manual()).await;
+    assert_eq!(new.resume["resent"], 2, "{}", new.resume);
+    assert_eq!(new.resume["complete"], true, "{}", new.resume);
+    for i in 1..=2u64 {
+        let got = new.recv().await.unwrap();
+        assert_eq!((got.seq, got.payload["n"].as_u64()), (Some(i), Some(i)));
+    }
+    let e = old.recv().await.unwrap();
+    assert_eq!(e.payload["details"]["reason"], "replaced", "{e:?}");
+    // Numbering continues on the new process.
+    world
+        .send(world.agent("robot_1"), &json!({"n": 3}))
+        .await
+        .unwrap();
+    assert_eq!(new.recv().await.unwrap().seq, Some(3));
+}
