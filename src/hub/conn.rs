@@ -397,7 +397,7 @@ async fn writer(
         if let Some(seq) = last_seq
             && !conn.mailbox.manual_ack()
         {
-            conn.mailbox.ack(seq);
+            conn.mailbox.ack_quietly(seq);
         }
         hub.flush_bookkeeping(&conn).await;
         if conn.mailbox.is_closed() {

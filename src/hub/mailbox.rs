@@ -230,6 +230,17 @@ impl Mailbox {
     /// A cumulative acknowledgement: everything up to `seq` was processed. Returns how many
     /// messages it released.
     pub fn ack(&self, seq: u64) -> usize {
+        let n = self.ack_quietly(seq);
+        if n > 0 {
+            // The writer settles released stored messages.
+            self.notify.notify_one();
+        }
+        n
+    }
+
+    /// [`Mailbox::ack`] from the writer itself (ack=auto, after a flush): it settles what
+    /// this released right after, so nobody needs waking.
+    pub fn ack_quietly(&self, seq: u64) -> usize {
         let mut g = self.lock();
         // Nothing beyond what was written can be acknowledged.
         let seq = seq.min(g.next_seq.saturating_sub(1));
@@ -243,11 +254,6 @@ impl Mailbox {
         }
         if seq > g.acked {
             g.acked = seq;
-        }
-        drop(g);
-        if n > 0 {
-            // The writer settles released stored messages.
-            self.notify.notify_one();
         }
         n
     }
