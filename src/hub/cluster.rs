@@ -439,12 +439,14 @@ impl Hub {
         e
     }
 
-    /// Pulls messages stored for a live client after it connected (a sender on another
-    /// process that found it offline a moment before): called on every heartbeat.
+    /// On every heartbeat: keeps the stored messages this client holds from timing out in
+    /// JetStream (`ack_wait` 30 s > the 15 s heartbeat), and pulls messages stored for it after
+    /// it connected (a sender on another process that found it offline a moment before).
     pub async fn sweep(&self, conn: &Arc<super::Conn>) {
         let Backend::Nats(n) = self.backend() else {
             return;
         };
+        n.in_progress(conn.mailbox.held_js()).await;
         let Ok(count) = n.stored_count(&conn.address).await else {
             return;
         };

@@ -263,6 +263,21 @@ impl Mailbox {
         self.manual_ack
     }
 
+    /// The JetStream messages this mailbox holds (queued or unacknowledged).
+    pub fn held_js(&self) -> Vec<Arc<async_nats::jetstream::Message>> {
+        let g = self.lock();
+        let js = |e: &Arc<Entry>| match &e.row {
+            Some(StoredRef::Js(m)) => Some(m.clone()),
+            _ => None,
+        };
+        g.unacked
+            .iter()
+            .filter_map(|(_, e)| js(e))
+            .chain(g.resend.iter().filter_map(js))
+            .chain(g.lanes.iter().flatten().filter_map(js))
+            .collect()
+    }
+
     /// JetStream stream sequences of the stored messages this mailbox holds (queued or
     /// unacknowledged), so a sweep does not take a redelivery of one of them for a new message.
     pub fn held_stream_seqs(&self) -> std::collections::HashSet<u64> {

@@ -248,7 +248,8 @@ impl Nats {
             prefix: p,
             node: node.to_string(),
             depth: cfg.inbox_depth,
-            ack_wait: Duration::from_secs(30),
+            // Heartbeats send Progress for held messages: keep ack_wait well above their period.
+            ack_wait: secs((cfg.heartbeat_interval_seconds * 3.0).max(30.0)),
             metrics: NatsMetrics::default(),
         })
     }
@@ -500,6 +501,14 @@ impl Nats {
         within(ack.into_future()).await?;
         self.metrics.published.fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Tells JetStream the connection still works on these messages, so `ack_wait` does not
+    /// make them redeliverable while a (slow, manual-ack) client holds them.
+    pub async fn in_progress(&self, held: Vec<Arc<async_nats::jetstream::Message>>) {
+        for m in held {
+            let _ = tokio::time::timeout(JS_TIMEOUT, m.ack_with(AckKind::Progress)).await;
+        }
     }
 
     /// Acknowledges (processed) or gives back (redeliver first) stored messages.
