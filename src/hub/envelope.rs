@@ -387,11 +387,14 @@ pub fn decode(text: &str, max_ttl_seconds: f64) -> Result<Frame<'_>, DecodeError
     let w: WireEnvelope<'_> = serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner();
-        let msg = if path == "." || path.is_empty() {
-            format!("not a valid envelope: {inner}")
-        } else {
-            format!("field {path}: {inner}")
-        };
+        // serde_path_to_error says "?" when the JSON itself broke before any field.
+        let msg =
+            if path == "." || path == "?" || path.is_empty() || inner.is_syntax() || inner.is_eof()
+            {
+                format!("not a valid envelope: {inner}")
+            } else {
+                format!("field {path}: {inner}")
+            };
         DecodeError {
             original_id: None,
             error: HubError::validation(
@@ -915,6 +918,41 @@ mod tests {
         ] {
             assert_eq!(c.star().as_str(), s);
             assert!(c.recoverable());
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever a client sends, decoding returns (a frame or a refusal); it never panics,
+        /// and a refusal is always a VALIDATION_ERROR with a message and a suggestion.
+        #[test]
+        fn decode_never_panics(text in "\\PC{0,200}") {
+            if let Err(e) = decode(&text, 60.0) {
+                proptest::prop_assert_eq!(e.error.code.star(), ErrorCode::Validation);
+                proptest::prop_assert!(!e.error.message.is_empty() && !e.error.suggested_action.is_empty());
+            }
+        }
+
+        /// Valid envelopes with random ids, types and fields: accepted exactly when every
+        /// field is within the rules.
+        #[test]
+        fn decode_accepts_exactly_the_valid_envelopes(
+            rid in "[a-z_*]{1,60}",
+            rty in proptest::sample::select(vec!["agent", "environment", "human", "hub", "robot"]),
+            prio in proptest::sample::select(vec!["low", "normal", "high", "critical", "urgent"]),
+            ttl in proptest::option::of(-10.0f64..100.0),
+        ) {
+            let mut v = serde_json::json!({"type": "message", "id": "m1",
+                "recipient": {"id": rid, "type": rty}, "payload": {"x": 1}, "priority": prio});
+            if let Some(t) = ttl { v["ttl"] = t.into(); }
+            let text = v.to_string();
+            let ok = decode(&text, 60.0).is_ok();
+            let rid_ok = match rty {
+                "hub" => rid == "hub",
+                "robot" => false,
+                _ => rid == "*" || valid_id(&rid).is_ok(),
+            };
+            let want = rid_ok && prio != "urgent" && ttl.is_none_or(|t| t > 0.0 && t <= 60.0);
+            proptest::prop_assert_eq!(ok, want, "{}", text);
         }
     }
 

@@ -1050,3 +1050,44 @@ async fn an_api_key_can_pin_the_tier_of_its_connections() {
         .unwrap();
     expect_error(&mut other, "PERMISSION_DENIED").await;
 }
+
+/// Every case of `fixtures/hub-bad-frames/`: the frame gets exactly one hub error with the
+/// expected code, original message id and wording; nothing reaches anyone else; the
+/// connection goes on.
+#[tokio::test]
+async fn hostile_frames_from_the_fixture_corpus_are_refused_and_the_connection_goes_on() {
+    let app = hub_app().await;
+    let _world = connect(&app, Identity::Environment("hall_a".into())).await;
+    let mut victim = connect(&app, agent("hall_a", "agent_2")).await;
+    let mut c = connect(&app, agent("hall_a", "agent_1")).await;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hub-bad-frames");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 30, "corpus missing: {}", dir.display());
+    for f in &files {
+        let case: Value = serde_json::from_str(&std::fs::read_to_string(f).unwrap()).unwrap();
+        let name = f.file_name().unwrap().to_string_lossy().to_string();
+        c.send_raw(case["send"].as_str().unwrap()).await.unwrap();
+        let e = c.recv().await.unwrap();
+        let want = &case["expect"];
+        assert!(e.is_error(), "{name}: {e:?}");
+        assert_eq!(e.error_code(), want["error_code"].as_str(), "{name}: {e:?}");
+        assert_eq!(
+            e.payload["details"]["original_message_id"], want["original_message_id"],
+            "{name}"
+        );
+        let msg = e.payload["message"].as_str().unwrap();
+        assert!(
+            msg.contains(want["message_contains"].as_str().unwrap()),
+            "{name}: {msg}"
+        );
+    }
+    // Still open, and the victim saw none of it: its next message is this one.
+    c.send(c.agent("agent_2"), &json!({"after": files.len()}))
+        .await
+        .unwrap();
+    assert_eq!(victim.recv().await.unwrap().payload["after"], files.len());
+}
