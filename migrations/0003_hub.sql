@@ -22,6 +22,8 @@ CREATE TABLE hub_inbox (
     priority   INTEGER NOT NULL,
     expires_at INTEGER,
     created_at INTEGER NOT NULL,
+    -- The sender's society role, for the formatted rendering of `format=llm` recipients.
+    role       TEXT    NOT NULL DEFAULT '',
     body       TEXT    NOT NULL
 );
 CREATE INDEX hub_inbox_by_address ON hub_inbox(address, id);

@@ -237,7 +237,7 @@ impl Hub {
                                 seq: r.seq,
                                 row: Some(StoredRef::Row(r.id)),
                             },
-                            String::new(),
+                            r.role,
                         )
                     })
                     .collect();
@@ -397,12 +397,12 @@ impl Hub {
         for (seq, e) in &d.unacked {
             match &e.row {
                 Some(StoredRef::Row(r)) => seqs.push((*r, *seq)),
-                _ => inserts.push(row_of(&key, Some(*seq), e)),
+                _ => inserts.push(row_of(&key, Some(*seq), e, "")),
             }
         }
         for e in &d.queued {
             if e.row.is_none() {
-                inserts.push(row_of(&key, None, e));
+                inserts.push(row_of(&key, None, e, ""));
             }
         }
         self.metrics
@@ -584,11 +584,11 @@ impl Hub {
                 self.metrics.stored.fetch_add(1, Ordering::Relaxed);
                 Ok(())
             }
-            _ => self.store_sqlite(a, &entry).await,
+            _ => self.store_sqlite(a, &entry, role).await,
         }
     }
 
-    async fn store_sqlite(&self, a: &Address, entry: &Entry) -> Result<(), HubError> {
+    async fn store_sqlite(&self, a: &Address, entry: &Entry, role: &str) -> Result<(), HubError> {
         let cached = self.state().stored.get(&a.key).copied();
         let count = match cached {
             Some(n) => n,
@@ -606,7 +606,7 @@ impl Hub {
         if count >= self.config.inbox_depth {
             return Err(full(a, self.config.inbox_depth));
         }
-        let row = row_of(&a.key, None, entry);
+        let row = row_of(&a.key, None, entry, role);
         self.store
             .call(move |s| s.hub_inbox_append(&[row]))
             .await
@@ -633,13 +633,14 @@ fn body_hash(body: &str) -> String {
     hex::encode(&Sha256::digest(body.as_bytes())[..12])
 }
 
-fn row_of(key: &str, seq: Option<u64>, e: &Entry) -> InboxRow {
+fn row_of(key: &str, seq: Option<u64>, e: &Entry, role: &str) -> InboxRow {
     InboxRow {
         id: 0,
         address: key.to_string(),
         seq,
         priority: e.priority as i64,
         expires_at: e.expires_at,
+        role: role.to_string(),
         body: e.body.to_string(),
     }
 }

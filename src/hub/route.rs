@@ -460,6 +460,9 @@ pub(super) fn not_found(a: &Address) -> HubError {
 /// `format=llm` that receives a message routed by another process).
 pub(super) fn with_formatted(body: &str, role: &str) -> Option<String> {
     let mut v: serde_json::Value = serde_json::from_str(&format!("{{{body}")).ok()?;
+    if v.get("formatted").is_some() {
+        return None; // rendered already (stored after being queued for this recipient)
+    }
     let sender = &v["sender"];
     let from = if sender["type"] == "human" {
         "user".to_string()

@@ -15,6 +15,8 @@ pub struct InboxRow {
     pub priority: i64,
     /// Unix ms after which the message must not be delivered.
     pub expires_at: Option<i64>,
+    /// The sender's role (for formatted deliveries); may be empty.
+    pub role: String,
     pub body: String,
 }
 
@@ -110,8 +112,8 @@ impl Store {
             {
                 let now = now_ms();
                 let mut st = tx.prepare_cached(
-                    "INSERT INTO hub_inbox (address, seq, priority, expires_at, created_at, body)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    "INSERT INTO hub_inbox (address, seq, priority, expires_at, created_at, role, body)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
                 )?;
                 for r in rows {
                     st.execute(params![
@@ -120,6 +122,7 @@ impl Store {
                         r.priority,
                         r.expires_at,
                         now,
+                        r.role,
                         r.body
                     ])?;
                     ids.push(tx.last_insert_rowid());
@@ -149,7 +152,7 @@ impl Store {
     pub fn hub_inbox_load(&self, address: &str) -> Result<Vec<InboxRow>, StoreError> {
         self.with(|c| {
             let mut st = c.prepare_cached(
-                "SELECT id, seq, priority, expires_at, body FROM hub_inbox WHERE address = ?1 ORDER BY id",
+                "SELECT id, seq, priority, expires_at, role, body FROM hub_inbox WHERE address = ?1 ORDER BY id",
             )?;
             let rows = st.query_map([address], |r| {
                 Ok(InboxRow {
@@ -158,7 +161,8 @@ impl Store {
                     seq: r.get::<_, Option<i64>>(1)?.map(|s| s as u64),
                     priority: r.get(2)?,
                     expires_at: r.get(3)?,
-                    body: r.get(4)?,
+                    role: r.get(4)?,
+                    body: r.get(5)?,
                 })
             })?;
             Ok(rows.collect::<Result<_, _>>()?)
@@ -287,6 +291,7 @@ mod tests {
             seq,
             priority: 1,
             expires_at: None,
+            role: String::new(),
             body: body.into(),
         };
         let ids = s

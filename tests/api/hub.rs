@@ -1091,3 +1091,35 @@ async fn hostile_frames_from_the_fixture_corpus_are_refused_and_the_connection_g
         .unwrap();
     assert_eq!(victim.recv().await.unwrap().payload["after"], files.len());
 }
+
+#[tokio::test]
+async fn stored_messages_reach_an_llm_agent_formatted_with_the_senders_role() {
+    let app = hub_app().await;
+    let llm = || Options {
+        llm_format: true,
+        ..Options::default()
+    };
+    register_offline(&app, agent("hall_a", "llm_guide"), llm()).await;
+    let mut curator = connect_with(
+        &app,
+        agent("hall_a", "curator"),
+        Options {
+            role: Some("策展人".into()),
+            ..Options::default()
+        },
+    )
+    .await;
+    curator
+        .send(curator.agent("llm_guide"), &json!({"text": "闭馆前请巡视"}))
+        .await
+        .unwrap();
+    curator.call(json!({"type": "presence"})).await.unwrap();
+    let mut g = connect_with(&app, agent("hall_a", "llm_guide"), llm()).await;
+    let got = g.recv().await.unwrap();
+    assert_eq!(
+        got.formatted.as_deref(),
+        Some(
+            "【来自 策展人（curator）的消息】\n闭馆前请巡视\n如需回复，请使用 send_message(to='curator', ...)"
+        )
+    );
+}
