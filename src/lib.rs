@@ -42,7 +42,8 @@
 //! # Architecture invariants
 //! - `protocol`, `audio`, `session::timers`, `session::upload`, `session::attributes`,
 //!   `pipeline::history`, `hub::envelope`, `hub::policy` and `hub::society` do no I/O.
-//! - The hub never parses a routed payload, and the sender of a routed message is always the
+//! - The hub never routes by payload (it reads one only for hub services and to render
+//!   `formatted` for LLM agents), and the sender of a routed message is always the
 //!   connection's own identity.
 //! - `session` never imports axum or rusqlite; it reads any `Stream<Item = Inbound>` and writes
 //!   to an [`session::outbox::Outbox`], so it runs over channels in tests.

@@ -18,7 +18,8 @@
 //! ```
 //!
 //! Invariants:
-//! - The hub never parses a routed `payload` (only messages addressed to the hub itself).
+//! - The hub never parses a routed `payload` to route it; it reads one only for messages
+//!   addressed to the hub itself, and to render `formatted` for `format=llm` recipients.
 //! - The sender of a routed message is always the connection's own identity.
 //! - Sequence numbers are assigned when a message is written, so they follow delivery order and
 //!   an acknowledgement of `n` covers everything up to `n`.
