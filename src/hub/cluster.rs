@@ -446,12 +446,14 @@ impl Hub {
         let Backend::Nats(n) = self.backend() else {
             return;
         };
-        n.in_progress(conn.mailbox.held_js()).await;
+        let held_js = conn.mailbox.held_js();
+        let held_count = held_js.len();
+        n.in_progress(held_js).await;
         let Ok(count) = n.stored_count(&conn.address).await else {
             return;
         };
         // Whatever the consumer still counts beyond what this connection holds is new.
-        if count <= conn.mailbox.held_stream_seqs().len() {
+        if count <= held_count {
             return;
         }
         let lock = self.address_lock(&conn.address.key);

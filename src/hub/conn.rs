@@ -45,7 +45,9 @@ pub struct HubQuery {
     pub api_key: Option<String>,
 }
 
+/// Everything an endpoint reads besides its path (one extractor: axum extracts tuples).
 type Extras = (
+    Result<Query<HubQuery>, axum::extract::rejection::QueryRejection>,
     WebSocketUpgrade,
     ConnectInfo<SocketAddr>,
     State<Arc<AppState>>,
@@ -53,46 +55,24 @@ type Extras = (
     HeaderMap,
 );
 
-pub async fn environment(
-    Path(env): Path<String>,
-    query: Result<Query<HubQuery>, axum::extract::rejection::QueryRejection>,
-    ws: WebSocketUpgrade,
-    peer: ConnectInfo<SocketAddr>,
-    app: State<Arc<AppState>>,
-    slot: Option<axum::Extension<Arc<AddressSlot>>>,
-    headers: HeaderMap,
-) -> Response {
-    let addr = envelope::valid_id(&env).map(|()| Address::environment(&env));
-    endpoint(addr, query, (ws, peer, app, slot, headers)).await
+pub async fn environment(Path(env): Path<String>, x: Extras) -> Response {
+    endpoint(
+        envelope::valid_id(&env).map(|()| Address::environment(&env)),
+        x,
+    )
+    .await
 }
 
-pub async fn agent(
-    Path((env, agent)): Path<(String, String)>,
-    query: Result<Query<HubQuery>, axum::extract::rejection::QueryRejection>,
-    ws: WebSocketUpgrade,
-    peer: ConnectInfo<SocketAddr>,
-    app: State<Arc<AppState>>,
-    slot: Option<axum::Extension<Arc<AddressSlot>>>,
-    headers: HeaderMap,
-) -> Response {
+pub async fn agent(Path((env, agent)): Path<(String, String)>, x: Extras) -> Response {
     let addr = envelope::valid_id(&env)
         .map_err(|e| format!("env_id: {e}"))
         .and_then(|()| envelope::valid_id(&agent).map_err(|e| format!("agent_id: {e}")))
         .map(|()| Address::agent(&env, &agent));
-    endpoint(addr, query, (ws, peer, app, slot, headers)).await
+    endpoint(addr, x).await
 }
 
-pub async fn human(
-    Path(id): Path<String>,
-    query: Result<Query<HubQuery>, axum::extract::rejection::QueryRejection>,
-    ws: WebSocketUpgrade,
-    peer: ConnectInfo<SocketAddr>,
-    app: State<Arc<AppState>>,
-    slot: Option<axum::Extension<Arc<AddressSlot>>>,
-    headers: HeaderMap,
-) -> Response {
-    let addr = envelope::valid_id(&id).map(|()| Address::human(&id));
-    endpoint(addr, query, (ws, peer, app, slot, headers)).await
+pub async fn human(Path(id): Path<String>, x: Extras) -> Response {
+    endpoint(envelope::valid_id(&id).map(|()| Address::human(&id)), x).await
 }
 
 fn refuse(code: StatusCode, msg: impl Into<String>) -> Response {
@@ -139,8 +119,7 @@ pub fn options(q: &HubQuery, address: &Address) -> Result<ConnOptions, String> {
 
 async fn endpoint(
     addr: Result<Address, String>,
-    query: Result<Query<HubQuery>, axum::extract::rejection::QueryRejection>,
-    (ws, ConnectInfo(peer), State(app), address_slot, headers): Extras,
+    (query, ws, ConnectInfo(peer), State(app), address_slot, headers): Extras,
 ) -> Response {
     let Some(hub) = app.hub.clone() else {
         return refuse(

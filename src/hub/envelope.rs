@@ -608,6 +608,36 @@ pub struct OutMessage<'a> {
     pub payload: &'a RawValue,
 }
 
+impl<'a> OutMessage<'a> {
+    /// A `ty` envelope with normal priority and none of the optional members.
+    pub fn new(
+        ty: &'static str,
+        id: &'a str,
+        sender: OutPeer<'a>,
+        recipient: OutPeer<'a>,
+        timestamp: &'a RawValue,
+        trace_id: &'a str,
+        payload: &'a RawValue,
+    ) -> Self {
+        OutMessage {
+            ty,
+            id,
+            sender,
+            recipient,
+            timestamp,
+            version: "1",
+            trace_id,
+            priority: "normal",
+            ttl: None,
+            kind: None,
+            request_id: None,
+            metadata: None,
+            formatted: None,
+            payload,
+        }
+    }
+}
+
 /// Serializes `v` as a delivery body: the JSON object without its leading `{`.
 pub fn body<T: Serialize>(v: &T) -> String {
     let mut s = serde_json::to_string(v).unwrap_or_else(|_| "{}".into());

@@ -278,19 +278,12 @@ impl Mailbox {
             .collect()
     }
 
-    /// JetStream stream sequences of the stored messages this mailbox holds (queued or
-    /// unacknowledged), so a sweep does not take a redelivery of one of them for a new message.
+    /// JetStream stream sequences of the stored messages this mailbox holds, so a sweep does
+    /// not take a redelivery of one of them for a new message.
     pub fn held_stream_seqs(&self) -> std::collections::HashSet<u64> {
-        let g = self.lock();
-        let js = |e: &Arc<Entry>| match &e.row {
-            Some(StoredRef::Js(m)) => m.info().ok().map(|i| i.stream_sequence),
-            _ => None,
-        };
-        g.unacked
+        self.held_js()
             .iter()
-            .filter_map(|(_, e)| js(e))
-            .chain(g.resend.iter().filter_map(js))
-            .chain(g.lanes.iter().flatten().filter_map(js))
+            .filter_map(|m| m.info().ok().map(|i| i.stream_sequence))
             .collect()
     }
 

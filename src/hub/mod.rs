@@ -140,53 +140,31 @@ impl Conn {
     fn control_envelope(&self, ty: &'static str, trace: &str, payload: &str) {
         let payload = RawValue::from_string(payload.to_string())
             .unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("valid"));
-        let ts = hub_timestamp();
-        let id = random_id("hub_");
-        let body = envelope::body(&OutMessage {
-            ty,
-            id: &id,
-            sender: hub_peer(),
-            recipient: self.address.peer(self.opts.tier),
-            timestamp: &ts,
-            version: "1",
-            trace_id: trace,
-            priority: "normal",
-            ttl: None,
-            kind: None,
-            request_id: None,
-            metadata: None,
-            formatted: None,
-            payload: &payload,
-        });
-        if !self
-            .mailbox
-            .control(Control::Text(envelope::unsequenced(&body)))
-        {
-            // Not reading its socket (or already closing): end it.
-            self.token.cancel();
-        }
+        self.hub_frame(ty, None, trace, &payload);
     }
 
     /// Queues a hub reply to a hub-addressed message (`kind: response`, `requestId`).
     fn reply(&self, request_id: &str, trace: &str, payload: &serde_json::Value) {
         let payload = RawValue::from_string(payload.to_string()).expect("serialized JSON");
+        self.hub_frame("message", Some(request_id), trace, &payload);
+    }
+
+    /// Queues a frame from the hub; closes a client that lets them pile up (not reading).
+    fn hub_frame(&self, ty: &'static str, reply_to: Option<&str>, trace: &str, payload: &RawValue) {
         let ts = hub_timestamp();
         let id = random_id("hub_");
         let body = envelope::body(&OutMessage {
-            ty: "message",
-            id: &id,
-            sender: hub_peer(),
-            recipient: self.address.peer(self.opts.tier),
-            timestamp: &ts,
-            version: "1",
-            trace_id: trace,
-            priority: "normal",
-            ttl: None,
-            kind: Some("response"),
-            request_id: Some(request_id),
-            metadata: None,
-            formatted: None,
-            payload: &payload,
+            kind: reply_to.map(|_| "response"),
+            request_id: reply_to,
+            ..OutMessage::new(
+                ty,
+                &id,
+                hub_peer(),
+                self.address.peer(self.opts.tier),
+                &ts,
+                trace,
+                payload,
+            )
         });
         if !self
             .mailbox

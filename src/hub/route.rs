@@ -155,22 +155,7 @@ impl Hub {
                     "address another client",
                 ));
             }
-            // Across processes the recipient's tier comes from the shared streams bucket.
-            if conn.opts.tier.is_some() {
-                let backend = self.backend();
-                self.known(&backend, a).await;
-            }
-            let their_tier = self.state().known.get(&a.key).copied().flatten();
-            if !self.policy.allows(conn.opts.tier, their_tier) {
-                return Err(HubError::denied(
-                    format!(
-                        "tier {} may not message tier {}",
-                        conn.opts.tier.map(Tier::as_str).unwrap_or("-"),
-                        their_tier.map(Tier::as_str).unwrap_or("-")
-                    ),
-                    "go through the tier in between (pm↔pm via command, worker↔worker via pm)",
-                ));
-            }
+            self.check_tier(conn, a).await?;
         }
         let answered = self.correlate(conn, m, &id, target_key.as_ref())?;
         let ts_owned;
@@ -192,20 +177,20 @@ impl Hub {
             tier: None,
         };
         let out = OutMessage {
-            ty: "message",
-            id: &id,
-            sender: me.peer(conn.opts.tier),
-            recipient: recipient_peer,
-            timestamp,
-            version: "1",
-            trace_id: trace,
             priority: m.priority.as_str(),
             ttl: m.ttl,
             kind: m.kind.map(Kind::as_str),
             request_id: m.request_id.as_deref(),
             metadata: m.metadata,
-            formatted: None,
-            payload: m.payload,
+            ..OutMessage::new(
+                "message",
+                &id,
+                me.peer(conn.opts.tier),
+                recipient_peer,
+                timestamp,
+                trace,
+                m.payload,
+            )
         };
         let body: Arc<str> = envelope::body(&out).into();
         let result = self.dispatch(conn, m, &dest, body, trace, &id).await;
@@ -316,6 +301,27 @@ impl Hub {
                 }
             }
         }
+    }
+
+    /// The tier policy between `conn` and the recipient `a` (its tier as last connected; across
+    /// processes from the shared streams bucket).
+    pub(super) async fn check_tier(&self, conn: &Conn, a: &Address) -> Result<(), HubError> {
+        if conn.opts.tier.is_none() {
+            return Ok(()); // untiered: outside the tier system
+        }
+        self.known(&self.backend(), a).await;
+        let their_tier = self.state().known.get(&a.key).copied().flatten();
+        if self.policy.allows(conn.opts.tier, their_tier) {
+            return Ok(());
+        }
+        Err(HubError::denied(
+            format!(
+                "tier {} may not message tier {}",
+                conn.opts.tier.map(Tier::as_str).unwrap_or("-"),
+                their_tier.map(Tier::as_str).unwrap_or("-")
+            ),
+            "go through the tier in between (pm↔pm via command, worker↔worker via pm)",
+        ))
     }
 
     /// Request/response correlation by (requester, id).

@@ -18,7 +18,7 @@ use std::time::Instant;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use super::envelope::{self, HubError, Inbound, OutMessage, PeerType, Tier};
+use super::envelope::{self, HubError, Inbound, OutMessage, PeerType};
 use super::mailbox::Entry;
 use super::society::{SendError, SpawnError};
 use super::{Address, Conn, Hub};
@@ -174,18 +174,7 @@ async fn society_op(
             let to = str_field("to").unwrap_or_default().to_string();
             let inner = payload.get("payload").cloned().unwrap_or(Value::Null);
             let target = Address::agent(env, &to);
-            hub.known(&hub.backend(), &target).await;
-            let their_tier = hub.state().known.get(&target.key).copied().flatten();
-            if !hub.policy.allows(conn.opts.tier, their_tier) {
-                return Err(HubError::denied(
-                    format!(
-                        "tier {} may not message tier {}",
-                        conn.opts.tier.map(Tier::as_str).unwrap_or("-"),
-                        their_tier.map(Tier::as_str).unwrap_or("-")
-                    ),
-                    "go through the tier in between",
-                ));
-            }
+            hub.check_tier(conn, &target).await?;
             let result = {
                 let mut socs = hub.societies.lock().unwrap_or_else(|p| p.into_inner());
                 socs.entry(env.to_string())
@@ -210,20 +199,16 @@ async fn society_op(
                 .map_err(|e| HubError::validation(format!("payload: {e}"), "send JSON"))?;
             let ts = super::hub_timestamp();
             let body = envelope::body(&OutMessage {
-                ty: "message",
-                id: &msg_id,
-                sender: conn.address.peer(conn.opts.tier),
-                recipient: target.peer(None),
-                timestamp: &ts,
-                version: "1",
-                trace_id: trace,
-                priority: "normal",
-                ttl: None,
-                kind: None,
-                request_id: None,
-                metadata: None,
                 formatted: Some(&delivery.formatted),
-                payload: &payload_raw,
+                ..OutMessage::new(
+                    "message",
+                    &msg_id,
+                    conn.address.peer(conn.opts.tier),
+                    target.peer(None),
+                    &ts,
+                    trace,
+                    &payload_raw,
+                )
             });
             hub.deliver(
                 &target,

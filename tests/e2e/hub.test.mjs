@@ -11,10 +11,10 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePort, waitFor as waitForShared, stopProcess } from './util.mjs';
 
 // Node 20 has WebSocket only behind a flag: run this file again with it (same stdio and
 // environment, so the test runner reads the re-run's results as this file's).
@@ -34,27 +34,8 @@ const HEARTBEAT_S = 0.5;
 let tmp, server, serverLog, httpBase, wsBase, apiKey;
 const clients = [];
 
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** Polls `cond` (sync or async) every 20 ms until truthy; fails after `ms` naming `what`. */
-async function waitFor(what, cond, ms = 10000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+/** Polls every 20 ms, 10 s at most by default (hub frames are fast). */
+const waitFor = (what, cond, ms = 10000) => waitForShared(what, cond, ms, 20);
 
 /** A library client recording what it sees (closed after the test). */
 function hubClient(identity, opts = {}) {
@@ -85,15 +66,8 @@ function offline(env, id) {
   return waitFor(`${id} to go offline`, async () => !(await env.call({ type: 'presence' })).online.includes(id));
 }
 
-async function stopServer() {
-  if (!server || server.exitCode !== null || server.signalCode !== null) return server?.exitCode;
-  const gone = new Promise((r) => server.once('exit', (code) => r(code)));
-  server.kill('SIGTERM');
-  let timer;
-  const code = await Promise.race([gone, new Promise((r) => { timer = setTimeout(() => r('timeout'), 15000); })]);
-  clearTimeout(timer);
-  if (code === 'timeout') server.kill('SIGKILL');
-  return code;
+function stopServer() {
+  return stopProcess(server);
 }
 
 before(async () => {

@@ -12,12 +12,12 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startFakes, writePaddedWav } from './fakes.mjs';
+import { freePort, waitFor, stopProcess } from './util.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = process.env.MUSEUM_AGENT_BIN ?? path.join(ROOT, 'target/debug/museum-agent');
@@ -34,28 +34,6 @@ const pageErrors = [];
 
 function log(line) {
   process.stdout.write(`# ${line}\n`);
-}
-
-async function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-/** Polls `cond` (sync or async) every 50 ms until truthy; fails after `ms` naming `what`. */
-async function waitFor(what, cond, ms = 15000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await cond();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 /** Waits for a condition evaluated in the page. */
@@ -95,16 +73,8 @@ async function startServer() {
   }, 20000);
 }
 
-/** SIGTERM, and waits (bounded) for the exit code. */
-async function stopServer() {
-  if (!server || server.exitCode !== null || server.signalCode !== null) return server?.exitCode;
-  const gone = new Promise((r) => server.once('exit', (code) => r(code)));
-  server.kill('SIGTERM');
-  let timer;
-  const code = await Promise.race([gone, new Promise((r) => { timer = setTimeout(() => r('timeout'), 15000); })]);
-  clearTimeout(timer);
-  if (code === 'timeout') server.kill('SIGKILL');
-  return code;
+function stopServer() {
+  return stopProcess(server);
 }
 
 before(async () => {

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::process::{Child, Command};
 
@@ -217,30 +217,15 @@ async fn read_info(port: u16) -> anyhow::Result<()> {
     }
 }
 
+/// The monitoring endpoint's HTTP status for `path`.
 async fn http_status(port: u16, path: &str) -> anyhow::Result<u16> {
-    Ok(http_get(port, path).await?.0)
-}
-
-async fn http_get(port: u16, path: &str) -> anyhow::Result<(u16, String)> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).await?;
-    s.write_all(
-        format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").as_bytes(),
+    let client = museum_agent::providers::http_client_builder().build()?;
+    let r = tokio::time::timeout(
+        Duration::from_secs(2),
+        client.get(format!("http://127.0.0.1:{port}{path}")).send(),
     )
-    .await?;
-    let mut buf = Vec::new();
-    tokio::time::timeout(Duration::from_secs(2), s.read_to_end(&mut buf)).await??;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let status: u16 = text
-        .split_whitespace()
-        .nth(1)
-        .context("no status")?
-        .parse()?;
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|x| x.1)
-        .unwrap_or("")
-        .to_owned();
-    Ok((status, body))
+    .await??;
+    Ok(r.status().as_u16())
 }
 
 fn tail(path: &Path) -> String {
