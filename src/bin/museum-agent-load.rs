@@ -132,11 +132,7 @@ fn main() -> anyhow::Result<()> {
         let target = match &cli.spawn {
             Some(bin) => {
                 let s = SpawnedServer::start(bin, &up.base_url(), &nats_env(&cli.hub_nats)).await?;
-                let t = Target {
-                    url: s.url.clone(),
-                    api_key: s.api_key.clone(),
-                    pid: Some(s.pid),
-                };
+                let t = s.target();
                 spawned = Some(s);
                 t
             }
@@ -251,11 +247,7 @@ fn main() -> anyhow::Result<()> {
                             let s =
                                 SpawnedServer::start(bin, &up.base_url(), &nats_env(&cli.hub_nats))
                                     .await?;
-                            targets.push(Target {
-                                url: s.url.clone(),
-                                api_key: s.api_key.clone(),
-                                pid: Some(s.pid),
-                            });
+                            targets.push(s.target());
                             extra_servers.push(s);
                         }
                     }

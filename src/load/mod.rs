@@ -82,6 +82,15 @@ pub struct SpawnedServer {
 }
 
 impl SpawnedServer {
+    /// Where scenarios send their load: this server.
+    pub fn target(&self) -> scenarios::Target {
+        scenarios::Target {
+            url: self.url.clone(),
+            api_key: self.api_key.clone(),
+            pid: Some(self.pid),
+        }
+    }
+
     pub async fn start(
         binary: &Path,
         llm_base_url: &str,
