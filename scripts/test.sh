@@ -11,6 +11,8 @@
 # refused (nothing here runs apt-get upgrade); no service is left enabled or running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Debian installs nats-server in /usr/sbin, which is not on a regular user's PATH.
+case ":$PATH:" in *:/usr/sbin:*) ;; *) export PATH="$PATH:/usr/sbin" ;; esac
 
 # chromium: the browser e2e (Debian's, never a browser download). fonts-noto-cjk and
 # fonts-noto-color-emoji: the kiosk page in Chinese, and its screenshots, need real CJK and emoji
