@@ -7,8 +7,8 @@
 # target/release/museum-agent.
 #
 # System packages (Debian, as root or through sudo): only packages that are not installed yet are
-# installed, with --no-install-recommends; an install that would upgrade an installed package is
-# refused (nothing here runs apt-get upgrade); no service is left enabled or running.
+# installed, with --no-install-recommends; an install that would upgrade or remove an installed
+# package is refused (nothing here runs apt-get upgrade); no service is left enabled or running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debian installs nats-server in /usr/sbin, which is not on a regular user's PATH.
@@ -20,7 +20,7 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) export PATH="$PATH:/usr/sbin" ;; esac
 # own server on random loopback ports with a temporary store).
 APT_PACKAGES=(chromium fonts-noto-cjk fonts-noto-color-emoji nats-server)
 
-installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+installed() { [ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" = 'install ok installed' ]; }
 
 install_missing() {
     local missing=() p
