@@ -1,8 +1,12 @@
-//! HTTP and WebSocket transport. No business state lives here: `ws` adapts axum's socket to the
-//! session's [`Inbound`](crate::session::Inbound) stream and runs the one writer task per socket;
-//! `http` serves health, readiness and the static kiosk page.
+//! HTTP and WebSocket transport. No business state lives here: `ws` holds the checks and the
+//! upgrade every WebSocket goes through, adapts axum's socket to the session's
+//! [`Inbound`](crate::session::Inbound) stream and runs the one writer task per socket; `hub`
+//! does the same for the agent hub's endpoints (checks and API key before the upgrade, then the
+//! hub's own inbound stream and outgoing frames); `http` serves health, readiness and the static
+//! kiosk page.
 
 pub mod http;
+pub mod hub;
 pub mod server;
 pub mod ws;
 
@@ -29,12 +33,9 @@ pub fn router(app: Arc<AppState>) -> Router {
     if app.hub.is_some() {
         // The agent hub (README "Agent hub"); absent (404) unless `[hub] enabled`.
         router = router
-            .route("/env/{env_id}", get(crate::hub::conn::environment))
-            .route(
-                "/env/{env_id}/agent/{agent_id}",
-                get(crate::hub::conn::agent),
-            )
-            .route("/human/{human_id}", get(crate::hub::conn::human));
+            .route("/env/{env_id}", get(hub::environment))
+            .route("/env/{env_id}/agent/{agent_id}", get(hub::agent))
+            .route("/human/{human_id}", get(hub::human));
     }
     router
         // no-cache: a kiosk that runs for weeks picks up a new page version on its next load.
