@@ -49,3 +49,38 @@ pub fn router(app: Arc<AppState>) -> Router {
         )
         .with_state(app)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The hub runs over any stream and frame sink: it knows neither the HTTP server nor this
+    /// module nor the server's state, and config (the bottom floor) does not call into the hub.
+    #[test]
+    fn hub_and_config_stay_on_their_floors() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![root.join("config.rs")];
+        for dir in ["hub", "config"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                files.push(e.unwrap().path());
+            }
+        }
+        let mut found = vec![];
+        for f in files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+        {
+            let text = std::fs::read_to_string(f).unwrap();
+            let in_hub = f.starts_with(root.join("hub"));
+            let banned: &[&str] = if in_hub {
+                &["axum", "crate::transport", "crate::app", "AppState"]
+            } else {
+                &["crate::hub", "crate::transport", "crate::pipeline"]
+            };
+            for (n, line) in text.lines().enumerate() {
+                for b in banned.iter().filter(|b| line.contains(**b)) {
+                    found.push(format!("{}:{}: {b}", f.display(), n + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "{found:#?}");
+    }
+}
