@@ -140,7 +140,7 @@ async fn endpoint(
         Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
     };
     if let Err(refused) = ws::admit(&app, &headers, peer) {
-        return refused;
+        return refused.into_response();
     }
     if !hub.healthy() {
         return refuse(
@@ -203,7 +203,7 @@ async fn endpoint(
     }
     let slot = match ws::connection_slot(&app, peer) {
         Ok(s) => s,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let max = app.config.hub.max_message_bytes.max(1024) * 2;
     ws::accept(ws, app.clone(), max, (slot, address_slot), move |socket| {

@@ -83,13 +83,22 @@ pub fn origin_allowed(origin: Option<&str>, host: Option<&str>, allowed: &[Strin
     matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h))
 }
 
+/// An upgrade refused before it happened: a plain HTTP status and its text.
+pub(crate) struct Refused(StatusCode, &'static str);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        (self.0, self.1).into_response()
+    }
+}
+
 /// The pre-upgrade checks every WebSocket endpoint makes in the same order: the page's origin,
 /// then whether the server is draining. Refusals are plain HTTP statuses.
 pub(crate) fn admit(
     app: &AppState,
     headers: &axum::http::HeaderMap,
     peer: SocketAddr,
-) -> Result<(), Response> {
+) -> Result<(), Refused> {
     let header = |n: axum::http::HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
     if !origin_allowed(
         header(axum::http::header::ORIGIN),
@@ -97,19 +106,22 @@ pub(crate) fn admit(
         &app.config.server.allowed_origins,
     ) {
         tracing::warn!(%peer, origin = ?header(axum::http::header::ORIGIN), "WebSocket refused: origin not allowed");
-        return Err((StatusCode::FORBIDDEN, "origin not allowed").into_response());
+        return Err(Refused(StatusCode::FORBIDDEN, "origin not allowed"));
     }
     if app.draining.is_cancelled() {
-        return Err((StatusCode::SERVICE_UNAVAILABLE, "server shutting down").into_response());
+        return Err(Refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server shutting down",
+        ));
     }
     Ok(())
 }
 
 /// Takes one unit of the server's connection cap, or the 503 that refuses the upgrade.
-pub(crate) fn connection_slot(app: &Arc<AppState>, peer: SocketAddr) -> Result<ConnSlot, Response> {
+pub(crate) fn connection_slot(app: &Arc<AppState>, peer: SocketAddr) -> Result<ConnSlot, Refused> {
     ConnSlot::acquire(app).ok_or_else(|| {
         tracing::warn!(%peer, max = app.config.limits.max_connections, "connection refused: server at its connection limit");
-        (StatusCode::SERVICE_UNAVAILABLE, "too many connections").into_response()
+        Refused(StatusCode::SERVICE_UNAVAILABLE, "too many connections")
     })
 }
 
@@ -159,11 +171,11 @@ pub async fn upgrade(
     headers: axum::http::HeaderMap,
 ) -> Response {
     if let Err(refused) = admit(&app, &headers, peer) {
-        return refused;
+        return refused.into_response();
     }
     let slot = match connection_slot(&app, peer) {
         Ok(s) => s,
-        Err(refused) => return refused,
+        Err(refused) => return refused.into_response(),
     };
     let hard = app.config.limits.hard_frame_bytes;
     accept(ws, app.clone(), hard, (slot, address_slot), move |socket| {
@@ -397,7 +409,101 @@ impl FrameSource for OutboxFrames {
 
 #[cfg(test)]
 mod tests {
-    use super::origin_allowed;
+    use super::*;
+
+    /// A sink that records what the writer wrote (after `delay` per frame).
+    fn recording(
+        delay: Duration,
+    ) -> (
+        impl Sink<Message, Error = String> + Unpin,
+        mpsc::UnboundedReceiver<Message>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sink = futures_util::sink::unfold(tx, move |tx, m: Message| async move {
+            tokio::time::sleep(delay).await;
+            tx.send(m).map_err(|e| e.to_string())?;
+            Ok::<_, String>(tx)
+        });
+        (Box::pin(sink), rx)
+    }
+
+    async fn all(mut rx: mpsc::UnboundedReceiver<Message>) -> Vec<Message> {
+        let mut v = vec![];
+        while let Some(m) = rx.recv().await {
+            v.push(m);
+        }
+        v
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_what_was_queued_before_a_cancel_and_stops_at_the_close() {
+        let token = CancellationToken::new();
+        let (outbox, rx) = Outbox::new(8, token.clone(), Duration::from_secs(5));
+        for t in ["a", "b"] {
+            assert!(
+                outbox
+                    .push(OutFrame {
+                        kind: OutKind::Text(t.into()),
+                        guard: None
+                    })
+                    .await
+            );
+        }
+        outbox.close(4000, "bye").await;
+        outbox
+            .push(OutFrame {
+                kind: OutKind::Text("after the close".into()),
+                guard: None,
+            })
+            .await;
+        // The session is gone before the writer ran: what it queued still goes out.
+        token.cancel();
+        let (sink, written) = recording(Duration::ZERO);
+        write(
+            sink,
+            OutboxFrames::new(rx, token),
+            CancellationToken::new(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(
+            all(written).await,
+            vec![
+                Message::Text("a".into()),
+                Message::Text("b".into()),
+                Message::Close(Some(CloseFrame {
+                    code: 4000,
+                    reason: "bye".into()
+                })),
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_is_cut_off_after_the_slow_timeout() {
+        let conn = CancellationToken::new();
+        let (outbox, rx) = Outbox::new(8, conn.clone(), Duration::from_secs(5));
+        outbox
+            .push(OutFrame {
+                kind: OutKind::Text("never read".into()),
+                guard: None,
+            })
+            .await;
+        let (sink, written) = recording(Duration::from_secs(3600));
+        let start = tokio::time::Instant::now();
+        write(
+            sink,
+            OutboxFrames::new(rx, conn.clone()),
+            conn.clone(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(conn.is_cancelled());
+        // 5 s for the blocked write, at most 1 s more for closing the sink.
+        assert!(start.elapsed() >= Duration::from_secs(5));
+        assert!(start.elapsed() <= Duration::from_secs(6));
+        assert!(all(written).await.is_empty());
+    }
 
     #[test]
     fn origins() {
