@@ -70,13 +70,20 @@ mod tests {
         {
             let text = std::fs::read_to_string(f).unwrap();
             let in_hub = f.starts_with(root.join("hub"));
-            let banned: &[&str] = if in_hub {
-                &["axum", "crate::transport", "crate::app", "AppState"]
+            // Paths are spelled from parts so this file does not name the modules it checks.
+            let path = |m: &str| format!("crate::{m}");
+            let banned: Vec<String> = if in_hub {
+                vec![
+                    "axum".into(),
+                    path("transport"),
+                    path("app"),
+                    "AppState".into(),
+                ]
             } else {
-                &["crate::hub", "crate::transport", "crate::pipeline"]
+                vec![path("hub"), path("transport"), path("pipeline")]
             };
             for (n, line) in text.lines().enumerate() {
-                for b in banned.iter().filter(|b| line.contains(**b)) {
+                for b in banned.iter().filter(|b| line.contains(b.as_str())) {
                     found.push(format!("{}:{}: {b}", f.display(), n + 1));
                 }
             }
