@@ -3,6 +3,8 @@
 //! Secrets are never stored here: `[llm] api_key_env` names the environment variable that holds
 //! the key, and [`LlmConfig::api_key`] reads it when the provider is built.
 
+pub mod tiers;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -797,8 +799,7 @@ impl Config {
                 "hub.presence_ttl_seconds must be at least 1".into(),
             ));
         }
-        crate::hub::policy::TierPolicy::from_config(&h.policy, &h.allow)
-            .map_err(ConfigError::Invalid)?;
+        tiers::table(&h.policy, &h.allow).map_err(ConfigError::Invalid)?;
         if r.rrf_k < 0.0 {
             return Err(ConfigError::Invalid("srs.rrf_k must be >= 0".into()));
         }

@@ -25,13 +25,17 @@
 //! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
 //! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
 //! audio/         WAV, resampling, voice chunking, the speakable-piece splitter. Pure
-//! transport/     server.rs: accept loop (TLS, header deadline, per-address caps); ws.rs: upgrade,
-//!                origin check, reader adapter, the one writer task per socket; http.rs: health,
-//!                readiness, metrics
+//! transport/     server.rs: accept loop (TLS, header deadline, per-address caps); ws.rs: the
+//!                checks and upgrade of every WebSocket (origin, draining, connection cap), the
+//!                session's reader adapter, the one writer task per socket (generic over a frame
+//!                source: session outbox or hub mailbox); hub.rs: the hub's three endpoints (path,
+//!                query, API key before the upgrade); http.rs: health, readiness, metrics
 //! hub/           the agent hub (seeds 000/001/002): Star envelope + ClawOS fields (pure), tier
-//!                policy (pure), agent society (pure), per-connection mailbox (priority lanes,
-//!                seq at write, acks), hub services, the three endpoints, the Rust client,
-//!                and the NATS JetStream backend that spreads one hub over several processes
+//!                policy (pure; its table parser is config/tiers.rs), agent society (pure),
+//!                per-connection mailbox (priority lanes, seq at write, acks), hub services, one
+//!                connection over any inbound stream and its outgoing frames (no axum, no
+//!                transport, no AppState), the Rust client, and the NATS JetStream backend that
+//!                spreads one hub over several processes
 //! store/         the only rusqlite user: accounts, API keys, the collection, hub streams,
 //!                inboxes and society; migrations/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics

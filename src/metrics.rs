@@ -9,6 +9,38 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::protocol::ErrorCode;
 
+/// The server-side hops of a voice request that are timed (recorded by `pipeline::speech`,
+/// rendered by the `/metrics` endpoint; defined here so the endpoint needs no pipeline import).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Hop {
+    /// End of the upload → recognised text.
+    UploadToText,
+    /// Recognised text → first LLM token.
+    TextToFirstToken,
+    /// First speakable piece → its TTS request sent.
+    PieceToTtsRequest,
+    /// First TTS audio byte → first voice frame queued for the socket.
+    TtsByteToVoiceFrame,
+}
+
+impl Hop {
+    pub const ALL: [Hop; 4] = [
+        Hop::UploadToText,
+        Hop::TextToFirstToken,
+        Hop::PieceToTtsRequest,
+        Hop::TtsByteToVoiceFrame,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Hop::UploadToText => "upload_end_to_stt_text",
+            Hop::TextToFirstToken => "stt_text_to_first_llm_token",
+            Hop::PieceToTtsRequest => "first_piece_to_tts_request",
+            Hop::TtsByteToVoiceFrame => "first_tts_byte_to_first_voice_frame",
+        }
+    }
+}
+
 /// A histogram with fixed upper bounds (in the metric's unit).
 pub struct Histogram {
     bounds: &'static [f64],

@@ -1,413 +1,535 @@
-//! The hub's three WebSocket endpoints. Everything is checked before the upgrade (ids, query,
-//! API key, origin, connection caps), so a refused client gets a plain HTTP status. After the
-//! upgrade one reader loop feeds [`Hub::handle_text`] and sends heartbeats; one writer task owns
-//! the sink and drains the connection's [`Mailbox`](super::mailbox::Mailbox).
+//! One hub connection after its client was admitted: attach (resume from the stored inbox), the
+//! inbound loop (frames, heartbeats, kicks, draining), detach, and [`Outgoing`], the frames the
+//! connection's [`Mailbox`](super::mailbox::Mailbox) gives its socket writer.
+//!
+//! Nothing here knows about sockets or the HTTP server. The transport checks the client before
+//! the upgrade (ids, query, API key, origin, caps), calls [`open`], feeds [`Connection::run`]
+//! any `Stream<Item = Inbound>` and writes what [`Outgoing`] yields; the tests below do the same
+//! over channels with paused time.
+//!
+//! [`Outgoing`] keeps the hub's delivery rules in one place: control frames first, then the
+//! mailbox's lanes; a message gets its sequence number when it is taken for writing; with
+//! `ack=auto` it is acknowledged only once the batch it was in was flushed ([`Outgoing::settle`]),
+//! which also settles stored messages with the backend.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use axum::extract::{ConnectInfo, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
-use serde::Deserialize;
+use futures_util::{Stream, StreamExt};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-use super::envelope::{self, ClawCode, HubError, Tier};
+use super::envelope::{self, ClawCode, HubError};
 use super::mailbox::{Control, Next};
 use super::{Address, Conn, ConnOptions, Hub};
-use crate::app::{AppState, SessionEntry};
-use crate::auth::{AuthError, Principal};
-use crate::config::secs;
-use crate::protocol::Auth;
-use crate::transport::server::AddressSlot;
-use crate::transport::ws::{ConnSlot, READ_BUFFER, origin_allowed};
-use crate::util::{now_ms, random_id};
+use crate::util::now_ms;
 
-/// Query parameters of the hub endpoints.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HubQuery {
-    /// ClawOS tier: command, pm or worker.
-    pub tier: Option<String>,
-    /// auto (default): written = acknowledged; manual: the client sends `ack`.
-    pub ack: Option<String>,
-    /// Resume point: the last sequence number the client saw.
-    pub last_seq: Option<u64>,
-    /// Society role name (agents).
-    pub role: Option<String>,
-    /// llm: deliveries carry the seed-001 `formatted` text.
-    pub format: Option<String>,
-    /// For browsers, which cannot set headers on a WebSocket: the API key. Prefer the
-    /// `Authorization: Bearer` header (query strings end up in proxies' logs).
-    pub api_key: Option<String>,
+/// What a client sent, as the hub reads it. The stream ends when the client closes or its
+/// connection fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inbound {
+    Text(String),
+    /// A binary frame: not part of the hub protocol.
+    Binary,
+    /// A ping or pong: no content, but proof of life.
+    Alive,
 }
 
-/// Everything an endpoint reads besides its path (one extractor: axum extracts tuples).
-type Extras = (
-    Result<Query<HubQuery>, axum::extract::rejection::QueryRejection>,
-    WebSocketUpgrade,
-    ConnectInfo<SocketAddr>,
-    State<Arc<AppState>>,
-    Option<axum::Extension<Arc<AddressSlot>>>,
-    HeaderMap,
-);
+/// The close the socket gets when the connection's stored state cannot be read.
+pub const ATTACH_FAILED: (u16, &str) = (1011, "hub storage unavailable");
 
-pub async fn environment(Path(env): Path<String>, x: Extras) -> Response {
-    endpoint(
-        envelope::valid_id(&env).map(|()| Address::environment(&env)),
-        x,
-    )
-    .await
-}
-
-pub async fn agent(Path((env, agent)): Path<(String, String)>, x: Extras) -> Response {
-    let addr = envelope::valid_id(&env)
-        .map_err(|e| format!("env_id: {e}"))
-        .and_then(|()| envelope::valid_id(&agent).map_err(|e| format!("agent_id: {e}")))
-        .map(|()| Address::agent(&env, &agent));
-    endpoint(addr, x).await
-}
-
-pub async fn human(Path(id): Path<String>, x: Extras) -> Response {
-    endpoint(envelope::valid_id(&id).map(|()| Address::human(&id)), x).await
-}
-
-fn refuse(code: StatusCode, msg: impl Into<String>) -> Response {
-    (code, msg.into()).into_response()
-}
-
-/// Parses the query into connection options.
-pub fn options(q: &HubQuery, address: &Address) -> Result<ConnOptions, String> {
-    let tier = match q.tier.as_deref() {
-        None | Some("") => None,
-        Some(t) => Some(
-            Tier::parse(t).ok_or_else(|| format!("tier {t:?}: expected command, pm or worker"))?,
-        ),
-    };
-    let manual_ack = match q.ack.as_deref() {
-        None | Some("auto") => false,
-        Some("manual") => true,
-        Some(a) => return Err(format!("ack {a:?}: expected auto or manual")),
-    };
-    let llm_format = match q.format.as_deref() {
-        None | Some("json") => false,
-        Some("llm") => true,
-        Some(f) => return Err(format!("format {f:?}: expected json or llm")),
-    };
-    // Sequence numbers stay below 2^53 (exact in every JSON reader, and in SQLite's i64).
-    if q.last_seq.is_some_and(|s| s > (1 << 53)) {
-        return Err("last_seq is beyond any sequence number this hub assigns".into());
-    }
-    let role = q
-        .role
-        .clone()
-        .unwrap_or_else(|| address.ty.as_str().to_string());
-    if role.is_empty() || role.chars().count() > 100 {
-        return Err("role must be 1 to 100 characters".into());
-    }
-    Ok(ConnOptions {
-        tier,
-        role,
-        manual_ack,
-        llm_format,
-        last_seq: q.last_seq,
-    })
-}
-
-async fn endpoint(
-    addr: Result<Address, String>,
-    (query, ws, ConnectInfo(peer), State(app), address_slot, headers): Extras,
-) -> Response {
-    let Some(hub) = app.hub.clone() else {
-        return refuse(
-            StatusCode::NOT_FOUND,
-            "the agent hub is not enabled on this server",
-        );
-    };
-    let address = match addr {
-        Ok(a) => a,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
-    };
-    let q = match query {
-        Ok(Query(q)) => q,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e.body_text()),
-    };
-    let opts = match options(&q, &address) {
-        Ok(o) => o,
-        Err(e) => return refuse(StatusCode::BAD_REQUEST, e),
-    };
-    let h = |n: header::HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
-    if !origin_allowed(
-        h(header::ORIGIN),
-        h(header::HOST),
-        &app.config.server.allowed_origins,
-    ) {
-        return refuse(StatusCode::FORBIDDEN, "origin not allowed");
-    }
-    if app.draining.is_cancelled() {
-        return refuse(StatusCode::SERVICE_UNAVAILABLE, "server shutting down");
-    }
-    if !hub.healthy() {
-        return refuse(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the hub's message store (NATS) is unreachable; retry shortly",
-        );
-    }
-    let key = h(header::AUTHORIZATION)
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_owned)
-        .or(q.api_key);
-    let Some(api_key) = key else {
-        return refuse(
-            StatusCode::UNAUTHORIZED,
-            "an API key is required: Authorization: Bearer <key> (or ?api_key= for browsers)",
-        );
-    };
-    let principal = match app
-        .auth
-        .authenticate(peer.ip(), &Auth::ApiKey { api_key })
-        .await
-    {
-        Ok(p) => p,
-        Err(AuthError::Invalid) => return refuse(StatusCode::UNAUTHORIZED, "invalid API key"),
-        Err(AuthError::Locked) => {
-            return refuse(StatusCode::TOO_MANY_REQUESTS, AuthError::Locked.to_string());
-        }
-        Err(AuthError::Internal(_)) => {
-            return refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "authentication unavailable",
-            );
-        }
-    };
-    // A key may pin the tier: a connection then has that tier, and declaring another is refused.
-    let mut opts = opts;
-    if let Principal::ApiKey { id, .. } = &principal {
-        let id = *id;
-        let pinned = match app.store().call(move |s| s.api_key_hub_tier(id)).await {
-            Ok(p) => p.as_deref().and_then(Tier::parse),
-            Err(_) => {
-                return refuse(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "authentication unavailable",
-                );
-            }
-        };
-        match (pinned, opts.tier) {
-            (Some(p), Some(d)) if p != d => {
-                return refuse(
-                    StatusCode::FORBIDDEN,
-                    format!("this API key is pinned to tier {}", p.as_str()),
-                );
-            }
-            (Some(p), _) => opts.tier = Some(p),
-            (None, _) => {}
-        }
-    }
-    let Some(slot) = ConnSlot::acquire(&app) else {
-        return refuse(StatusCode::SERVICE_UNAVAILABLE, "too many connections");
-    };
-    let max = app.config.hub.max_message_bytes.max(1024) * 2;
-    ws.read_buffer_size(READ_BUFFER)
-        .max_message_size(max)
-        .max_frame_size(max)
-        .on_failed_upgrade(|e| tracing::debug!(error = %e, "hub websocket upgrade failed"))
-        .on_upgrade(move |socket| {
-            let tracker = app.tracker.clone();
-            tracker.track_future(async move {
-                let _slot = slot;
-                let _address_slot = address_slot;
-                serve(socket, app, hub, address, opts, principal).await;
-            })
-        })
-}
-
-async fn serve(
-    socket: WebSocket,
-    app: Arc<AppState>,
-    hub: Arc<Hub>,
+/// Attaches `address` (resuming from its stored inbox). Returns the connection's outgoing frames
+/// and, when the attach worked, the connection to run; when it failed, the frames are one close
+/// ([`ATTACH_FAILED`]). `who` names the authenticated principal in the logs; `token` closes the
+/// connection when cancelled.
+pub async fn open(
+    hub: &Arc<Hub>,
     address: Address,
     opts: ConnOptions,
-    principal: Principal,
-) {
-    let token = app.hard_stop.child_token();
+    token: CancellationToken,
+    who: &str,
+) -> (Outgoing, Option<Connection>) {
     let key = address.key.clone();
-    let conn = match hub.attach(address, opts, token.clone()).await {
-        Ok(c) => c,
+    match hub.attach(address, opts, token).await {
+        Ok(conn) => {
+            tracing::info!(address = %key, principal = %who, tier = ?conn.opts.tier, "hub client connected");
+            let out = Outgoing::new(hub.clone(), Some(conn.clone()));
+            (
+                out,
+                Some(Connection {
+                    hub: hub.clone(),
+                    conn,
+                }),
+            )
+        }
         Err(e) => {
             tracing::error!(address = %key, error = %e, "hub: could not attach a connection");
-            let mut socket = socket;
-            let _ = tokio::time::timeout(
-                Duration::from_secs(2),
-                socket.send(Message::Close(Some(CloseFrame {
-                    code: 1011,
-                    reason: "hub storage unavailable".into(),
-                }))),
-            )
-            .await;
-            return;
-        }
-    };
-    tracing::info!(address = %key, principal = %principal.label(), tier = ?conn.opts.tier, "hub client connected");
-    let (kick_tx, mut kick_rx) = tokio::sync::mpsc::channel(1);
-    let reg = random_id("hub_");
-    app.sessions.insert(
-        &reg,
-        SessionEntry {
-            principal,
-            kick: kick_tx,
-        },
-    );
-    let (sink, mut stream) = socket.split();
-    let slow = secs(app.config.limits.slow_client_timeout_seconds);
-    let writer = tokio::spawn(writer(sink, conn.clone(), hub.clone(), slow));
-    let period = super::heartbeat_period(&hub.config);
-    let dead_after = period * hub.config.max_missed_heartbeats.max(1);
-    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_inbound = Instant::now();
-    loop {
-        tokio::select! {
-            _ = conn.token.cancelled() => break,
-            _ = app.draining.cancelled() => {
-                conn.mailbox.control(Control::Close(1001, "server shutting down".into()));
-                break;
-            }
-            reason = kick_rx.recv() => {
-                let reason = reason.unwrap_or_else(|| "closed".into());
-                conn.send_error(&hub, None, "-", &HubError::denied(format!("connection closed: {reason}"), "use a valid API key"));
-                conn.mailbox.control(Control::Close(1008, reason));
-                break;
-            }
-            _ = ticker.tick() => {
-                if hub.config.max_missed_heartbeats > 0 && last_inbound.elapsed() >= dead_after {
-                    tracing::info!(address = %key, silent_s = last_inbound.elapsed().as_secs_f64(), "hub: client presumed dead");
-                    conn.send_error(&hub, None, "-", &HubError::new(
-                        ClawCode::E004,
-                        format!("no frame from this client for {:.0} s: presumed dead", dead_after.as_secs_f64()),
-                        "answer heartbeats (any frame, or WebSocket pongs)",
-                    ));
-                    conn.mailbox.control(Control::Close(1001, "heartbeat timeout".into()));
-                    break;
-                }
-                hub.heartbeat(&conn);
-                conn.mailbox.control(Control::Ping);
-                hub.sweep(&conn).await;
-            }
-            msg = stream.next() => {
-                match msg {
-                    None | Some(Ok(Message::Close(_))) => break,
-                    Some(Ok(Message::Text(t))) => {
-                        last_inbound = Instant::now();
-                        hub.handle_text(&conn, t.as_str()).await;
-                    }
-                    Some(Ok(Message::Binary(_))) => {
-                        last_inbound = Instant::now();
-                        conn.send_error(&hub, None, "-", &HubError::validation(
-                            "binary frames are not part of the hub protocol",
-                            "send JSON envelopes as text frames",
-                        ));
-                    }
-                    Some(Ok(_)) => last_inbound = Instant::now(), // ping / pong
-                    Some(Err(e)) => {
-                        tracing::debug!(address = %key, error = %e, "hub websocket read failed");
-                        break;
-                    }
-                }
-            }
+            (Outgoing::new(hub.clone(), None), None)
         }
     }
-    app.sessions.remove(&reg);
-    hub.detach(&conn).await;
-    let mut writer = writer;
-    if tokio::time::timeout(Duration::from_secs(2), &mut writer)
-        .await
-        .is_err()
-    {
-        writer.abort();
-    }
-    conn.token.cancel();
-    tracing::info!(address = %key, "hub client disconnected");
 }
 
-/// The only task that writes to this socket.
-async fn writer(
-    mut sink: SplitSink<WebSocket, Message>,
-    conn: Arc<Conn>,
+/// An attached connection: its inbound side.
+pub struct Connection {
     hub: Arc<Hub>,
-    slow: Duration,
-) {
-    let mut closing: Option<(u16, String)> = None;
-    let mut last_pass = false;
-    'outer: loop {
-        let mut pending = false;
-        let mut last_seq = None;
-        while let Some(next) = conn.mailbox.pop(now_ms()) {
-            let msg = match next {
-                Next::Control(Control::Text(t)) => Message::Text(t.into()),
-                Next::Control(Control::Ping) => Message::Ping(Default::default()),
-                Next::Control(Control::Close(code, reason)) => {
-                    closing = Some((code, reason));
-                    break 'outer;
+    conn: Arc<Conn>,
+}
+
+impl Connection {
+    pub fn address(&self) -> &Address {
+        &self.conn.address
+    }
+
+    /// Reads client frames until the client goes, the connection's token is cancelled, the
+    /// server drains (`draining`), or a kick arrives (`kick`: the reason, e.g. a revoked
+    /// credential). Sends the periodic heartbeat and closes a client silent for
+    /// `max_missed_heartbeats` periods.
+    pub async fn run<S>(
+        &self,
+        mut inbound: S,
+        draining: CancellationToken,
+        mut kick: mpsc::Receiver<String>,
+    ) where
+        S: Stream<Item = Inbound> + Unpin,
+    {
+        let (hub, conn) = (&self.hub, &self.conn);
+        let key = &conn.address.key;
+        let period = super::heartbeat_period(&hub.config);
+        let dead_after = period * hub.config.max_missed_heartbeats.max(1);
+        let mut ticker = tokio::time::interval_at(Instant::now() + period, period);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last_inbound = Instant::now();
+        loop {
+            tokio::select! {
+                _ = conn.token.cancelled() => break,
+                _ = draining.cancelled() => {
+                    conn.mailbox.control(Control::Close(1001, "server shutting down".into()));
+                    break;
                 }
-                Next::Message { seq, entry } => {
-                    hub.metrics
-                        .latency_seconds
-                        .observe(entry.received.elapsed().as_secs_f64());
-                    hub.metrics
-                        .delivered
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    last_seq = Some(seq);
-                    Message::Text(envelope::with_seq(seq, &entry.body).into())
+                reason = kick.recv() => {
+                    let reason = reason.unwrap_or_else(|| "closed".into());
+                    conn.send_error(hub, None, "-", &HubError::denied(format!("connection closed: {reason}"), "use a valid API key"));
+                    conn.mailbox.control(Control::Close(1008, reason));
+                    break;
                 }
-            };
-            match tokio::time::timeout(slow, sink.feed(msg)).await {
-                Ok(Ok(())) => pending = true,
-                _ => break 'outer,
+                _ = ticker.tick() => {
+                    if hub.config.max_missed_heartbeats > 0 && last_inbound.elapsed() >= dead_after {
+                        tracing::info!(address = %key, silent_s = last_inbound.elapsed().as_secs_f64(), "hub: client presumed dead");
+                        conn.send_error(hub, None, "-", &HubError::new(
+                            ClawCode::E004,
+                            format!("no frame from this client for {:.0} s: presumed dead", dead_after.as_secs_f64()),
+                            "answer heartbeats (any frame, or WebSocket pongs)",
+                        ));
+                        conn.mailbox.control(Control::Close(1001, "heartbeat timeout".into()));
+                        break;
+                    }
+                    hub.heartbeat(conn);
+                    conn.mailbox.control(Control::Ping);
+                    hub.sweep(conn).await;
+                }
+                msg = inbound.next() => {
+                    match msg {
+                        None => break,
+                        Some(Inbound::Text(t)) => {
+                            last_inbound = Instant::now();
+                            hub.handle_text(conn, &t).await;
+                        }
+                        Some(Inbound::Binary) => {
+                            last_inbound = Instant::now();
+                            conn.send_error(hub, None, "-", &HubError::validation(
+                                "binary frames are not part of the hub protocol",
+                                "send JSON envelopes as text frames",
+                            ));
+                        }
+                        Some(Inbound::Alive) => last_inbound = Instant::now(),
+                    }
+                }
             }
         }
-        if pending && !matches!(tokio::time::timeout(slow, sink.flush()).await, Ok(Ok(()))) {
-            break;
+    }
+
+    /// Takes the connection off the hub and stores what it did not deliver. Its [`Outgoing`]
+    /// then writes what is still queued (an error saying why, a close) and ends.
+    pub async fn detach(self) {
+        self.hub.detach(&self.conn).await;
+    }
+}
+
+/// A frame of one hub connection, in the order it is to be written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// An unsequenced envelope from the hub (heartbeat, error, service reply).
+    Text(String),
+    /// A routed message with the sequence number it was just given.
+    Message { seq: u64, text: String },
+    /// A WebSocket ping (with every heartbeat).
+    Ping,
+    /// The last frame.
+    Close(u16, String),
+}
+
+/// The outgoing side of a hub connection: what its socket writer writes, frame by frame.
+///
+/// The writer calls [`Outgoing::try_next`] until it yields nothing, flushes, calls
+/// [`Outgoing::settle`], then [`Outgoing::wait`]s; [`Outgoing::written`] after each message it
+/// wrote and [`Outgoing::finished`] when it stops. Once the connection closes (token cancelled
+/// or mailbox closed by detach) one more pass writes what is already queued, then a close
+/// (1000 unless a close was queued) ends it.
+pub struct Outgoing {
+    hub: Arc<Hub>,
+    /// None: the attach failed, and the only frame is [`ATTACH_FAILED`].
+    conn: Option<Arc<Conn>>,
+    /// The highest sequence number written in the current batch.
+    last_seq: Option<u64>,
+    last_pass: bool,
+    /// The next frame is the final close.
+    closing: bool,
+}
+
+impl Outgoing {
+    fn new(hub: Arc<Hub>, conn: Option<Arc<Conn>>) -> Self {
+        let refused = conn.is_none();
+        Outgoing {
+            hub,
+            conn,
+            last_seq: None,
+            last_pass: refused,
+            closing: refused,
         }
-        // ack=auto: written (flushed) is acknowledged; never before.
-        if let Some(seq) = last_seq
+    }
+
+    /// The next frame to write, if one is ready now.
+    pub fn try_next(&mut self) -> Option<Frame> {
+        let Some(conn) = &self.conn else {
+            return std::mem::take(&mut self.closing)
+                .then(|| Frame::Close(ATTACH_FAILED.0, ATTACH_FAILED.1.into()));
+        };
+        if std::mem::take(&mut self.closing) {
+            return Some(Frame::Close(1000, String::new()));
+        }
+        Some(match conn.mailbox.pop(now_ms())? {
+            Next::Control(Control::Text(t)) => Frame::Text(t),
+            Next::Control(Control::Ping) => Frame::Ping,
+            Next::Control(Control::Close(code, reason)) => Frame::Close(code, reason),
+            Next::Message { seq, entry } => {
+                let m = &self.hub.metrics;
+                m.latency_seconds
+                    .observe(entry.received.elapsed().as_secs_f64());
+                m.delivered.fetch_add(1, Ordering::Relaxed);
+                Frame::Message {
+                    seq,
+                    text: envelope::with_seq(seq, &entry.body),
+                }
+            }
+        })
+    }
+
+    /// Whether a frame is ready now (the writer batches while there is).
+    pub fn more(&self) -> bool {
+        match &self.conn {
+            Some(conn) => self.closing || conn.mailbox.has_next(),
+            None => self.closing,
+        }
+    }
+
+    /// The message with `seq` was written.
+    pub fn written(&mut self, seq: u64) {
+        self.last_seq = Some(seq);
+    }
+
+    /// End of a flushed batch: `ack=auto` acknowledges what it wrote (written and flushed is
+    /// acknowledged, never before), then stored messages released or sequenced are settled.
+    pub async fn settle(&mut self) {
+        let Some(conn) = &self.conn else { return };
+        if let Some(seq) = self.last_seq.take()
             && !conn.mailbox.manual_ack()
         {
             conn.mailbox.ack_quietly(seq);
         }
-        hub.flush_bookkeeping(&conn).await;
+        self.hub.flush_bookkeeping(conn).await;
+    }
+
+    /// Waits for more to write. False once the final close was handed out.
+    pub async fn wait(&mut self) -> bool {
+        let Some(conn) = &self.conn else {
+            return self.closing;
+        };
+        if self.last_pass {
+            // The last pass is over: the close is next.
+            self.closing = true;
+            return true;
+        }
         if conn.mailbox.is_closed() {
             // Closed while we were writing: one more pass writes the error and close that
             // were queued just before.
-            if last_pass {
-                break;
-            }
-            last_pass = true;
-            continue;
-        }
-        if last_pass {
-            break;
+            self.last_pass = true;
+            return true;
         }
         tokio::select! {
             _ = conn.mailbox.ready() => {}
             // Cancelled: one more pass writes what is already queued (an error saying why,
             // a close), then stop.
-            _ = conn.token.cancelled() => last_pass = true,
+            _ = conn.token.cancelled() => self.last_pass = true,
+        }
+        true
+    }
+
+    /// The writer stopped (it wrote a close, or a write failed): the connection ends.
+    pub fn finished(&mut self) {
+        if let Some(conn) = &self.conn {
+            conn.token.cancel();
         }
     }
-    let (code, reason) = closing.unwrap_or((1000, String::new()));
-    let _ = tokio::time::timeout(
-        Duration::from_secs(1),
-        sink.send(Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        }))),
-    )
-    .await;
-    let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
-    // A writer that stopped on its own (slow client, write error) ends the connection.
-    conn.token.cancel();
+}
+
+#[cfg(test)]
+mod tests {
+    //! A hub connection driven over channels: client frames go in through an `Inbound` stream,
+    //! and `pump` does what the socket writer does with `Outgoing`, minus the socket. Paused
+    //! time makes the heartbeat schedule exact.
+
+    use std::time::Duration;
+
+    use serde_json::Value;
+
+    use super::*;
+    use crate::config::HubConfig;
+    use crate::store::Store;
+
+    fn hub(heartbeat_s: f64, missed: u32) -> Arc<Hub> {
+        let config = HubConfig {
+            enabled: true,
+            heartbeat_interval_seconds: heartbeat_s,
+            max_missed_heartbeats: missed,
+            ..HubConfig::default()
+        };
+        Arc::new(Hub::new(config, Store::open_in_memory().unwrap()).unwrap())
+    }
+
+    /// The socket writer's loop, writing into a channel.
+    async fn pump(mut out: Outgoing, tx: mpsc::UnboundedSender<Frame>) {
+        loop {
+            while let Some(f) = out.try_next() {
+                if let Frame::Message { seq, .. } = &f {
+                    out.written(*seq);
+                }
+                let last = matches!(f, Frame::Close(..));
+                let _ = tx.send(f);
+                if last {
+                    out.finished();
+                    return;
+                }
+            }
+            out.settle().await;
+            if !out.wait().await {
+                break;
+            }
+        }
+        out.finished();
+    }
+
+    struct Client {
+        input: Option<mpsc::Sender<Inbound>>,
+        frames: mpsc::UnboundedReceiver<Frame>,
+        kick: mpsc::Sender<String>,
+        draining: CancellationToken,
+        task: tokio::task::JoinHandle<()>,
+    }
+
+    async fn connect(hub: &Arc<Hub>, address: Address, manual_ack: bool) -> Client {
+        let opts = ConnOptions {
+            role: address.ty.as_str().into(),
+            manual_ack,
+            ..ConnOptions::default()
+        };
+        let (out, conn) = open(hub, address, opts, CancellationToken::new(), "test").await;
+        let conn = conn.expect("attached");
+        let (ftx, frames) = mpsc::unbounded_channel();
+        let writer = tokio::spawn(pump(out, ftx));
+        let (input, rx) = mpsc::channel(16);
+        let inbound = Box::pin(futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|i| (i, rx))
+        }));
+        let (kick, kick_rx) = mpsc::channel(1);
+        let draining = CancellationToken::new();
+        let d = draining.clone();
+        let task = tokio::spawn(async move {
+            conn.run(inbound, d, kick_rx).await;
+            conn.detach().await;
+            writer.await.unwrap();
+        });
+        let mut c = Client {
+            input: Some(input),
+            frames,
+            kick,
+            draining,
+            task,
+        };
+        // The seed's greeting, then the resume report.
+        let hello = c.json().await;
+        assert_eq!(hello["type"], "heartbeat");
+        assert!(hello["payload"]["identity"].is_object(), "{hello}");
+        assert_eq!(c.json().await["payload"]["type"], "resume");
+        c
+    }
+
+    impl Client {
+        async fn frame(&mut self) -> Frame {
+            tokio::time::timeout(Duration::from_secs(600), self.frames.recv())
+                .await
+                .expect("a frame in time")
+                .expect("the writer is still running")
+        }
+
+        async fn json(&mut self) -> Value {
+            match self.frame().await {
+                Frame::Text(t) | Frame::Message { text: t, .. } => {
+                    serde_json::from_str(&t).unwrap()
+                }
+                other => panic!("expected an envelope, got {other:?}"),
+            }
+        }
+
+        async fn send(&self, i: Inbound) {
+            self.input.as_ref().unwrap().send(i).await.unwrap();
+        }
+
+        /// Waits for the connection to end; the writer's last frame was `close`.
+        async fn ended(self) {
+            tokio::time::timeout(Duration::from_secs(10), self.task)
+                .await
+                .expect("the connection ends")
+                .unwrap();
+        }
+    }
+
+    fn message_to(id: &str, body: &str) -> Inbound {
+        Inbound::Text(format!(
+            r#"{{"type":"message","id":"m-{id}","recipient":{{"type":"agent","id":"{id}"}},"payload":{body}}}"#
+        ))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn routed_message_gets_its_seq_at_write_and_auto_ack_after_the_flush() {
+        let hub = hub(15.0, 3);
+        let mut a = connect(&hub, Address::agent("hall", "guide-a"), false).await;
+        let mut b = connect(&hub, Address::agent("hall", "guide-b"), true).await;
+        b.send(message_to("guide-a", r#"{"n":1}"#)).await;
+        a.send(message_to("guide-b", r#"{"n":2}"#)).await;
+        for (client, from, n) in [(&mut a, "guide-b", 1), (&mut b, "guide-a", 2)] {
+            match client.frame().await {
+                Frame::Message { seq, text } => {
+                    assert_eq!(seq, 1);
+                    let v: Value = serde_json::from_str(&text).unwrap();
+                    assert_eq!(v["seq"], 1);
+                    assert_eq!(v["sender"]["id"], from);
+                    assert_eq!(v["payload"]["n"], n);
+                }
+                other => panic!("expected a message, got {other:?}"),
+            }
+        }
+        // ack=auto: written and flushed is acknowledged; ack=manual waits for the client.
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let counters = |key: &str| hub.state().online[key].mailbox.counters();
+        assert_eq!(counters("agent/hall/guide-a"), (2, 1));
+        assert_eq!(counters("agent/hall/guide-b"), (2, 0));
+        b.send(Inbound::Text(
+            r#"{"type":"message","id":"k","recipient":{"type":"hub","id":"hub"},"payload":{"type":"ack","seq":1}}"#.into(),
+        ))
+        .await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(counters("agent/hall/guide-b"), (2, 1));
+        // The client goes: the stream ends, the connection detaches, the writer closes (1000).
+        for mut c in [a, b] {
+            c.input = None;
+            let mut last = c.frame().await;
+            while !matches!(last, Frame::Close(..)) {
+                last = c.frame().await;
+            }
+            assert_eq!(last, Frame::Close(1000, String::new()));
+            c.ended().await;
+        }
+        assert!(!hub.is_online("agent/hall/guide-a"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn silent_client_gets_heartbeats_then_is_closed_as_dead() {
+        let hub = hub(10.0, 3);
+        let start = Instant::now();
+        let mut c = connect(&hub, Address::human("docent"), false).await;
+        for n in 1..=2u64 {
+            let hb = c.json().await;
+            assert_eq!(hb["type"], "heartbeat");
+            assert_eq!(hb["payload"]["interval_seconds"], 10.0);
+            assert_eq!(c.frame().await, Frame::Ping);
+            assert_eq!(start.elapsed(), Duration::from_secs(10 * n));
+        }
+        // Proof of life at 25 s (a pong): the deadline moves to 55 s, checked at the 60 s tick.
+        tokio::time::sleep_until(start + Duration::from_secs(25)).await;
+        c.send(Inbound::Alive).await;
+        for _ in 3..=5 {
+            assert_eq!(c.json().await["type"], "heartbeat");
+            assert_eq!(c.frame().await, Frame::Ping);
+        }
+        let err = c.json().await;
+        assert_eq!(start.elapsed(), Duration::from_secs(60));
+        assert_eq!(err["type"], "error");
+        assert!(
+            err["payload"].to_string().contains("presumed dead"),
+            "{err}"
+        );
+        assert_eq!(
+            c.frame().await,
+            Frame::Close(1001, "heartbeat timeout".into())
+        );
+        c.ended().await;
+        assert!(!hub.is_online("human/docent"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn kick_drain_and_binary_frames() {
+        let hub = hub(15.0, 3);
+        let mut c = connect(&hub, Address::environment("hall"), false).await;
+        c.send(Inbound::Binary).await;
+        let err = c.json().await;
+        assert_eq!(err["type"], "error");
+        assert!(
+            err["payload"].to_string().contains("binary frames"),
+            "{err}"
+        );
+        c.kick.send("credential revoked".into()).await.unwrap();
+        let err = c.json().await;
+        assert!(
+            err["payload"]
+                .to_string()
+                .contains("connection closed: credential revoked"),
+            "{err}"
+        );
+        assert_eq!(
+            c.frame().await,
+            Frame::Close(1008, "credential revoked".into())
+        );
+        c.ended().await;
+
+        let mut c = connect(&hub, Address::environment("hall"), false).await;
+        c.draining.cancel();
+        assert_eq!(
+            c.frame().await,
+            Frame::Close(1001, "server shutting down".into())
+        );
+        c.ended().await;
+    }
+
+    #[tokio::test]
+    async fn failed_attach_writes_one_close() {
+        let mut out = Outgoing::new(hub(15.0, 3), None);
+        assert!(out.more());
+        assert_eq!(
+            out.try_next(),
+            Some(Frame::Close(1011, "hub storage unavailable".into()))
+        );
+        assert_eq!(out.try_next(), None);
+        assert!(!out.wait().await);
+    }
 }

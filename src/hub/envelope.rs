@@ -64,32 +64,8 @@ impl PeerType {
     }
 }
 
-/// ClawOS tiers; a connection declares one (or none) when it connects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Tier {
-    Command,
-    Pm,
-    Worker,
-}
-
-impl Tier {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Tier::Command => "command",
-            Tier::Pm => "pm",
-            Tier::Worker => "worker",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Tier> {
-        Some(match s {
-            "command" => Tier::Command,
-            "pm" => Tier::Pm,
-            "worker" => Tier::Worker,
-            _ => return None,
-        })
-    }
-}
+/// ClawOS tiers (defined with the config's tier table, which names them too).
+pub use crate::config::tiers::Tier;
 
 /// ClawOS priorities; a higher one overtakes lower ones in each recipient's queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]

@@ -222,6 +222,12 @@ impl Mailbox {
         }
     }
 
+    /// Whether a frame is queued for writing now (an expired message counts: `pop` skips it).
+    pub fn has_next(&self) -> bool {
+        let g = self.lock();
+        !g.control.is_empty() || g.queued() > 0
+    }
+
     /// Waits until something may be ready.
     pub async fn ready(&self) {
         self.notify.notified().await

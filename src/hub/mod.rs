@@ -10,7 +10,8 @@
 //! inbox.rs     attach (resume from stored inboxes), detach (store what was not acked), offline store
 //! society.rs   agent society (seed 001): task briefs, contact registries, formatting. Pure
 //! services.rs  messages addressed to the hub itself: ack, spawn_agent, send_message, contacts…
-//! conn.rs      the three WebSocket endpoints: auth, attach/resume, reader, writer, heartbeats
+//! conn.rs      one connection over any inbound stream: attach/resume, heartbeats, kicks, detach,
+//!              and `Outgoing`, the frames its writer takes (the endpoints are the transport's)
 //! nats.rs      the NATS backend: subjects, JetStream inbox, KV streams and presence
 //! cluster.rs   the hub across processes: subscriptions, remote deliveries, kicks, outages
 //! client.rs    the Rust client library (agents, environments, humans)

@@ -8,76 +8,39 @@
 //!    (command↔command, command↔pm, pm↔worker allowed; pm↔pm and worker↔worker refused);
 //!    `open` allows every pair; `custom` takes `[hub] allow = ["pm->pm", "command<->worker"]`.
 //!    A connection without a tier is outside the tier system: its messages are only scoped.
+//!
+//! The tier vocabulary and the table parser live in [`crate::config::tiers`], so the config can
+//! be validated without the hub.
 
-use std::collections::HashSet;
-
-use super::envelope::Tier;
+use crate::config::tiers::{self, Pairs, Tier};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TierPolicy {
-    allowed: HashSet<(Tier, Tier)>,
+    allowed: Pairs,
 }
 
 impl TierPolicy {
     /// The ClawOS table.
     pub fn clawos() -> Self {
-        use Tier::*;
-        let mut allowed = HashSet::new();
-        for (a, b) in [(Command, Command), (Command, Pm), (Pm, Worker)] {
-            allowed.insert((a, b));
-            allowed.insert((b, a));
+        TierPolicy {
+            allowed: tiers::clawos(),
         }
-        TierPolicy { allowed }
     }
 
     pub fn open() -> Self {
-        use Tier::*;
-        let all = [Command, Pm, Worker];
         TierPolicy {
-            allowed: all
-                .iter()
-                .flat_map(|a| all.iter().map(move |b| (*a, *b)))
-                .collect(),
+            allowed: tiers::open(),
         }
     }
 
     /// Parses rules like `"pm->worker"` (one way) and `"pm<->worker"` (both ways).
     pub fn custom(rules: &[String]) -> Result<Self, String> {
-        let mut allowed = HashSet::new();
-        for rule in rules {
-            let (a, b, both) = if let Some((a, b)) = rule.split_once("<->") {
-                (a, b, true)
-            } else if let Some((a, b)) = rule.split_once("->") {
-                (a, b, false)
-            } else {
-                return Err(format!(
-                    "hub.allow rule {rule:?}: expected \"a->b\" or \"a<->b\""
-                ));
-            };
-            let parse = |s: &str| {
-                Tier::parse(s.trim()).ok_or_else(|| {
-                    format!("hub.allow rule {rule:?}: {s:?} is not command, pm or worker")
-                })
-            };
-            let (a, b) = (parse(a)?, parse(b)?);
-            allowed.insert((a, b));
-            if both {
-                allowed.insert((b, a));
-            }
-        }
-        Ok(TierPolicy { allowed })
+        tiers::custom(rules).map(|allowed| TierPolicy { allowed })
     }
 
     /// Builds the policy named in the config.
     pub fn from_config(name: &str, allow: &[String]) -> Result<Self, String> {
-        match name {
-            "tiers" => Ok(Self::clawos()),
-            "open" => Ok(Self::open()),
-            "custom" => Self::custom(allow),
-            other => Err(format!(
-                "hub.policy {other:?}: expected \"tiers\", \"open\" or \"custom\""
-            )),
-        }
+        tiers::table(name, allow).map(|allowed| TierPolicy { allowed })
     }
 
     /// Whether `from` may send to `to`; untiered parties are not subject to tier rules.

@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::{SttConfig, secs};
+pub use crate::metrics::Hop;
 use crate::protocol::ErrorCode;
 use crate::providers::stt::{SttError, SttProvider};
 use crate::session::inflight::RequestCtx;
@@ -192,37 +193,6 @@ pub async fn transcribe(deps: &Deps, pcm: &[u8], ctx: &Arc<RequestCtx>) -> Resul
     tracing::debug!(request_id = %ctx.request_id, chars = text.chars().count(), "transcribed");
     deps.voice.stt_done.put(ctx, now);
     Ok(text)
-}
-
-/// The server-side hops of a voice request that are timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Hop {
-    /// End of the upload → recognised text.
-    UploadToText,
-    /// Recognised text → first LLM token.
-    TextToFirstToken,
-    /// First speakable piece → its TTS request sent.
-    PieceToTtsRequest,
-    /// First TTS audio byte → first voice frame queued for the socket.
-    TtsByteToVoiceFrame,
-}
-
-impl Hop {
-    pub const ALL: [Hop; 4] = [
-        Hop::UploadToText,
-        Hop::TextToFirstToken,
-        Hop::PieceToTtsRequest,
-        Hop::TtsByteToVoiceFrame,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Hop::UploadToText => "upload_end_to_stt_text",
-            Hop::TextToFirstToken => "stt_text_to_first_llm_token",
-            Hop::PieceToTtsRequest => "first_piece_to_tts_request",
-            Hop::TtsByteToVoiceFrame => "first_tts_byte_to_first_voice_frame",
-        }
-    }
 }
 
 /// Recent durations per hop (the last [`Timings::KEEP`] of each), logged as they happen.

@@ -79,7 +79,7 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> (StatusCode, Json<Value
 
 /// The voice hop timings (recent window) as a Prometheus summary.
 fn voice_hops(app: &AppState) -> String {
-    use crate::pipeline::speech::Hop;
+    use crate::metrics::Hop;
     use std::fmt::Write;
     let mut out = String::from(
         "# HELP museum_agent_voice_hop_seconds Server-side voice hops over the recent window.\n# TYPE museum_agent_voice_hop_seconds summary\n",

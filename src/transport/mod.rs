@@ -1,8 +1,12 @@
-//! HTTP and WebSocket transport. No business state lives here: `ws` adapts axum's socket to the
-//! session's [`Inbound`](crate::session::Inbound) stream and runs the one writer task per socket;
-//! `http` serves health, readiness and the static kiosk page.
+//! HTTP and WebSocket transport. No business state lives here: `ws` holds the checks and the
+//! upgrade every WebSocket goes through, adapts axum's socket to the session's
+//! [`Inbound`](crate::session::Inbound) stream and runs the one writer task per socket; `hub`
+//! does the same for the agent hub's endpoints (checks and API key before the upgrade, then the
+//! hub's own inbound stream and outgoing frames); `http` serves health, readiness and the static
+//! kiosk page.
 
 pub mod http;
+pub mod hub;
 pub mod server;
 pub mod ws;
 
@@ -29,12 +33,9 @@ pub fn router(app: Arc<AppState>) -> Router {
     if app.hub.is_some() {
         // The agent hub (README "Agent hub"); absent (404) unless `[hub] enabled`.
         router = router
-            .route("/env/{env_id}", get(crate::hub::conn::environment))
-            .route(
-                "/env/{env_id}/agent/{agent_id}",
-                get(crate::hub::conn::agent),
-            )
-            .route("/human/{human_id}", get(crate::hub::conn::human));
+            .route("/env/{env_id}", get(hub::environment))
+            .route("/env/{env_id}/agent/{agent_id}", get(hub::agent))
+            .route("/human/{human_id}", get(hub::human));
     }
     router
         // no-cache: a kiosk that runs for weeks picks up a new page version on its next load.
@@ -47,4 +48,46 @@ pub fn router(app: Arc<AppState>) -> Router {
                 .service(ServeDir::new(static_dir)),
         )
         .with_state(app)
+}
+
+#[cfg(test)]
+mod tests {
+    /// The hub runs over any stream and frame sink: it knows neither the HTTP server nor this
+    /// module nor the server's state, and config (the bottom floor) does not call into the hub.
+    #[test]
+    fn hub_and_config_stay_on_their_floors() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = vec![root.join("config.rs")];
+        for dir in ["hub", "config"] {
+            for e in std::fs::read_dir(root.join(dir)).unwrap() {
+                files.push(e.unwrap().path());
+            }
+        }
+        let mut found = vec![];
+        for f in files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "rs"))
+        {
+            let text = std::fs::read_to_string(f).unwrap();
+            let in_hub = f.starts_with(root.join("hub"));
+            // Paths are spelled from parts so this file does not name the modules it checks.
+            let path = |m: &str| format!("crate::{m}");
+            let banned: Vec<String> = if in_hub {
+                vec![
+                    "axum".into(),
+                    path("transport"),
+                    path("app"),
+                    "AppState".into(),
+                ]
+            } else {
+                vec![path("hub"), path("transport"), path("pipeline")]
+            };
+            for (n, line) in text.lines().enumerate() {
+                for b in banned.iter().filter(|b| line.contains(b.as_str())) {
+                    found.push(format!("{}:{}: {b}", f.display(), n + 1));
+                }
+            }
+        }
+        assert!(found.is_empty(), "{found:#?}");
+    }
 }

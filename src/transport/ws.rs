@@ -1,5 +1,26 @@
-//! The WebSocket endpoint: upgrade, the reader adapter and the writer task.
+//! The WebSocket machinery shared by both faces of the server: the checks every upgrade passes
+//! (origin, draining, the connection cap), the upgrade itself (read buffer, frame size), the
+//! visitor endpoint's reader adapter, and the one writer task per socket.
+//!
+//! # One writer, two frame sources
+//! Every socket, visitor session or hub connection, is written by [`write`] and by nothing else.
+//! What differs is where the frames come from, so the writer is generic over a [`FrameSource`]:
+//! - a session queues frames through its bounded [`Outbox`] channel; [`OutboxFrames`] drops a
+//!   frame whose request was interrupted before it reached the socket and credits the written
+//!   bytes of the others to their request;
+//! - a hub connection has a mailbox (control first, priority lanes, the sequence number assigned
+//!   when a message is taken for writing, acknowledgements after the flush, stored-message
+//!   bookkeeping); `hub::conn::Outgoing` is its source (adapted in [`super::hub`]).
+//!
+//! The writer owns what is the socket's business and was the same in both: batching (feed while
+//! the source has more ready, flush when it has none), the slow-client timeout on every write
+//! (a client that stops reading is closed and the connection's token cancelled), the close frame
+//! as the last frame, closing the sink. A source only says what to write next, what a write
+//! means to it ([`FrameSource::written`], [`FrameSource::settle`] after each flushed batch) and
+//! when it is done. Two loops would have kept two copies of those socket rules; one loop over a
+//! channel-backed source would have forced the hub's lanes and seq-at-write through a FIFO.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,8 +30,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use futures_util::stream::SplitSink;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{Sink, SinkExt, StreamExt};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -63,13 +83,22 @@ pub fn origin_allowed(origin: Option<&str>, host: Option<&str>, allowed: &[Strin
     matches!((origin_host, host), (Some(o), Some(h)) if o.eq_ignore_ascii_case(h))
 }
 
-pub async fn upgrade(
-    ws: WebSocketUpgrade,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    State(app): State<Arc<AppState>>,
-    address_slot: Option<axum::Extension<Arc<super::server::AddressSlot>>>,
-    headers: axum::http::HeaderMap,
-) -> Response {
+/// An upgrade refused before it happened: a plain HTTP status and its text.
+pub(crate) struct Refused(StatusCode, &'static str);
+
+impl IntoResponse for Refused {
+    fn into_response(self) -> Response {
+        (self.0, self.1).into_response()
+    }
+}
+
+/// The pre-upgrade checks every WebSocket endpoint makes in the same order: the page's origin,
+/// then whether the server is draining. Refusals are plain HTTP statuses.
+pub(crate) fn admit(
+    app: &AppState,
+    headers: &axum::http::HeaderMap,
+    peer: SocketAddr,
+) -> Result<(), Refused> {
     let header = |n: axum::http::HeaderName| headers.get(n).and_then(|v| v.to_str().ok());
     if !origin_allowed(
         header(axum::http::header::ORIGIN),
@@ -77,28 +106,81 @@ pub async fn upgrade(
         &app.config.server.allowed_origins,
     ) {
         tracing::warn!(%peer, origin = ?header(axum::http::header::ORIGIN), "WebSocket refused: origin not allowed");
-        return (StatusCode::FORBIDDEN, "origin not allowed").into_response();
+        return Err(Refused(StatusCode::FORBIDDEN, "origin not allowed"));
     }
     if app.draining.is_cancelled() {
-        return (StatusCode::SERVICE_UNAVAILABLE, "server shutting down").into_response();
+        return Err(Refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "server shutting down",
+        ));
     }
-    let Some(slot) = ConnSlot::acquire(&app) else {
+    Ok(())
+}
+
+/// Takes one unit of the server's connection cap, or the 503 that refuses the upgrade.
+pub(crate) fn connection_slot(app: &Arc<AppState>, peer: SocketAddr) -> Result<ConnSlot, Refused> {
+    ConnSlot::acquire(app).ok_or_else(|| {
         tracing::warn!(%peer, max = app.config.limits.max_connections, "connection refused: server at its connection limit");
-        return (StatusCode::SERVICE_UNAVAILABLE, "too many connections").into_response();
-    };
-    let hard = app.config.limits.hard_frame_bytes;
+        Refused(StatusCode::SERVICE_UNAVAILABLE, "too many connections")
+    })
+}
+
+/// Completes an admitted upgrade: the read buffer and the frame bound every socket gets, then
+/// `serve` runs as a tracked task holding the connection's slots until it ends.
+pub(crate) fn accept<F>(
+    ws: WebSocketUpgrade,
+    app: Arc<AppState>,
+    max_frame_bytes: usize,
+    slots: (
+        ConnSlot,
+        Option<axum::Extension<Arc<super::server::AddressSlot>>>,
+    ),
+    serve: impl FnOnce(WebSocket) -> F + Send + 'static,
+) -> Response
+where
+    F: Future<Output = ()> + Send + 'static,
+{
     ws.read_buffer_size(READ_BUFFER)
-        .max_message_size(hard)
-        .max_frame_size(hard)
+        .max_message_size(max_frame_bytes)
+        .max_frame_size(max_frame_bytes)
         .on_failed_upgrade(|e| tracing::debug!(error = %e, "websocket upgrade failed"))
         .on_upgrade(move |socket| {
             let tracker = app.tracker.clone();
             tracker.track_future(async move {
-                let _slot = slot;
-                let _address_slot = address_slot;
-                serve(socket, peer, app).await;
+                let _slots = slots;
+                serve(socket).await;
             })
         })
+}
+
+/// Gives a writer that is done or nearly done a moment to flush its close frame, then drops it.
+pub(crate) async fn join_writer(mut writer: tokio::task::JoinHandle<()>) {
+    if tokio::time::timeout(Duration::from_secs(2), &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+    }
+}
+
+pub async fn upgrade(
+    ws: WebSocketUpgrade,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    State(app): State<Arc<AppState>>,
+    address_slot: Option<axum::Extension<Arc<super::server::AddressSlot>>>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    if let Err(refused) = admit(&app, &headers, peer) {
+        return refused.into_response();
+    }
+    let slot = match connection_slot(&app, peer) {
+        Ok(s) => s,
+        Err(refused) => return refused.into_response(),
+    };
+    let hard = app.config.limits.hard_frame_bytes;
+    accept(ws, app.clone(), hard, (slot, address_slot), move |socket| {
+        serve(socket, peer, app)
+    })
 }
 
 async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
@@ -107,7 +189,8 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
     let slow = secs(app.config.limits.slow_client_timeout_seconds);
     let (outbox, rx) = Outbox::new(app.config.limits.outbound_queue_frames, token.clone(), slow);
     let outbox = outbox.with_metrics(app.metrics.clone());
-    let writer = tokio::spawn(writer(sink, rx, token.clone(), slow));
+    let frames = OutboxFrames::new(rx, token.clone());
+    let writer = tokio::spawn(write(sink, frames, token.clone(), slow));
     // Text and binary frames go to the session; a close ends the stream; a read error (invalid
     // UTF-8 in a text frame, a frame over hard_frame_bytes, a protocol violation) becomes one
     // last `Broken` so the session can close with the right code.
@@ -144,77 +227,283 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
     });
     session::run(Box::pin(inbound), outbox, token.clone(), peer.ip(), app).await;
     // The session is over: give the writer a moment to flush its close frame, then drop it.
-    let mut writer = writer;
-    if tokio::time::timeout(Duration::from_secs(2), &mut writer)
-        .await
-        .is_err()
-    {
-        writer.abort();
-    }
+    join_writer(writer).await;
 }
 
-/// The only task that writes to this socket.
-async fn writer(
-    mut sink: SplitSink<WebSocket, Message>,
-    mut rx: mpsc::Receiver<OutFrame>,
+/// A frame as the writer puts it on the socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WireFrame {
+    Text(String),
+    Ping,
+    /// The last frame: the writer stops after it.
+    Close(u16, String),
+}
+
+/// Where a socket's writer takes its frames from (see the module docs).
+pub trait FrameSource: Send {
+    /// What the source wants back once its frame reached the socket.
+    type Receipt: Send;
+    /// The next frame ready now, without waiting; None when nothing is ready.
+    fn try_next(&mut self) -> Option<(WireFrame, Self::Receipt)>;
+    /// Whether another frame is ready now: the writer then feeds without flushing (batching
+    /// under load).
+    fn more(&self) -> bool;
+    /// The socket accepted the frame of `receipt`.
+    fn written(&mut self, receipt: Self::Receipt);
+    /// The end of a batch: everything written so far was flushed (or nothing was written).
+    fn settle(&mut self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+    /// Waits until frames may be ready again; false when nothing more will come.
+    fn wait(&mut self) -> impl Future<Output = bool> + Send;
+    /// The writer stopped: after a close frame, a failed or blocked write, or the source's end.
+    fn finished(&mut self) {}
+}
+
+/// The only task that writes to a socket: takes frames from `source` until it closes or ends.
+/// A write that fails or blocks for `slow` (the client is not reading) cancels `token`.
+pub(crate) async fn write<S, F>(
+    mut sink: S,
+    mut source: F,
     token: CancellationToken,
     slow: Duration,
-) {
+) where
+    S: Sink<Message> + Unpin,
+    S::Error: std::fmt::Display,
+    F: FrameSource,
+{
+    let mut unflushed = false;
     loop {
-        // Biased: everything queued is written before a cancellation is noticed, so a close
-        // frame queued just before the session ended still goes out.
-        let frame = tokio::select! {
-            biased;
-            f = rx.recv() => f,
-            // The session ended and nothing is left to say, or the server stopped hard.
-            _ = token.cancelled(), if rx.is_empty() => None,
+        let Some((frame, receipt)) = source.try_next() else {
+            if unflushed {
+                if !completed(tokio::time::timeout(slow, sink.flush()).await, slow, &token) {
+                    break;
+                }
+                unflushed = false;
+            }
+            source.settle().await;
+            if source.wait().await {
+                continue;
+            }
+            break;
         };
-        let Some(frame) = frame else { break };
-        if !frame.live() {
-            continue; // its request was interrupted before it reached the socket
-        }
-        let (msg, last) = match &frame.kind {
-            OutKind::Text(s) => (Message::Text(s.as_str().into()), false),
-            OutKind::Close { code, reason } => (
+        let (msg, last) = match frame {
+            WireFrame::Text(s) => (Message::Text(s.into()), false),
+            WireFrame::Ping => (Message::Ping(Default::default()), false),
+            WireFrame::Close(code, reason) => (
                 Message::Close(Some(CloseFrame {
-                    code: *code,
-                    reason: reason.as_str().into(),
+                    code,
+                    reason: reason.into(),
                 })),
                 true,
             ),
         };
-        // Batch under load: flush only when nothing else is queued.
-        let res = if last || rx.is_empty() {
+        // Batch under load: flush only when nothing else is ready.
+        let flush = last || !source.more();
+        let res = if flush {
             tokio::time::timeout(slow, sink.send(msg)).await
         } else {
             tokio::time::timeout(slow, sink.feed(msg)).await
         };
-        match res {
-            Ok(Ok(())) => frame.written(),
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "websocket write failed");
-                token.cancel();
-                break;
-            }
-            Err(_) => {
-                tracing::warn!(
-                    timeout_s = slow.as_secs_f64(),
-                    "websocket write blocked: client not reading; closing"
-                );
-                token.cancel();
-                break;
-            }
+        if !completed(res, slow, &token) {
+            break;
         }
+        unflushed = !flush;
+        source.written(receipt);
         if last {
             break;
         }
     }
     let _ = tokio::time::timeout(Duration::from_secs(1), sink.close()).await;
+    source.finished();
+}
+
+/// Whether a write went through; a failed or blocked one cancels the connection.
+fn completed<E: std::fmt::Display>(
+    res: Result<Result<(), E>, tokio::time::error::Elapsed>,
+    slow: Duration,
+    token: &CancellationToken,
+) -> bool {
+    match res {
+        Ok(Ok(())) => true,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "websocket write failed");
+            token.cancel();
+            false
+        }
+        Err(_) => {
+            tracing::warn!(
+                timeout_s = slow.as_secs_f64(),
+                "websocket write blocked: client not reading; closing"
+            );
+            token.cancel();
+            false
+        }
+    }
+}
+
+/// A session's [`Outbox`] as a frame source. Biased toward what is queued: everything queued is
+/// written before a cancellation is noticed, so a close frame queued just before the session
+/// ended still goes out.
+pub(crate) struct OutboxFrames {
+    rx: mpsc::Receiver<OutFrame>,
+    token: CancellationToken,
+    /// A frame received while waiting, written next.
+    next: Option<OutFrame>,
+}
+
+impl OutboxFrames {
+    pub(crate) fn new(rx: mpsc::Receiver<OutFrame>, token: CancellationToken) -> Self {
+        OutboxFrames {
+            rx,
+            token,
+            next: None,
+        }
+    }
+}
+
+impl FrameSource for OutboxFrames {
+    /// The frame itself (its text moved out): credited to its request once written.
+    type Receipt = OutFrame;
+
+    fn try_next(&mut self) -> Option<(WireFrame, OutFrame)> {
+        loop {
+            let mut frame = match self.next.take() {
+                Some(f) => f,
+                None => self.rx.try_recv().ok()?,
+            };
+            if !frame.live() {
+                continue; // its request was interrupted before it reached the socket
+            }
+            let wire = match std::mem::replace(&mut frame.kind, OutKind::Text(String::new())) {
+                OutKind::Text(s) => WireFrame::Text(s),
+                OutKind::Close { code, reason } => WireFrame::Close(code, reason),
+            };
+            return Some((wire, frame));
+        }
+    }
+
+    fn more(&self) -> bool {
+        self.next.is_some() || !self.rx.is_empty()
+    }
+
+    fn written(&mut self, frame: OutFrame) {
+        frame.written();
+    }
+
+    async fn wait(&mut self) -> bool {
+        if self.next.is_some() {
+            return true;
+        }
+        tokio::select! {
+            biased;
+            f = self.rx.recv() => {
+                self.next = f;
+                self.next.is_some()
+            }
+            // The session ended and nothing is left to say, or the server stopped hard.
+            _ = self.token.cancelled(), if self.rx.is_empty() => false,
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::origin_allowed;
+    use super::*;
+
+    /// A sink that records what the writer wrote (after `delay` per frame).
+    fn recording(
+        delay: Duration,
+    ) -> (
+        impl Sink<Message, Error = String> + Unpin,
+        mpsc::UnboundedReceiver<Message>,
+    ) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let sink = futures_util::sink::unfold(tx, move |tx, m: Message| async move {
+            tokio::time::sleep(delay).await;
+            tx.send(m).map_err(|e| e.to_string())?;
+            Ok::<_, String>(tx)
+        });
+        (Box::pin(sink), rx)
+    }
+
+    async fn all(mut rx: mpsc::UnboundedReceiver<Message>) -> Vec<Message> {
+        let mut v = vec![];
+        while let Some(m) = rx.recv().await {
+            v.push(m);
+        }
+        v
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn writes_what_was_queued_before_a_cancel_and_stops_at_the_close() {
+        let token = CancellationToken::new();
+        let (outbox, rx) = Outbox::new(8, token.clone(), Duration::from_secs(5));
+        for t in ["a", "b"] {
+            assert!(
+                outbox
+                    .push(OutFrame {
+                        kind: OutKind::Text(t.into()),
+                        guard: None
+                    })
+                    .await
+            );
+        }
+        outbox.close(4000, "bye").await;
+        outbox
+            .push(OutFrame {
+                kind: OutKind::Text("after the close".into()),
+                guard: None,
+            })
+            .await;
+        // The session is gone before the writer ran: what it queued still goes out.
+        token.cancel();
+        let (sink, written) = recording(Duration::ZERO);
+        write(
+            sink,
+            OutboxFrames::new(rx, token),
+            CancellationToken::new(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert_eq!(
+            all(written).await,
+            vec![
+                Message::Text("a".into()),
+                Message::Text("b".into()),
+                Message::Close(Some(CloseFrame {
+                    code: 4000,
+                    reason: "bye".into()
+                })),
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_stops_reading_is_cut_off_after_the_slow_timeout() {
+        let conn = CancellationToken::new();
+        let (outbox, rx) = Outbox::new(8, conn.clone(), Duration::from_secs(5));
+        outbox
+            .push(OutFrame {
+                kind: OutKind::Text("never read".into()),
+                guard: None,
+            })
+            .await;
+        let (sink, written) = recording(Duration::from_secs(3600));
+        let start = tokio::time::Instant::now();
+        write(
+            sink,
+            OutboxFrames::new(rx, conn.clone()),
+            conn.clone(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(conn.is_cancelled());
+        // 5 s for the blocked write, at most 1 s more for closing the sink.
+        assert!(start.elapsed() >= Duration::from_secs(5));
+        assert!(start.elapsed() <= Duration::from_secs(6));
+        assert!(all(written).await.is_empty());
+    }
 
     #[test]
     fn origins() {
