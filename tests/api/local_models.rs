@@ -47,7 +47,8 @@ async fn keep_alives_carry_a_slow_tool_call_past_the_idle_timeout() {
     let app = app().await;
     let mut c = app.client().await;
     // 2.4 s of pings 0.3 s apart: four times the idle timeout, each gap under the keep-alive one.
-    app.llm.push(slow_tool_call(pings(8, Duration::from_millis(300))));
+    app.llm
+        .push(slow_tool_call(pings(8, Duration::from_millis(300))));
     c.text_request("r1", "Show me exhibit 1001").await;
     let r = c.reply("r1").await;
     assert!(r.error.is_none(), "{:?}", r.error);
@@ -73,7 +74,10 @@ async fn silence_without_keep_alives_still_times_out_and_so_do_keep_alives_that_
     let e = c.reply("r1").await.error.expect("an error");
     assert_eq!(e["error_code"], "REQUEST_TIMEOUT");
     assert!(
-        e["error_detail"].as_str().unwrap().contains("next chunk in"),
+        e["error_detail"]
+            .as_str()
+            .unwrap()
+            .contains("next chunk in"),
         "{e}"
     );
     app.llm.wait_disconnects(1).await;

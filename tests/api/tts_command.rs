@@ -31,7 +31,11 @@ fn require(program: &str) {
     );
 }
 
-async fn command_app(argv: &[&str], output: &str, tweak: impl FnOnce(&mut museum_agent::Config)) -> TestApp {
+async fn command_app(
+    argv: &[&str],
+    output: &str,
+    tweak: impl FnOnce(&mut museum_agent::Config),
+) -> TestApp {
     let argv: Vec<String> = argv.iter().map(|s| s.to_string()).collect();
     let output = output.to_string();
     spawn_app_with(move |c| {
@@ -97,7 +101,15 @@ fn flite_pcm(text: &str) -> Vec<u8> {
 async fn flite_speaks_the_reply_as_16k_pcm() {
     require("flite");
     let app = command_app(
-        &["flite", "-voice", "slt", "-t", "{text}", "-o", "/dev/stdout"],
+        &[
+            "flite",
+            "-voice",
+            "slt",
+            "-t",
+            "{text}",
+            "-o",
+            "/dev/stdout",
+        ],
         "wav",
         |_| {},
     )
@@ -121,7 +133,8 @@ async fn espeak_ng_reads_the_piece_from_stdin_at_its_own_rate() {
     // No `{text}`: the piece goes to stdin. espeak-ng writes a 22,050 Hz WAV whose sizes are
     // left at 0x7ffff000 (it streams), which is resampled to 16 kHz.
     let app = command_app(&["espeak-ng", "--stdout"], "wav", |_| {}).await;
-    app.llm.push(text_reply(&["The vase is from the Song dynasty."]));
+    app.llm
+        .push(text_reply(&["The vase is from the Song dynasty."]));
     let mut c = app.client().await;
     c.send("REQUEST", spoken_request("r1", "hello")).await;
     let s = collect(&mut c, "r1").await;
@@ -143,11 +156,12 @@ async fn espeak_ng_reads_the_piece_from_stdin_at_its_own_rate() {
 fn dead(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next())
-            == Some("Z"),
+        Ok(stat) => {
+            stat.rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().next())
+                == Some("Z")
+        }
     }
 }
 
@@ -165,7 +179,8 @@ async fn interrupt_kills_the_running_program() {
         c.tts.idle_timeout_seconds = 30.0;
     })
     .await;
-    app.llm.push(text_reply(&["A long answer about the bronze vessel."]));
+    app.llm
+        .push(text_reply(&["A long answer about the bronze vessel."]));
     let mut c = app.client().await;
     c.send("REQUEST", spoken_request("r1", "tell me")).await;
     // Wait for the first voice frame: the program is running and has spoken.

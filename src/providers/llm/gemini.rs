@@ -393,7 +393,10 @@ mod tests {
                 panic!("{segs:?}")
             };
             assert_eq!(meta.finish_reason.as_deref(), Some("MAX_TOKENS"));
-            assert_eq!((meta.prompt_tokens, meta.completion_tokens), (Some(23), Some(8)));
+            assert_eq!(
+                (meta.prompt_tokens, meta.completion_tokens),
+                (Some(23), Some(8))
+            );
         }
     }
 

@@ -96,9 +96,8 @@ impl SseLines {
             if let [rest @ .., b'\r'] = line {
                 line = rest;
             }
-            let line = std::str::from_utf8(line).map_err(|_| {
-                LlmError::Malformed("the event stream is not valid UTF-8".into())
-            })?;
+            let line = std::str::from_utf8(line)
+                .map_err(|_| LlmError::Malformed("the event stream is not valid UTF-8".into()))?;
             if line.is_empty() {
                 if let Some(d) = self.data.take() {
                     out.push(SseItem::Data(d));
@@ -178,10 +177,7 @@ pub fn segments<P: SseParser>(builder: reqwest::RequestBuilder, parser: P) -> Se
                     }
                     State::Streaming(mut body, mut lines, mut parser, mut pending) => {
                         if let Some(seg) = pending.pop_front() {
-                            return Some((
-                                Ok(seg),
-                                State::Streaming(body, lines, parser, pending),
-                            ));
+                            return Some((Ok(seg), State::Streaming(body, lines, parser, pending)));
                         }
                         let next = if parser.finished() {
                             None
@@ -251,13 +247,23 @@ mod tests {
     #[test]
     fn events_split_anywhere_crlf_and_multiline_data() {
         let whole: &[u8] = b"event: x\r\ndata: one\r\ndata:two\r\nid: 7\r\n\r\ndata: [DONE]\n\n";
-        let expect = vec![SseItem::Data("one\ntwo".into()), SseItem::Data("[DONE]".into())];
+        let expect = vec![
+            SseItem::Data("one\ntwo".into()),
+            SseItem::Data("[DONE]".into()),
+        ];
         for cut in 0..whole.len() {
-            assert_eq!(items(&[&whole[..cut], &whole[cut..]]), expect, "cut at {cut}");
+            assert_eq!(
+                items(&[&whole[..cut], &whole[cut..]]),
+                expect,
+                "cut at {cut}"
+            );
         }
         // A multi-byte character split across reads.
         let s = "data: 你好\n\n".as_bytes();
-        assert_eq!(items(&[&s[..7], &s[7..]]), vec![SseItem::Data("你好".into())]);
+        assert_eq!(
+            items(&[&s[..7], &s[7..]]),
+            vec![SseItem::Data("你好".into())]
+        );
     }
 
     #[test]

@@ -100,8 +100,12 @@ impl TtsProvider for CommandTts {
                 .map_err(|e| TtsError::Connect(format!("cannot start {program}: {e}")))?;
             let deadline = tokio::time::sleep(timeout);
             tokio::pin!(deadline);
-            let timed_out =
-                || TtsError::Timeout(format!("{program} ran longer than {}s", timeout.as_secs_f64()));
+            let timed_out = || {
+                TtsError::Timeout(format!(
+                    "{program} ran longer than {}s",
+                    timeout.as_secs_f64()
+                ))
+            };
 
             if let Some(mut stdin) = child.stdin.take() {
                 let write = async {

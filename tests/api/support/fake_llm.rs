@@ -234,7 +234,9 @@ async fn handle(
                     let guard = guard?;
                     loop {
                         match it.next() {
-                            Some(Ev::Data(c)) => return Some((sse(&c.to_string()), (it, Some(guard)))),
+                            Some(Ev::Data(c)) => {
+                                return Some((sse(&c.to_string()), (it, Some(guard))));
+                            }
                             Some(Ev::Ping) => {
                                 return Some((Ok(Bytes::from_static(b":\n\n")), (it, Some(guard))));
                             }
