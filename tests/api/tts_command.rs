@@ -5,7 +5,11 @@ use std::path::Path;
 use std::time::Duration;
 
 use base64::Engine;
+use futures_util::StreamExt;
 use museum_agent::config::TtsProviderKind;
+use museum_agent::providers::tts::command::{CommandTts, CommandTtsOptions};
+use museum_agent::providers::tts::openai::SpeechFormat;
+use museum_agent::providers::tts::{TtsError, TtsProvider};
 use serde_json::{Value, json};
 
 use crate::support::fake_llm::text_reply;
@@ -218,6 +222,7 @@ async fn interrupt_kills_the_running_program() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    let _ = std::fs::remove_dir_all(&dir);
     // The session goes on.
     app.llm.push(text_reply(&["ok"]));
     c.send("REQUEST", silent_request("r2", "again")).await;
@@ -264,4 +269,88 @@ async fn a_failing_silent_or_missing_program_gives_an_error_and_the_session_goes
         assert!(r.error.is_none(), "{what}: {:?}", r.error);
         assert_eq!(r.text, "ok", "{what}");
     }
+}
+
+fn provider(argv: &[&str], format: SpeechFormat, timeout: Duration) -> CommandTts {
+    CommandTts::new(CommandTtsOptions {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        format,
+        timeout,
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn raw_pcm_at_the_configured_rate_and_a_hung_program_times_out() {
+    require("flite");
+    // Raw s16le at 16 kHz (flite's WAV without its 44-byte header): passed through unchanged.
+    let t = provider(
+        &[
+            "sh",
+            "-c",
+            "flite -voice slt -t \"$1\" -o /dev/stdout | tail -c +45",
+            "sh",
+            "{text}",
+        ],
+        SpeechFormat::Pcm {
+            sample_rate: 16_000,
+        },
+        Duration::from_secs(20),
+    );
+    let sentence = "Raw audio, please.";
+    let out: Vec<u8> = t
+        .synthesize(sentence.into())
+        .map(|r| r.unwrap().to_vec())
+        .concat()
+        .await;
+    assert_eq!(out, flite_pcm(sentence));
+
+    // The same bytes declared as 8 kHz come out twice as long at 16 kHz.
+    let t8 = provider(
+        &[
+            "sh",
+            "-c",
+            "flite -voice slt -t \"$1\" -o /dev/stdout | tail -c +45",
+            "sh",
+            "{text}",
+        ],
+        SpeechFormat::Pcm { sample_rate: 8_000 },
+        Duration::from_secs(20),
+    );
+    let out8: Vec<u8> = t8
+        .synthesize(sentence.into())
+        .map(|r| r.unwrap().to_vec())
+        .concat()
+        .await;
+    let ratio = out8.len() as f64 / out.len() as f64;
+    assert!((1.95..2.05).contains(&ratio), "ratio {ratio}");
+
+    // A program that never writes nor exits is killed at the timeout with REQUEST_TIMEOUT's error.
+    let dir = tempfile_dir();
+    let pidfile = dir.join("hung.pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pidfile.display());
+    let hung = provider(
+        &["sh", "-c", &script],
+        SpeechFormat::Wav,
+        Duration::from_millis(500),
+    );
+    let items: Vec<_> = hung.synthesize("Hello.".into()).collect().await;
+    assert!(
+        matches!(items.as_slice(), [Err(TtsError::Timeout(_))]),
+        "{items:?}"
+    );
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !dead(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hung program {pid} still runs"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
