@@ -161,6 +161,7 @@ pub fn build_stt(config: &Config) -> anyhow::Result<Option<Arc<dyn SttProvider>>
                 api_key,
                 language: c.language.clone(),
                 prompt: c.prompt.clone(),
+                send_model_name: c.send_model_name,
                 connect_timeout: secs(c.connect_timeout_seconds),
             })?))
         }
@@ -199,6 +200,21 @@ pub fn build_tts(config: &Config) -> anyhow::Result<Option<Arc<dyn TtsProvider>>
                 instructions: c.instructions.clone(),
                 connect_timeout: secs(c.connect_timeout_seconds),
             })?))
+        }
+        TtsProviderKind::Command => {
+            Some(Arc::new(crate::providers::tts::command::CommandTts::new(
+                crate::providers::tts::command::CommandTtsOptions {
+                    argv: c.command.clone(),
+                    format: if c.command_output == "wav" {
+                        SpeechFormat::Wav
+                    } else {
+                        SpeechFormat::Pcm {
+                            sample_rate: c.sample_rate,
+                        }
+                    },
+                    timeout: secs(c.command_timeout_seconds),
+                },
+            )?))
         }
     })
 }

@@ -300,6 +300,11 @@ pub struct LlmConfig {
     pub first_token_timeout_seconds: f64,
     /// Longest silence between two chunks once streaming.
     pub idle_timeout_seconds: f64,
+    /// Once the endpoint has shown it is working without sending text (a keep-alive comment
+    /// such as llama.cpp's `:` every `--sse-ping-interval` seconds, a tool-call fragment, a
+    /// role-only chunk), the longest wait for its next sign of life. Lets a CPU model read a
+    /// long prompt or build a tool call for longer than `idle_timeout_seconds`.
+    pub keepalive_timeout_seconds: f64,
     /// Whole reply, all tool steps included.
     pub total_timeout_seconds: f64,
     /// Retries of a failed LLM call (connection refused, 429, 5xx, no first token), only
@@ -326,6 +331,7 @@ impl Default for LlmConfig {
             connect_timeout_seconds: 10.0,
             first_token_timeout_seconds: 30.0,
             idle_timeout_seconds: 30.0,
+            keepalive_timeout_seconds: 75.0,
             total_timeout_seconds: 120.0,
             max_retries: 2,
             max_tool_steps: 4,
@@ -403,6 +409,9 @@ pub struct SttConfig {
     pub language: String,
     /// openai: optional prompt guiding recognition (e.g. exhibit names).
     pub prompt: String,
+    /// openai: also send the model name in the form field `model_name` (faster-whisper-server
+    /// reads that field, not `model`, and answers 400 "unknown model: whisper-1" without it).
+    pub send_model_name: bool,
     /// funasr: `ws://host:port` of funasr-wss-server (or -2pass).
     pub funasr_url: String,
     /// funasr: `offline` or `2pass`.
@@ -427,6 +436,7 @@ impl Default for SttConfig {
             api_key_env: "OPENAI_API_KEY".into(),
             language: String::new(),
             prompt: String::new(),
+            send_model_name: false,
             funasr_url: "ws://127.0.0.1:10095".into(),
             funasr_mode: "offline".into(),
             funasr_itn: true,
@@ -537,6 +547,8 @@ pub enum TtsProviderKind {
     None,
     /// OpenAI-compatible `POST {base_url}/audio/speech`.
     Openai,
+    /// A local synthesis program run once per piece (`command`), e.g. flite, espeak-ng, piper.
+    Command,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -571,6 +583,14 @@ pub struct TtsConfig {
     pub clause_min_chars: usize,
     /// A piece without punctuation is cut at this many characters.
     pub max_piece_chars: usize,
+    /// command: the program and its arguments; `{text}` in an argument is replaced by the
+    /// piece, otherwise the piece is written to the program's stdin.
+    pub command: Vec<String>,
+    /// command: what the program writes to stdout: `wav` or `pcm` (raw s16le mono at
+    /// `sample_rate`).
+    pub command_output: String,
+    /// command: a piece whose program runs longer than this is killed (REQUEST_TIMEOUT).
+    pub command_timeout_seconds: f64,
 }
 
 impl Default for TtsConfig {
@@ -593,6 +613,9 @@ impl Default for TtsConfig {
             first_piece_min_chars: 6,
             clause_min_chars: 24,
             max_piece_chars: 120,
+            command: Vec::new(),
+            command_output: "wav".into(),
+            command_timeout_seconds: 30.0,
         }
     }
 }
@@ -745,8 +768,25 @@ impl Config {
                     .into(),
             ));
         }
-        if t.provider != TtsProviderKind::None && t.base_url.is_empty() {
+        if t.provider == TtsProviderKind::Openai && t.base_url.is_empty() {
             return Err(ConfigError::Invalid("tts.base_url is empty".into()));
+        }
+        if t.provider == TtsProviderKind::Command {
+            if t.command.first().is_none_or(|p| p.is_empty()) {
+                return Err(ConfigError::Invalid(
+                    "tts.command must name a program when tts.provider = \"command\"".into(),
+                ));
+            }
+            if !matches!(t.command_output.as_str(), "pcm" | "wav") {
+                return Err(ConfigError::Invalid(
+                    "tts.command_output must be \"pcm\" or \"wav\"".into(),
+                ));
+            }
+            if t.command_timeout_seconds.is_nan() || t.command_timeout_seconds <= 0.0 {
+                return Err(ConfigError::Invalid(
+                    "tts.command_timeout_seconds must be > 0".into(),
+                ));
+            }
         }
         let r = &self.srs;
         if !(0.0..=1.0).contains(&r.no_answer_threshold)

@@ -386,8 +386,12 @@ async fn stream_step(
             calls: Vec::new(),
         };
         let mut first = true;
+        // The endpoint's last sign of life carried no text (keep-alive, call fragment).
+        let mut busy = false;
         loop {
-            let wait = if first {
+            let wait = if busy {
+                secs(cfg.keepalive_timeout_seconds)
+            } else if first {
                 secs(cfg.first_token_timeout_seconds)
             } else {
                 secs(cfg.idle_timeout_seconds)
@@ -402,6 +406,8 @@ async fn stream_step(
                 Err(_) => {
                     let what = if Instant::now() >= deadline {
                         "whole reply"
+                    } else if busy {
+                        "next chunk after its keep-alive"
                     } else if first {
                         "first token"
                     } else {
@@ -411,7 +417,12 @@ async fn stream_step(
                 }
                 Ok(None) => return Ok(Some(out)),
                 Ok(Some(Err(e))) => e,
+                Ok(Some(Ok(Segment::KeepAlive))) => {
+                    busy = true;
+                    continue;
+                }
                 Ok(Some(Ok(segment))) => {
+                    busy = false;
                     let received = Instant::now();
                     if first {
                         let s = received.duration_since(call_started).as_secs_f64();
@@ -439,6 +450,7 @@ async fn stream_step(
                             }
                             out.calls.push((call, kind));
                         }
+                        Segment::KeepAlive => {}
                         Segment::Done(meta) => {
                             let s = call_started.elapsed().as_secs_f64();
                             job_metrics(job).upstream(llm.name(), "call", s);

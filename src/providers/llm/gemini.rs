@@ -221,9 +221,16 @@ impl GeminiParser {
                 .unwrap_or_else(|| err.to_string());
             return Err(LlmError::Upstream(msg));
         }
+        // Counts may come in a later chunk than the finish (api-for-gemini sends
+        // `usageMetadata: {trafficType}` with the finish, then `candidates: []` with the
+        // counts): a chunk without them keeps what an earlier one said.
         if let Some(u) = v.get("usageMetadata") {
-            self.meta.prompt_tokens = u.get("promptTokenCount").and_then(Value::as_u64);
-            self.meta.completion_tokens = u.get("candidatesTokenCount").and_then(Value::as_u64);
+            if let Some(n) = u.get("promptTokenCount").and_then(Value::as_u64) {
+                self.meta.prompt_tokens = Some(n);
+            }
+            if let Some(n) = u.get("candidatesTokenCount").and_then(Value::as_u64) {
+                self.meta.completion_tokens = Some(n);
+            }
         }
         if let Some(reason) = v
             .get("promptFeedback")
@@ -355,6 +362,42 @@ mod tests {
         };
         assert_eq!(c2.id, "g1");
         assert!(matches!(&segs[4], Segment::Done(m) if m.prompt_tokens == Some(10)));
+    }
+
+    /// Verbatim from api-for-gemini 1.4.2 in front of llama.cpp (`maxOutputTokens` reached):
+    /// the finish chunk has empty parts and `usageMetadata` without counts; the stream ends
+    /// with `"candidates": []` and the counts. Also the usage arriving before the finish.
+    #[test]
+    fn api_for_gemini_stream_end() {
+        let m = r#""createTime": "2026-11-23T02:56:30Z", "modelVersion": "gemini-2.0-flash", "responseId": "chatcmpl-rrHe""#;
+        let chunks = [
+            format!(
+                r#"{{"candidates": [{{"content": {{"parts": [{{"text": "Hello"}}], "role": "model"}}, "index": 0}}], {m}}}"#
+            ),
+            format!(
+                r#"{{"candidates": [{{"content": {{"parts": [], "role": "model"}}, "finishReason": "MAX_TOKENS", "index": 0}}], {m}, "usageMetadata": {{"trafficType": "ON_DEMAND"}}}}"#
+            ),
+            format!(
+                r#"{{"candidates": [], {m}, "usageMetadata": {{"cachedContentTokenCount": 6, "candidatesTokenCount": 8, "promptTokenCount": 23, "thoughtsTokenCount": 0, "totalTokenCount": 31, "trafficType": "ON_DEMAND"}}}}"#
+            ),
+        ];
+        for order in [[0, 1, 2], [0, 2, 1]] {
+            let mut p = GeminiParser::default();
+            let mut segs = Vec::new();
+            for i in order {
+                segs.extend(p.push(&chunks[i]).unwrap());
+            }
+            segs.push(p.end().unwrap());
+            assert_eq!(segs[0], Segment::Text("Hello".into()));
+            let Segment::Done(meta) = &segs[1] else {
+                panic!("{segs:?}")
+            };
+            assert_eq!(meta.finish_reason.as_deref(), Some("MAX_TOKENS"));
+            assert_eq!(
+                (meta.prompt_tokens, meta.completion_tokens),
+                (Some(23), Some(8))
+            );
+        }
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! Providers know nothing of WebSockets or sessions. Cancellation is by dropping the stream:
 //! that drops the HTTP response and closes its connection at once. Timeouts between chunks are
-//! applied by the caller (the pipeline), the same for every provider.
+//! applied by the caller (the pipeline), the same for every provider; providers report signs of
+//! life that carry no content as [`Segment::KeepAlive`] so those timers measure the endpoint's
+//! silence, not the text's.
 
 pub mod gemini;
 pub mod offline;
@@ -93,6 +95,10 @@ pub struct Metadata {
 pub enum Segment {
     Text(String),
     ToolCall(ToolCall),
+    /// The endpoint sent something that completes no text or call yet (a keep-alive comment,
+    /// a role-only chunk, a tool-call fragment, usage): it is alive and working. Carries no
+    /// content; the caller's timers use it (see `llm.keepalive_timeout_seconds`).
+    KeepAlive,
     /// Always the last item of a successful stream.
     Done(Metadata),
 }

@@ -55,7 +55,10 @@ impl OpenAiProvider {
     /// The request body (public for tests and the load tool).
     pub fn body(&self, req: &ChatRequest) -> Value {
         let messages: Vec<Value> = req.messages.iter().map(message_json).collect();
-        let mut body = json!({"model": self.model, "messages": messages, "stream": true});
+        // Without `stream_options.include_usage` OpenAI, llama.cpp and vLLM send no token
+        // counts in a stream; with it they add a last chunk with `"choices": []` and `usage`.
+        let mut body = json!({"model": self.model, "messages": messages, "stream": true,
+                              "stream_options": {"include_usage": true}});
         if !req.tools.is_empty() {
             body["tools"] = Value::Array(
                 req.tools
@@ -326,6 +329,39 @@ mod tests {
         assert!(matches!(segs[3], Segment::Done(_)));
     }
 
+    /// Verbatim from llama.cpp's server (xllamacpp 2026.10.11549, SmolLM2-135M), `max_tokens`
+    /// reached, with `stream_options.include_usage`: a role chunk with `content: null`, the
+    /// finish chunk carrying `timings`, then a usage chunk with no choices, then `[DONE]`.
+    #[test]
+    fn llama_cpp_stream_with_usage() {
+        let m = r#""created":1795402461,"id":"chatcmpl-qDKN","model":"SmolLM2-135M-Instruct.Q4_1.gguf","system_fingerprint":"b0-unknown","object":"chat.completion.chunk""#;
+        let lines = [
+            format!(
+                r#"{{"choices":[{{"finish_reason":null,"index":0,"delta":{{"role":"assistant","content":null}}}}],{m}}}"#
+            ),
+            format!(
+                r#"{{"choices":[{{"finish_reason":null,"index":0,"delta":{{"content":"Hello"}}}}],{m}}}"#
+            ),
+            format!(
+                r#"{{"choices":[{{"finish_reason":"length","index":0,"delta":{{}}}}],{m},"timings":{{"prompt_n":1,"predicted_n":3}}}}"#
+            ),
+            format!(
+                r#"{{"choices":[],{m},"usage":{{"completion_tokens":3,"prompt_tokens":33,"total_tokens":36,"prompt_tokens_details":{{"cached_tokens":32}}}}}}"#
+            ),
+            "[DONE]".to_string(),
+        ];
+        let mut p = ChunkParser::default();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let segs = feed(&mut p, &refs);
+        assert_eq!(segs[0], Segment::Text("Hello".into()));
+        let Segment::Done(meta) = &segs[1] else {
+            panic!("{segs:?}")
+        };
+        assert_eq!(meta.finish_reason.as_deref(), Some("length"));
+        assert_eq!(meta.prompt_tokens, Some(33));
+        assert_eq!(meta.completion_tokens, Some(3));
+    }
+
     #[test]
     fn bad_arguments_and_missing_id() {
         let mut p = ChunkParser::default();
@@ -393,6 +429,7 @@ mod tests {
         };
         let b = p.body(&req);
         assert_eq!(b["stream"], true);
+        assert_eq!(b["stream_options"]["include_usage"], true);
         assert_eq!(b["temperature"], 0.2);
         assert_eq!(
             b["messages"][2]["tool_calls"][0]["function"]["arguments"],

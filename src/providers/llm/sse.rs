@@ -2,12 +2,17 @@
 //! turn a non-2xx status into [`LlmError::Status`] (reading a little of the body for the log,
 //! never waiting long), then feed each event's `data` to the vendor's [`SseParser`] and yield
 //! the segments it completes, ending with what the parser says at the end of the body.
+//!
+//! Bytes that arrive but complete no segment (a keep-alive comment such as llama.cpp's `:`
+//! sent every `--sse-ping-interval` seconds while it reads a long prompt or builds a tool call,
+//! a role-only chunk, a tool-call fragment, a usage chunk) yield one [`Segment::KeepAlive`], so
+//! the caller's timers see that the endpoint is still working.
 
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::time::Duration;
 
-use eventsource_stream::Eventsource;
+use bytes::Bytes;
 use futures_util::{Stream, StreamExt};
 
 use super::{LlmError, Segment, SegmentStream};
@@ -60,11 +65,77 @@ pub(crate) fn snippet(s: &str) -> String {
     s[..end].to_string()
 }
 
-type Events = Pin<Box<dyn Stream<Item = Result<eventsource_stream::Event, String>> + Send>>;
+type Body = Pin<Box<dyn Stream<Item = Result<Bytes, reqwest::Error>> + Send>>;
+
+/// One item of an event stream: a complete event's `data`, or a comment line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SseItem {
+    Data(String),
+    Comment,
+}
+
+/// The event-stream format (WHATWG server-sent events) reduced to what chat APIs use: `data`
+/// fields joined by newlines, dispatched at a blank line; comment lines (`:...`) reported
+/// (they are keep-alives); `event`, `id` and `retry` ignored. Lines end with LF or CRLF. An
+/// event not closed by a blank line when the body ends is discarded, as the format says.
+#[derive(Debug, Default)]
+pub struct SseLines {
+    buf: Vec<u8>,
+    data: Option<String>,
+}
+
+impl SseLines {
+    /// Feeds bytes as they arrive; returns the items they complete.
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseItem>, LlmError> {
+        self.buf.extend_from_slice(bytes);
+        let mut out = Vec::new();
+        let mut start = 0;
+        while let Some(nl) = self.buf[start..].iter().position(|&b| b == b'\n') {
+            let mut line = &self.buf[start..start + nl];
+            start += nl + 1;
+            if let [rest @ .., b'\r'] = line {
+                line = rest;
+            }
+            let line = std::str::from_utf8(line)
+                .map_err(|_| LlmError::Malformed("the event stream is not valid UTF-8".into()))?;
+            if line.is_empty() {
+                if let Some(d) = self.data.take() {
+                    out.push(SseItem::Data(d));
+                }
+            } else if line.starts_with(':') {
+                out.push(SseItem::Comment);
+            } else {
+                let (field, value) = match line.split_once(':') {
+                    Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                    None => (line, ""),
+                };
+                if field == "data" {
+                    match self.data.as_mut() {
+                        Some(d) => {
+                            d.push('\n');
+                            d.push_str(value);
+                        }
+                        None => self.data = Some(value.to_string()),
+                    }
+                }
+            }
+        }
+        self.buf.drain(..start);
+        if self.buf.len() > MAX_LINE_BYTES {
+            return Err(LlmError::Malformed(format!(
+                "an event-stream line is longer than {MAX_LINE_BYTES} bytes"
+            )));
+        }
+        Ok(out)
+    }
+}
+
+/// Longest line accepted (a whole chunk of JSON is one line).
+const MAX_LINE_BYTES: usize = 4 << 20;
 
 enum State<P> {
     Start(Box<reqwest::RequestBuilder>, P),
-    Streaming(Events, P, VecDeque<Segment>),
+    Streaming(Body, SseLines, P, VecDeque<Segment>),
     Draining(VecDeque<Segment>),
     Finished,
 }
@@ -101,31 +172,41 @@ pub fn segments<P: SseParser>(builder: reqwest::RequestBuilder, parser: P) -> Se
                             };
                             return Some((Err(e), State::Finished));
                         }
-                        let events = resp
-                            .bytes_stream()
-                            .eventsource()
-                            .map(|r| r.map_err(|e| e.to_string()));
-                        State::Streaming(Box::pin(events), parser, VecDeque::new())
+                        let body: Body = Box::pin(resp.bytes_stream());
+                        State::Streaming(body, SseLines::default(), parser, VecDeque::new())
                     }
-                    State::Streaming(mut events, mut parser, mut pending) => {
+                    State::Streaming(mut body, mut lines, mut parser, mut pending) => {
                         if let Some(seg) = pending.pop_front() {
-                            return Some((Ok(seg), State::Streaming(events, parser, pending)));
+                            return Some((Ok(seg), State::Streaming(body, lines, parser, pending)));
                         }
                         let next = if parser.finished() {
                             None
                         } else {
-                            events.next().await
+                            body.next().await
                         };
                         match next {
-                            Some(Ok(ev)) => match parser.push(&ev.data) {
-                                Ok(segs) => {
-                                    pending.extend(segs);
-                                    State::Streaming(events, parser, pending)
+                            Some(Ok(bytes)) => {
+                                let items = match lines.push(&bytes) {
+                                    Ok(items) => items,
+                                    Err(e) => return Some((Err(e), State::Finished)),
+                                };
+                                for item in items {
+                                    let SseItem::Data(data) = item else { continue };
+                                    match parser.push(&data) {
+                                        Ok(segs) => pending.extend(segs),
+                                        Err(e) => return Some((Err(e), State::Finished)),
+                                    }
+                                    if parser.finished() {
+                                        break;
+                                    }
                                 }
-                                Err(e) => return Some((Err(e), State::Finished)),
-                            },
+                                if pending.is_empty() {
+                                    pending.push_back(Segment::KeepAlive);
+                                }
+                                State::Streaming(body, lines, parser, pending)
+                            }
                             Some(Err(e)) => {
-                                return Some((Err(LlmError::Closed(e)), State::Finished));
+                                return Some((Err(map_reqwest(e)), State::Finished));
                             }
                             None => match parser.end() {
                                 Ok(rest) => State::Draining(rest.into()),
@@ -138,4 +219,60 @@ pub fn segments<P: SseParser>(builder: reqwest::RequestBuilder, parser: P) -> Se
         },
     );
     Box::pin(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn items(chunks: &[&[u8]]) -> Vec<SseItem> {
+        let mut l = SseLines::default();
+        chunks.iter().flat_map(|c| l.push(c).unwrap()).collect()
+    }
+
+    #[test]
+    fn llama_cpp_pings_are_comments() {
+        // Verbatim: llama.cpp's server writes ":\n\n" every --sse-ping-interval seconds while
+        // it has nothing else to send (here while it read a 1,100-token prompt with 1 thread).
+        assert_eq!(
+            items(&[b":\n\n", b":\n\n", b"data: {\"a\":1}\n\n"]),
+            vec![
+                SseItem::Comment,
+                SseItem::Comment,
+                SseItem::Data("{\"a\":1}".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn events_split_anywhere_crlf_and_multiline_data() {
+        let whole: &[u8] = b"event: x\r\ndata: one\r\ndata:two\r\nid: 7\r\n\r\ndata: [DONE]\n\n";
+        let expect = vec![
+            SseItem::Data("one\ntwo".into()),
+            SseItem::Data("[DONE]".into()),
+        ];
+        for cut in 0..whole.len() {
+            assert_eq!(
+                items(&[&whole[..cut], &whole[cut..]]),
+                expect,
+                "cut at {cut}"
+            );
+        }
+        // A multi-byte character split across reads.
+        let s = "data: 你好\n\n".as_bytes();
+        assert_eq!(
+            items(&[&s[..7], &s[7..]]),
+            vec![SseItem::Data("你好".into())]
+        );
+    }
+
+    #[test]
+    fn an_unterminated_event_is_dropped_and_bad_utf8_refused() {
+        assert!(items(&[b"data: {\"cut\""]).is_empty());
+        let mut l = SseLines::default();
+        assert!(matches!(
+            l.push(b"data: \xff\n\n"),
+            Err(LlmError::Malformed(_))
+        ));
+    }
 }

@@ -3,6 +3,12 @@
 //! `prompt`; the answer is `{"text": "..."}`. Spoken by OpenAI, whisper.cpp's server (with
 //! `--inference-path /v1/audio/transcriptions`), faster-whisper-server/speaches, vLLM's audio
 //! endpoint and others.
+//!
+//! faster-whisper-server (PyPI 0.0.3) reads the model from the form field `model_name` and
+//! ignores `model`; started with a models file it answers 400 `unknown model: whisper-1`
+//! unless `model_name` names one of them: `send_model_name` adds that field. It accepts
+//! `response_format` `json` and `verbose_json` only (we send `json`), and its text starts with
+//! a space (trimmed here).
 
 use std::time::Duration;
 
@@ -19,6 +25,8 @@ pub struct OpenAiSttOptions {
     pub language: String,
     /// Optional prompt (e.g. exhibit names) to guide recognition; empty: none.
     pub prompt: String,
+    /// Also send the model name as `model_name` (faster-whisper-server reads only that field).
+    pub send_model_name: bool,
     pub connect_timeout: Duration,
 }
 
@@ -30,6 +38,7 @@ pub struct OpenAiStt {
     api_key: Option<String>,
     language: String,
     prompt: String,
+    send_model_name: bool,
 }
 
 impl std::fmt::Debug for OpenAiStt {
@@ -61,6 +70,7 @@ impl OpenAiStt {
             api_key: o.api_key,
             language: o.language,
             prompt: o.prompt,
+            send_model_name: o.send_model_name,
         })
     }
 }
@@ -88,6 +98,9 @@ impl SttProvider for OpenAiStt {
                 .part("file", file)
                 .text("model", this.model.clone())
                 .text("response_format", "json");
+            if this.send_model_name {
+                form = form.text("model_name", this.model.clone());
+            }
             if !this.language.is_empty() {
                 form = form.text("language", this.language.clone());
             }

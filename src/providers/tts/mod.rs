@@ -5,6 +5,7 @@
 //! the stream: that drops the HTTP response and closes its connection at once. Timeouts (first
 //! byte, between chunks) are applied by the caller, the same for every provider.
 
+pub mod command;
 pub mod openai;
 
 use std::pin::Pin;

@@ -97,7 +97,7 @@ impl OpenAiTts {
 }
 
 /// Turns the vendor's byte stream into 16 kHz samples, piece by piece.
-struct Decoder {
+pub(crate) struct Decoder {
     format: SpeechFormat,
     wav: StreamingWav,
     resampler: Option<StreamResampler>,
@@ -106,7 +106,7 @@ struct Decoder {
 }
 
 impl Decoder {
-    fn new(format: SpeechFormat) -> Result<Self, AudioError> {
+    pub(crate) fn new(format: SpeechFormat) -> Result<Self, AudioError> {
         let resampler = match format {
             SpeechFormat::Pcm { sample_rate } => Some(StreamResampler::new(sample_rate)?),
             SpeechFormat::Wav => None,
@@ -119,7 +119,7 @@ impl Decoder {
         })
     }
 
-    fn push(&mut self, bytes: &[u8]) -> Result<Vec<u8>, AudioError> {
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> Result<Vec<u8>, AudioError> {
         let samples = match self.format {
             SpeechFormat::Pcm { .. } => {
                 let mut joined;
@@ -152,7 +152,7 @@ impl Decoder {
         }
     }
 
-    fn finish(&mut self) -> Result<Vec<u8>, AudioError> {
+    pub(crate) fn finish(&mut self) -> Result<Vec<u8>, AudioError> {
         match self.resampler.as_mut() {
             Some(r) => Ok(samples_to_bytes(&r.finish()?)),
             None => Err(AudioError::BadWav(
@@ -168,6 +168,10 @@ impl TtsProvider for OpenAiTts {
     }
 
     fn synthesize(&self, text: String) -> PcmStream {
+        // Nothing to say: servers refuse it (local-tts-studio: 400 "input must not be blank").
+        if !has_speakable(&text) {
+            return Box::pin(futures_util::stream::empty());
+        }
         let this = self.clone();
         let stream = async_stream(move |tx| async move {
             let mut decoder =
@@ -216,9 +220,14 @@ impl TtsProvider for OpenAiTts {
     }
 }
 
+/// Whether `text` has anything to pronounce (a letter or a digit, in any script).
+pub(crate) fn has_speakable(text: &str) -> bool {
+    text.chars().any(char::is_alphanumeric)
+}
+
 /// A stream fed by an async producer through a small channel. Dropping the stream drops the
 /// producer's future (and with it the HTTP response) the next time it is polled or at drop.
-fn async_stream<F, Fut>(
+pub(crate) fn async_stream<F, Fut>(
     producer: F,
 ) -> impl futures_util::Stream<Item = Result<Bytes, TtsError>> + Send
 where

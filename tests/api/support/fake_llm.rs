@@ -1,5 +1,10 @@
 //! A local OpenAI-compatible chat-completions server speaking real SSE `chat.completion.chunk`
 //! frames. Each incoming request takes the next [`Script`]; requests and disconnects are recorded.
+//!
+//! Like llama.cpp's server (checked against it, see `scripts/interop/FINDINGS.md`): a request
+//! with `stream_options.include_usage` gets a last chunk with `"choices": []` and `usage` before
+//! `[DONE]`; [`Script::Paced`] sends keep-alive comments (`:` + blank line, what llama.cpp writes
+//! every `--sse-ping-interval` seconds while it reads a prompt or holds back a tool call).
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -35,6 +40,25 @@ pub enum Script {
     Status(u16, String),
     /// Send raw SSE bytes as they are.
     Raw(String),
+    /// Data chunks, keep-alive comments and pauses in this order, then `data: [DONE]`.
+    Paced(Vec<Ev>),
+}
+
+/// One step of a [`Script::Paced`] stream.
+#[derive(Debug, Clone)]
+pub enum Ev {
+    Data(Value),
+    /// llama.cpp's keep-alive: the comment line `:` and a blank line.
+    Ping,
+    Sleep(Duration),
+    /// Hang until the client goes away.
+    Hang,
+}
+
+/// What llama.cpp reports as usage (`choices` empty).
+pub fn usage_chunk() -> Value {
+    json!({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": "fake",
+           "choices": [], "usage": {"completion_tokens": 3, "prompt_tokens": 33, "total_tokens": 36}})
 }
 
 #[derive(Default)]
@@ -138,6 +162,7 @@ async fn handle(
     body: String,
 ) -> Response {
     let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let wants_usage = v["stream_options"]["include_usage"] == true;
     inner.requests.lock().unwrap().push(v);
     let auth = headers
         .get(header::AUTHORIZATION)
@@ -172,10 +197,13 @@ async fn handle(
             sse_response(Body::from(text))
         }
         Script::Stream {
-            chunks,
+            mut chunks,
             delay,
             done,
         } => {
+            if done && wants_usage {
+                chunks.push(usage_chunk());
+            }
             let stream = futures_util::stream::unfold(
                 (chunks.into_iter(), guard, done, true),
                 move |(mut it, guard, done, first)| async move {
@@ -190,6 +218,37 @@ async fn handle(
                         None => {
                             guard.complete();
                             None
+                        }
+                    }
+                },
+            );
+            sse_response(Body::from_stream(stream))
+        }
+        Script::Paced(mut evs) => {
+            if wants_usage {
+                evs.push(Ev::Data(usage_chunk()));
+            }
+            let stream = futures_util::stream::unfold(
+                (evs.into_iter(), Some(guard)),
+                |(mut it, guard)| async move {
+                    let guard = guard?;
+                    loop {
+                        match it.next() {
+                            Some(Ev::Data(c)) => {
+                                return Some((sse(&c.to_string()), (it, Some(guard))));
+                            }
+                            Some(Ev::Ping) => {
+                                return Some((Ok(Bytes::from_static(b":\n\n")), (it, Some(guard))));
+                            }
+                            Some(Ev::Sleep(d)) => tokio::time::sleep(d).await,
+                            Some(Ev::Hang) => {
+                                let _g = guard;
+                                match std::future::pending::<Infallible>().await {}
+                            }
+                            None => {
+                                guard.complete();
+                                return Some((sse("[DONE]"), (it, None)));
+                            }
                         }
                     }
                 },

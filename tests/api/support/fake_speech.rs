@@ -9,6 +9,11 @@
 //!   tone per input character, so the expected audio length is known.
 //!
 //! Requests are recorded; connections dropped before their answer was complete are counted.
+//!
+//! Checked against the real servers (`scripts/interop/FINDINGS.md`): with
+//! [`FakeSpeech::require_model_name`] the STT answers like faster-whisper-server started with a
+//! models file (the model comes from the form field `model_name`; anything else is 400
+//! `unknown model: whisper-1`); the TTS refuses a blank `input` with 400 like local-tts-studio.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -68,6 +73,8 @@ pub struct FunAsrSession {
 }
 
 struct Inner {
+    /// faster-whisper-server's config mode: the only model name it knows.
+    stt_model_name: Mutex<Option<String>>,
     transcripts: Mutex<HashMap<Vec<u8>, String>>,
     stt_mode: Mutex<SttMode>,
     tts_mode: Mutex<TtsMode>,
@@ -123,6 +130,7 @@ impl Drop for Guard {
 impl FakeSpeech {
     pub async fn start() -> FakeSpeech {
         let inner = Arc::new(Inner {
+            stt_model_name: Mutex::default(),
             transcripts: Mutex::default(),
             stt_mode: Mutex::new(SttMode::Normal),
             tts_mode: Mutex::new(TtsMode::Normal {
@@ -162,6 +170,11 @@ impl FakeSpeech {
             .lock()
             .unwrap()
             .insert(pcm.to_vec(), text.to_string());
+    }
+
+    /// Answer like faster-whisper-server with a models file naming only `name`.
+    pub fn require_model_name(&self, name: &str) {
+        *self.inner.stt_model_name.lock().unwrap() = Some(name.to_string());
     }
 
     pub fn set_stt(&self, m: SttMode) {
@@ -289,12 +302,24 @@ async fn transcriptions(
         Err(_) => (None, Vec::new()),
     };
     inner.stt_requests.lock().unwrap().push(json!({
-        "model": text("model"), "response_format": text("response_format"),
+        "model": text("model"), "model_name": text("model_name"),
+        "response_format": text("response_format"),
         "language": text("language"), "filename": filename,
         "sample_rate": spec.map(|s| s.sample_rate), "channels": spec.map(|s| s.channels),
         "bits": spec.map(|s| s.bits_per_sample), "pcm_bytes": pcm.len(),
     }));
     inner.changed.notify_waiters();
+    let required = inner.stt_model_name.lock().unwrap().clone();
+    if let Some(name) = required {
+        // faster-whisper-server: `model_name: str = Form("whisper-1")`; `model` is ignored.
+        let asked = text("model_name").unwrap_or_else(|| "whisper-1".into());
+        if asked != name {
+            guard.complete();
+            let body = json!({"detail": {"error": {"message": format!("unknown model: {asked}"),
+                                                   "type": "invalid_request_error"}}});
+            return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+        }
+    }
     let mode = *inner.stt_mode.lock().unwrap();
     match mode {
         SttMode::Normal => {
@@ -438,6 +463,13 @@ async fn speech(State(inner): State<Arc<Inner>>, body: Bytes) -> Response {
     inner.changed.notify_waiters();
     let mut guard = Guard::new(&inner, false);
     let text = req["input"].as_str().unwrap_or("").to_string();
+    if text.trim().is_empty() {
+        // local-tts-studio (pydantic: input stripped, min_length 1).
+        guard.complete();
+        let body = json!({"error": {"message": "invalid request field 'input': Value error, input must not be blank",
+                                    "type": "invalid_request_error", "param": "input", "code": "invalid_request"}});
+        return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+    }
     let wav = req["response_format"] == "wav";
     let mode = *inner.tts_mode.lock().unwrap();
     let mut audio = tts_audio(&text);
