@@ -334,9 +334,7 @@ fn named_paths(src: &Source) -> Vec<Named> {
             Tok::Ident(_) | Tok::Sep => {
                 let prev = i.checked_sub(1).map(|p| &t[p].0);
                 let leading = t[i].0 == Tok::Sep;
-                if leading
-                    && matches!(prev, Some(Tok::Ident(_) | Tok::Punct('>' | ')' | ']')))
-                {
+                if leading && matches!(prev, Some(Tok::Ident(_) | Tok::Punct('>' | ')' | ']'))) {
                     i += 1;
                     continue;
                 }
@@ -377,7 +375,11 @@ fn sources() -> Vec<Source> {
             if p.is_dir() {
                 walk(&p, root, out);
             } else if p.extension().is_some_and(|e| e == "rs") {
-                let rel = p.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+                let rel = p
+                    .strip_prefix(root)
+                    .unwrap()
+                    .to_string_lossy()
+                    .replace('\\', "/");
                 let text = std::fs::read_to_string(&p).unwrap();
                 out.push(Source { rel, text });
             }
