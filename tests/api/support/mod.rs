@@ -159,6 +159,18 @@ impl TestApp {
     }
 }
 
+/// The message of a task's panic (an assertion or a timeout), for lists of failures.
+pub fn panic_text(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
 pub fn now_ms() -> i64 {
     museum_agent::util::now_ms()
 }
