@@ -16,9 +16,11 @@
 //!   proptests: near-valid envelopes with one member broken, valid ones round-trip into the
 //!   delivery body. `hub::policy::`, `hub::society::` (the seed's ten properties as proptests),
 //!   `hub::mailbox::` (priority lanes, seq, bound, expiry).
-//! - `session::`, `pipeline::` (history, slash commands, tools), `audio::`, `config::`,
-//!   `providers::` (SSE parsing, retrieval: normalisation, FTS syntax, RRF, eval metrics),
-//!   `store::`.
+//! - `session::` (timers, uploads, attributes, in-flight table), `pipeline::` (history, prompt,
+//!   slash commands, tools, speech), `audio::` (WAV, resampling, splitter), `config::`,
+//!   `store::`, `providers::` (SSE parsing of OpenAI and Gemini, FunASR), retrieval
+//!   (normalisation and segmentation, FTS syntax, JSONL/CSV rows, RRF, eval metrics; in
+//!   `providers::srs::` until it moves to `retrieval::`).
 //!
 //! **Integration tests** (`cargo test --test api`), one module per area:
 //! - `register::` — both auth types, bad credentials (AUTH_FAILED then close 1008), lockout,
@@ -27,7 +29,9 @@
 //!   tool calls and `function_result`, attribute updates, upstream failures (500, 429, stalls,
 //!   cut-off and malformed streams), interrupts and their race, Gemini's wire format.
 //! - `session_timers::` — heartbeat, SESSION_WARN and expiry under paused tokio time (the
-//!   session driven over channels). `shutdown::` — graceful drain, close codes 1000/1001.
+//!   session driven over channels). `shutdown::` — graceful drain (SHUTDOWN, close 1001),
+//!   SERVER_BUSY during the grace period, client SHUTDOWN (close 1000), abrupt disconnects and
+//!   clients that stop reading free their upstream.
 //! - `bad_frames::` — the hostile corpus `fixtures/bad-frames/` (one JSON file per case: frames
 //!   sent, ERRORs expected, open or the documented close code); every case runs and is printed
 //!   with its verdict, failures are listed together. Run with `-- --nocapture` to see each.
