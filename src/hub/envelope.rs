@@ -1224,122 +1224,81 @@ mod tests {
             let mut out: Vec<BoxedStrategy<Broken>> = Vec::new();
             // A member of the wrong JSON type: serde refuses the frame, naming the member.
             for &(ptr, t) in TYPED {
-                if base.pointer(parent(ptr)).is_none() {
-                    continue;
+                if base.pointer(parent(ptr)).is_some() {
+                    let field = format!("field {}", dotted(ptr));
+                    out.push(vary(base, ptr, wrong_value(t), field, None));
                 }
-                let b = base.clone();
-                out.push(
-                    wrong_value(t)
-                        .prop_map(move |x| {
-                            let field = format!("field {}", dotted(ptr));
-                            broken(format!("{ptr} = {x}"), set(&b, ptr, x), &[&field], None)
-                        })
-                        .boxed(),
-                );
             }
-            // Missing members.
-            out.push(
-                Just(broken(
-                    "no type".into(),
-                    remove(base, "/type"),
-                    &["missing field type"],
-                    id.clone(),
-                ))
-                .boxed(),
-            );
-            out.push(
-                Just(broken(
-                    "no recipient".into(),
-                    remove(base, "/recipient"),
-                    &["missing field recipient"],
-                    id.clone(),
-                ))
-                .boxed(),
-            );
-            out.push(
-                Just(broken(
-                    "no recipient.type".into(),
-                    remove(base, "/recipient/type"),
-                    &["recipient.type"],
-                    id.clone(),
-                ))
-                .boxed(),
-            );
-            out.push(
-                Just(broken(
-                    "no payload".into(),
-                    remove(&remove(base, "/payload"), "/message"),
-                    &["missing field payload"],
-                    id.clone(),
-                ))
-                .boxed(),
-            );
+            // One member missing or contradicting another: (what, frame, wording, original id).
             let hub_recipient = base["recipient"]["type"] == "hub";
-            out.push(
-                Just(broken(
-                    "no recipient.id".into(),
+            let bad_recipient_id = if hub_recipient {
+                "the hub's id"
+            } else {
+                "recipient: id"
+            };
+            let both = set(&set(base, "/payload", json!({})), "/message", json!({}));
+            let fixed = [
+                ("no type", remove(base, "/type"), "missing field type"),
+                (
+                    "no recipient",
+                    remove(base, "/recipient"),
+                    "missing field recipient",
+                ),
+                (
+                    "no recipient.type",
+                    remove(base, "/recipient/type"),
+                    "recipient.type",
+                ),
+                (
+                    "no recipient.id",
                     remove(base, "/recipient/id"),
-                    &[if hub_recipient {
-                        "the hub's id"
-                    } else {
-                        "recipient: id"
-                    }],
-                    id.clone(),
-                ))
-                .boxed(),
-            );
-            // Both payload and its alias.
-            let both = set(base, "/payload", json!({}));
-            out.push(
-                Just(broken(
-                    "payload and message".into(),
-                    set(&both, "/message", json!({})),
-                    &["both payload and message"],
-                    id.clone(),
-                ))
-                .boxed(),
-            );
-            // Values outside their enumerations.
-            let i = id.clone();
-            let b = base.clone();
-            out.push(
-                other_word(&["message", "heartbeat", "error"])
-                    .prop_map(move |w| {
-                        let needle = format!("unknown type {w:?}");
-                        broken(
-                            format!("type {w:?}"),
-                            set(&b, "/type", w.into()),
-                            &[&needle],
-                            i.clone(),
-                        )
-                    })
-                    .boxed(),
-            );
-            out.push(
-                Just(broken(
-                    "type error".into(),
+                    bad_recipient_id,
+                ),
+                (
+                    "no payload",
+                    remove(&remove(base, "/payload"), "/message"),
+                    "missing field payload",
+                ),
+                ("payload and message", both, "both payload and message"),
+                (
+                    "type error",
                     set(base, "/type", "error".into()),
-                    &["clients do not send type \"error\""],
-                    id.clone(),
+                    "clients do not send type \"error\"",
+                ),
+            ];
+            for (what, v, wording) in fixed {
+                out.push(Just(broken(what.into(), v, &[wording], id.clone())).boxed());
+            }
+            out.push(
+                Just(broken(
+                    "kind request without id".into(),
+                    set(&remove(base, "/id"), "/kind", "request".into()),
+                    &["a request needs an id"],
+                    None,
                 ))
                 .boxed(),
             );
-            let i = id.clone();
-            let b = base.clone();
-            out.push(
-                other_word(&["agent", "environment", "human", "hub"])
-                    .prop_map(move |w| {
-                        let needle = format!("recipient.type {w:?}");
-                        broken(
-                            format!("recipient.type {w:?}"),
-                            set(&b, "/recipient/type", w.into()),
-                            &[&needle],
-                            i.clone(),
-                        )
-                    })
-                    .boxed(),
-            );
-            for (ptr, allowed, label) in [
+            let no_request_id = remove(base, "/requestId");
+            let kinds = select(vec![json!("response"), json!("error")]).boxed();
+            out.push(vary(
+                &no_request_id,
+                "/kind",
+                kinds,
+                "needs requestId".into(),
+                id.clone(),
+            ));
+            // Words outside an enumeration: the message quotes the word after the member.
+            for (ptr, allowed, wording) in [
+                (
+                    "/type",
+                    &["message", "heartbeat", "error"][..],
+                    "unknown type",
+                ),
+                (
+                    "/recipient/type",
+                    &["agent", "environment", "human", "hub"][..],
+                    "recipient.type",
+                ),
                 (
                     "/priority",
                     &["low", "normal", "high", "critical"][..],
@@ -1351,15 +1310,13 @@ mod tests {
                     "kind",
                 ),
             ] {
-                let allowed: &'static [&'static str] = allowed;
-                let i = id.clone();
-                let b = base.clone();
+                let (b, i) = (base.clone(), id.clone());
                 out.push(
                     other_word(allowed)
                         .prop_map(move |w| {
-                            let needle = format!("{label} {w:?} is not");
+                            let needle = format!("{wording} {w:?}");
                             broken(
-                                format!("{label} {w:?}"),
+                                format!("{ptr} {w:?}"),
                                 set(&b, ptr, w.into()),
                                 &[&needle],
                                 i.clone(),
@@ -1368,114 +1325,67 @@ mod tests {
                         .boxed(),
                 );
             }
-            // Out of range.
+            // Values out of range.
+            let long = || prop_oneof![Just(String::new()), "[a-z]{129,140}"];
             let b = base.clone();
             out.push(
-                prop_oneof![Just(String::new()), "[a-z]{129,140}"]
+                long()
                     .prop_map(move |bad| {
-                        broken(
-                            format!("id of {} chars", bad.len()),
-                            set(&b, "/id", bad.clone().into()),
-                            &["id must be 1 to 128 characters"],
-                            Some(bad),
-                        )
+                        let what = format!("id of {} chars", bad.len());
+                        let v = set(&b, "/id", bad.clone().into());
+                        broken(what, v, &["id must be 1 to 128 characters"], Some(bad))
                     })
                     .boxed(),
             );
-            let i = id.clone();
-            let b = base.clone();
-            out.push(
-                prop_oneof![Just(String::new()), "[a-z]{129,140}"]
-                    .prop_map(move |bad| {
-                        broken(
-                            format!("traceId of {} chars", bad.len()),
-                            set(&b, "/traceId", bad.into()),
-                            &["traceId must be 1 to 128 characters"],
-                            i.clone(),
-                        )
-                    })
-                    .boxed(),
-            );
-            let i = id.clone();
-            let b = base.clone();
-            out.push(
-                prop_oneof![-1e6f64..=0.0, MAX_TTL + 0.001..1e9]
-                    .prop_map(move |t| {
-                        broken(
-                            format!("ttl {t}"),
-                            set(&b, "/ttl", t.into()),
-                            &["ttl "],
-                            i.clone(),
-                        )
-                    })
-                    .boxed(),
-            );
+            let trace = long().prop_map(Value::from).boxed();
+            let trace_wording = "traceId must be 1 to 128 characters".to_string();
+            out.push(vary(base, "/traceId", trace, trace_wording, id.clone()));
+            let ttl = prop_oneof![-1e6f64..=0.0, MAX_TTL + 0.001..1e9]
+                .prop_map(Value::from)
+                .boxed();
+            out.push(vary(base, "/ttl", ttl, "ttl ".into(), id.clone()));
             let bad_id = prop_oneof![
                 "[a-z]{0,2}",
                 "[a-z]{51,60}",
                 "[a-z]{1,4}[/ *#\u{0}][a-z]{1,4}",
                 Just("HUB".to_string()),
             ];
-            let i = id.clone();
-            let b = base.clone();
-            out.push(
-                bad_id
-                    .prop_map(move |bad| {
-                        let needle = if b["recipient"]["type"] == "hub" {
-                            "the hub's id"
-                        } else {
-                            "recipient: id"
-                        };
-                        broken(
-                            format!("recipient.id {bad:?}"),
-                            set(&b, "/recipient/id", bad.into()),
-                            &[needle],
-                            i.clone(),
-                        )
-                    })
-                    .boxed(),
-            );
-            let i = id.clone();
-            let b = base.clone();
-            out.push(
-                prop_oneof!["[a-z]{0,2}", "[a-z]{51,60}", "[a-z]{1,4}[/ *][a-z]{1,4}"]
-                    .prop_map(move |bad| {
-                        broken(
-                            format!("recipient.env {bad:?}"),
-                            set(&b, "/recipient/env", bad.into()),
-                            &["recipient.env"],
-                            i.clone(),
-                        )
-                    })
-                    .boxed(),
-            );
-            // Rules between members.
-            out.push(
-                select(vec!["response", "error"])
-                    .prop_map({
-                        let b = remove(base, "/requestId");
-                        let i = id.clone();
-                        move |k| {
-                            broken(
-                                format!("kind {k} without requestId"),
-                                set(&b, "/kind", k.into()),
-                                &["needs requestId"],
-                                i.clone(),
-                            )
-                        }
-                    })
-                    .boxed(),
-            );
-            out.push(
-                Just(broken(
-                    "kind request without id".into(),
-                    set(&remove(base, "/id"), "/kind", "request".into()),
-                    &["a request needs an id"],
-                    None,
-                ))
-                .boxed(),
-            );
+            let bad_id = bad_id.prop_map(Value::from).boxed();
+            out.push(vary(
+                base,
+                "/recipient/id",
+                bad_id,
+                bad_recipient_id.into(),
+                id.clone(),
+            ));
+            let bad_env = prop_oneof!["[a-z]{0,2}", "[a-z]{51,60}", "[a-z]{1,4}[/ *][a-z]{1,4}"]
+                .prop_map(Value::from)
+                .boxed();
+            out.push(vary(
+                base,
+                "/recipient/env",
+                bad_env,
+                "recipient.env".into(),
+                id,
+            ));
             out
+        }
+
+        /// `ptr` set to each value of `values`; the message must contain `wording`.
+        fn vary(
+            base: &Value,
+            ptr: &'static str,
+            values: BoxedStrategy<Value>,
+            wording: String,
+            original_id: Option<String>,
+        ) -> BoxedStrategy<Broken> {
+            let b = base.clone();
+            values
+                .prop_map(move |x| {
+                    let what = format!("{ptr} = {x}");
+                    broken(what, set(&b, ptr, x), &[&wording], original_id.clone())
+                })
+                .boxed()
         }
 
         fn broken_envelope() -> impl Strategy<Value = Broken> {

@@ -1197,127 +1197,112 @@ mod near_valid {
             })
             .boxed(),
         );
-        let text_only = p.data_type == DataType::Text && p.content.function_result.is_none();
+        // One member set (or, with `None`, removed) against the rules of its kind of request.
+        let rule = |what: &str, ptr: &'static str, x: Option<Value>, code, field: &str| {
+            let change = |v: &mut Value| match x {
+                Some(x) => set(v, ptr, x),
+                None => remove(v, ptr),
+            };
+            Just(broken(
+                base,
+                what.into(),
+                change,
+                code,
+                vec![format!("`{field}`")],
+                true,
+            ))
+            .boxed()
+        };
+        let seq_rule = |what: &'static str| {
+            let b = base.clone();
+            (1i64..1000)
+                .prop_map(move |seq| {
+                    broken(
+                        &b,
+                        format!("{what} {seq}"),
+                        |v| set(v, "/payload/stream_seq", seq.into()),
+                        ErrorCode::StreamSeqError,
+                        vec!["`payload.stream_seq`".into()],
+                        true,
+                    )
+                })
+                .boxed()
+        };
+        let malformed = ErrorCode::MalformedPayload;
         if p.data_type == DataType::Text {
-            out.push(
-                Just(broken(
-                    base,
-                    "TEXT with stream_flag true".into(),
-                    |v| v["payload"]["stream_flag"] = true.into(),
-                    ErrorCode::MalformedPayload,
-                    vec!["`payload.stream_flag`".into()],
-                    true,
-                ))
-                .boxed(),
-            );
-            let b = base.clone();
-            out.push(
-                (1i64..1000)
-                    .prop_map(move |seq| {
-                        broken(
-                            &b,
-                            format!("TEXT with stream_seq {seq}"),
-                            |v| v["payload"]["stream_seq"] = seq.into(),
-                            ErrorCode::StreamSeqError,
-                            vec!["`payload.stream_seq`".into()],
-                            true,
-                        )
-                    })
-                    .boxed(),
-            );
-        }
-        if text_only {
-            let b = base.clone();
-            out.push(
-                (MAX_TEXT + 1..MAX_TEXT * 2)
-                    .prop_map(move |n| {
-                        broken(
-                            &b,
-                            format!("text of {n} characters"),
-                            |v| v["payload"]["content"]["text"] = "字".repeat(n).into(),
-                            ErrorCode::PayloadTooLarge,
-                            vec!["`payload.content.text`".into()],
-                            true,
-                        )
-                    })
-                    .boxed(),
-            );
-            out.push(
-                Just(broken(
-                    base,
-                    "TEXT without text".into(),
-                    |v| remove(v, "/payload/content/text"),
-                    ErrorCode::MalformedPayload,
-                    vec!["`payload.content.text`".into()],
-                    true,
-                ))
-                .boxed(),
-            );
+            let flag = Some(true.into());
+            out.push(rule(
+                "TEXT with stream_flag true",
+                "/payload/stream_flag",
+                flag,
+                malformed,
+                "payload.stream_flag",
+            ));
+            out.push(seq_rule("TEXT with stream_seq"));
+            if p.content.function_result.is_none() {
+                let text = "/payload/content/text";
+                out.push(rule(
+                    "TEXT without text",
+                    text,
+                    None,
+                    malformed,
+                    "payload.content.text",
+                ));
+                let b = base.clone();
+                out.push(
+                    (MAX_TEXT + 1..MAX_TEXT * 2)
+                        .prop_map(move |n| {
+                            broken(
+                                &b,
+                                format!("text of {n} characters"),
+                                |v| set(v, text, "字".repeat(n).into()),
+                                ErrorCode::PayloadTooLarge,
+                                vec!["`payload.content.text`".into()],
+                                true,
+                            )
+                        })
+                        .boxed(),
+                );
+            }
         }
         if p.data_type == DataType::Voice {
-            out.push(
-                Just(broken(
-                    base,
-                    "VOICE without voice_mode".into(),
-                    |v| remove(v, "/payload/content/voice_mode"),
-                    ErrorCode::MalformedPayload,
-                    vec!["`payload.content.voice_mode`".into()],
-                    true,
-                ))
-                .boxed(),
-            );
+            let mode = "/payload/content/voice_mode";
+            out.push(rule(
+                "VOICE without voice_mode",
+                mode,
+                None,
+                malformed,
+                "payload.content.voice_mode",
+            ));
+            let voice = "/payload/content/voice";
             match p.content.voice_mode {
                 Some(VoiceMode::Binary) => {
-                    out.push(
-                        Just(broken(
-                            base,
-                            "BINARY with stream_flag false".into(),
-                            |v| v["payload"]["stream_flag"] = false.into(),
-                            ErrorCode::MalformedPayload,
-                            vec!["`payload.stream_flag`".into()],
-                            true,
-                        ))
-                        .boxed(),
-                    );
-                    let b = base.clone();
-                    out.push(
-                        (1i64..1000)
-                            .prop_map(move |seq| {
-                                broken(
-                                    &b,
-                                    format!("BINARY control frame with stream_seq {seq}"),
-                                    |v| v["payload"]["stream_seq"] = seq.into(),
-                                    ErrorCode::StreamSeqError,
-                                    vec!["`payload.stream_seq`".into()],
-                                    true,
-                                )
-                            })
-                            .boxed(),
-                    );
-                    out.push(
-                        Just(broken(
-                            base,
-                            "BINARY with audio in content.voice".into(),
-                            |v| v["payload"]["content"]["voice"] = "AAAA".into(),
-                            ErrorCode::MalformedPayload,
-                            vec!["`payload.content.voice`".into()],
-                            true,
-                        ))
-                        .boxed(),
-                    );
+                    let flag = Some(false.into());
+                    out.push(rule(
+                        "BINARY with stream_flag false",
+                        "/payload/stream_flag",
+                        flag,
+                        malformed,
+                        "payload.stream_flag",
+                    ));
+                    out.push(seq_rule("BINARY control frame with stream_seq"));
+                    let audio = Some("AAAA".into());
+                    out.push(rule(
+                        "BINARY with audio in content.voice",
+                        voice,
+                        audio,
+                        malformed,
+                        "payload.content.voice",
+                    ));
                 }
                 _ if !p.stream_flag => {
-                    out.push(
-                        Just(broken(
-                            base,
-                            "whole BASE64 upload without voice".into(),
-                            |v| remove(v, "/payload/content/voice"),
-                            ErrorCode::MalformedPayload,
-                            vec!["`payload.content.voice`".into()],
-                            true,
-                        ))
-                        .boxed(),
-                    );
+                    out.push(rule(
+                        "whole BASE64 upload without voice",
+                        voice,
+                        None,
+                        malformed,
+                        "payload.content.voice",
+                    ));
                 }
                 _ => {}
             }

@@ -171,38 +171,16 @@ async fn run_case(url: String, api_key: String, case: Value) {
 async fn bad_frames_corpus() {
     let app =
         spawn_app_with(|c| c.llm.provider = museum_agent::config::LlmProviderKind::None).await;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/bad-frames");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(files.len() >= 60, "the corpus has {} cases", files.len());
-    let mut failures = Vec::new();
-    for path in &files {
-        let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let verdict = match serde_json::from_str::<Value>(&std::fs::read_to_string(path).unwrap())
-            .map_err(|e| format!("not JSON: {e}"))
-            .and_then(|case| check_format(&case).map(|()| case))
-        {
-            Err(e) => Err(format!("bad case file: {e}")),
+    let cases = corpus("bad-frames", 60);
+    let mut verdicts = Verdicts::new("bad-frames", cases.len());
+    for (name, case) in cases {
+        let verdict = match case.and_then(|c| check_format(&c).map(|()| c)) {
+            Err(e) => Err(e),
             Ok(case) => tokio::spawn(run_case(app.ws_url(), app.api_key.clone(), case))
                 .await
                 .map_err(panic_text),
         };
-        match verdict {
-            Ok(()) => println!("bad-frames {name}: ok"),
-            Err(e) => {
-                println!("bad-frames {name}: FAILED: {e}");
-                failures.push(format!("{name}: {e}"));
-            }
-        }
+        verdicts.record(&name, verdict);
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} bad-frames cases failed:\n  {}",
-        failures.len(),
-        files.len(),
-        failures.join("\n  ")
-    );
+    verdicts.finish();
 }

@@ -5,7 +5,7 @@ use museum_agent::Config;
 use museum_agent::hub::client::{Envelope, HubClient, Identity, Options, SendOptions, inner};
 use serde_json::{Value, json};
 
-use crate::support::{TestApp, spawn_app_with};
+use crate::support::{TestApp, Verdicts, corpus, spawn_app_with};
 
 fn hub_on(c: &mut Config) {
     c.hub.enabled = true;
@@ -1117,47 +1117,31 @@ async fn hostile_frames_from_the_fixture_corpus_are_refused_and_the_connection_g
     let _world = connect(&app, Identity::Environment("hall_a".into())).await;
     let mut victim = connect(&app, agent("hall_a", "agent_2")).await;
     let mut c = connect(&app, agent("hall_a", "agent_1")).await;
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/hub-bad-frames");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(files.len() >= 30, "corpus missing: {}", dir.display());
-    let mut failures = Vec::new();
-    for f in &files {
-        let name = f.file_name().unwrap().to_string_lossy().to_string();
-        let verdict = match serde_json::from_str::<Value>(&std::fs::read_to_string(f).unwrap()) {
-            Err(e) => Err(format!("bad case file: {e}")),
+    let cases = corpus("hub-bad-frames", 30);
+    let total = cases.len();
+    let mut verdicts = Verdicts::new("hub-bad-frames", total);
+    for (name, case) in cases {
+        let verdict = match case {
+            Err(e) => Err(e),
             Ok(case) => hub_case(&mut c, &case).await,
         };
-        match verdict {
-            Ok(()) => println!("hub-bad-frames {name}: ok"),
-            Err(e) => {
-                println!("hub-bad-frames {name}: FAILED: {e}");
-                failures.push(format!("{name}: {e}"));
-                // The next cases get a connection of their own if this one is gone.
-                if c.call(json!({"type": "presence"})).await.is_err() {
-                    c = connect(&app, agent("hall_a", "agent_1")).await;
-                }
-            }
+        // The next cases get a connection of their own if this one is gone.
+        if !verdicts.record(&name, verdict) && c.call(json!({"type": "presence"})).await.is_err() {
+            c = connect(&app, agent("hall_a", "agent_1")).await;
         }
     }
     // Still open, and the victim saw none of it: its next message is this one.
-    c.send(c.agent("agent_2"), &json!({"after": files.len()}))
+    c.send(c.agent("agent_2"), &json!({"after": total}))
         .await
         .unwrap();
     let next = victim.recv().await.unwrap();
-    if next.payload["after"] != files.len() {
-        failures.push(format!("another client received something: {next:?}"));
-    }
-    assert!(
-        failures.is_empty(),
-        "{} of {} hub-bad-frames cases failed:\n  {}",
-        failures.len(),
-        files.len(),
-        failures.join("\n  ")
-    );
+    let clean = if next.payload["after"] == total {
+        Ok(())
+    } else {
+        Err(format!("another client received something: {next:?}"))
+    };
+    verdicts.record("(after all cases) nothing reached another client", clean);
+    verdicts.finish();
 }
 
 #[tokio::test]
