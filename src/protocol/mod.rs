@@ -164,13 +164,96 @@ fn decode_envelope(text: &str, known_types: &[&str]) -> Result<Envelope, DecodeE
     })
 }
 
-/// Deserializes a payload, naming the failing field as `payload.<path>`.
-fn typed_payload<T: DeserializeOwned>(payload: Value) -> Result<T, DecodeError> {
-    let request_id = payload
+/// The payload's `request_id` when it is one, so an error can be tied to it.
+fn readable_request_id(payload: &Value) -> Option<String> {
+    payload
         .get("request_id")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty() && s.len() <= MAX_REQUEST_ID_LEN)
-        .map(str::to_string);
+        .map(str::to_string)
+}
+
+/// Members serde would also read from a shape the protocol does not have: a struct from an
+/// array (positionally), `auth` from an array, an enum from a one-member object
+/// (`{"WEB": null}`). Per message type: members that must be objects, then members that must
+/// be strings; `[]` means each element, `?` that null (absent) is fine.
+const SHAPES: &[(&str, &[&str], &[&str])] = &[
+    (
+        "REGISTER",
+        &["auth", "function_calling[]"],
+        &[
+            "platform",
+            "auth.type",
+            "auth.api_key",
+            "auth.account",
+            "auth.password",
+        ],
+    ),
+    (
+        "REQUEST",
+        &["content", "content.function_result?", "function_calling[]"],
+        &["data_type", "function_calling_op?", "content.voice_mode?"],
+    ),
+    ("INTERRUPT", &[], &["reason"]),
+];
+
+/// Refuses the shapes of [`SHAPES`], naming the member.
+fn check_shapes(msg_type: &str, payload: &Value) -> Result<(), DecodeError> {
+    let Some((_, objects, strings)) = SHAPES.iter().find(|(t, ..)| *t == msg_type) else {
+        return Ok(());
+    };
+    let rules = objects
+        .iter()
+        .map(|p| (p, "an object"))
+        .chain(strings.iter().map(|p| (p, "a string")));
+    for (path, want) in rules {
+        let (path, null_ok) = path.strip_suffix('?').map_or((*path, false), |p| (p, true));
+        let mut found = vec![(String::new(), payload)];
+        for seg in path.split('.') {
+            let (key, each) = seg.strip_suffix("[]").map_or((seg, false), |k| (k, true));
+            let mut next = Vec::new();
+            for (name, v) in found {
+                let name = if name.is_empty() {
+                    key.to_string()
+                } else {
+                    format!("{name}.{key}")
+                };
+                match v.get(key) {
+                    Some(Value::Array(items)) if each => next.extend(
+                        items
+                            .iter()
+                            .enumerate()
+                            .map(|(i, x)| (format!("{name}[{i}]"), x)),
+                    ),
+                    Some(x) if !each => next.push((name, x)),
+                    _ => {}
+                }
+            }
+            found = next;
+        }
+        for (name, v) in found {
+            let ok = match want {
+                "an object" => v.is_object(),
+                _ => v.is_string(),
+            } || (null_ok && v.is_null());
+            if !ok {
+                return Err(DecodeError {
+                    code: ErrorCode::MalformedPayload,
+                    detail: format!(
+                        "field `payload.{name}`: expected {want}, got {}",
+                        field_type(v)
+                    ),
+                    request_id: readable_request_id(payload),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deserializes a payload, naming the failing field as `payload.<path>`.
+fn typed_payload<T: DeserializeOwned>(payload: Value) -> Result<T, DecodeError> {
+    let request_id = readable_request_id(&payload);
     serde_path_to_error::deserialize(payload).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
@@ -190,6 +273,7 @@ fn typed_payload<T: DeserializeOwned>(payload: Value) -> Result<T, DecodeError> 
 /// Decodes one client text frame (PROTOCOL-NOTES "Frames").
 pub fn decode_client(text: &str) -> Result<ClientFrame, DecodeError> {
     let env = decode_envelope(text, &ClientMessage::TYPES)?;
+    check_shapes(&env.msg_type, &env.payload)?;
     let message = match env.msg_type.as_str() {
         "REGISTER" => {
             let p: RegisterPayload = typed_payload(env.payload)?;

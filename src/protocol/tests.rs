@@ -408,11 +408,6 @@ mod props {
 
     proptest! {
         #[test]
-        fn any_text_decodes_or_errors(s in ".{0,300}") {
-            let _ = decode_client(&s);
-        }
-
-        #[test]
         fn interrupt_round_trips(id in proptest::option::of("[a-z0-9_]{1,20}"), r in 0..3usize) {
             let reason = [InterruptReason::UserNewInput, InterruptReason::UserStop, InterruptReason::ClientError][r];
             let f = ClientFrame::new(Some("s"), ClientMessage::Interrupt(InterruptPayload { interrupt_request_id: id, reason }), 5);
@@ -427,6 +422,943 @@ mod props {
                 content: RequestContent { text: Some(text), ..Default::default() },
             }), 1);
             prop_assert_eq!(decode_client(&f.encode()).unwrap(), f);
+        }
+    }
+}
+
+/// Random near-valid frames: a valid frame of every client message type with exactly one field
+/// broken (wrong JSON type, missing, out of range, a value outside its enumeration), so decoding
+/// gets past the first checks and reaches the rule for that field. The server's verdict
+/// (`decode_client`, then [`RequestPayload::kind`] for REQUEST) must be the documented ERROR:
+/// its code, a detail naming the field, and the frame's `request_id` when one could be read.
+/// Valid frames round-trip, and unknown extra members are ignored (PROTOCOL-NOTES: clients may
+/// send extensions), so adding one changes nothing.
+mod near_valid {
+    use super::*;
+    use proptest::prelude::*;
+    use proptest::sample::select;
+    use proptest::strategy::Union;
+
+    /// `max_text_chars` used for REQUEST checks.
+    const MAX_TEXT: usize = 200;
+
+    fn name_strategy() -> impl Strategy<Value = String> {
+        "[a-zA-Z0-9_-]{1,24}"
+    }
+
+    fn function_def(name: String) -> impl Strategy<Value = FunctionDef> {
+        let params = prop_oneof![
+            Just(None),
+            proptest::collection::btree_map(
+                "[a-z_]{1,8}",
+                (
+                    select(vec![
+                        "string", "number", "integer", "boolean", "array", "object"
+                    ]),
+                    proptest::option::of(any::<bool>()),
+                ),
+                0..4
+            )
+            .prop_map(|m| Some(Value::Array(
+                m.into_iter()
+                    .map(|(n, (t, req))| {
+                        let mut p = json!({"name": n, "type": t});
+                        if let Some(r) = req {
+                            p["required"] = r.into();
+                        }
+                        p
+                    })
+                    .collect()
+            ))),
+            Just(Some(
+                json!({"type": "object", "properties": {"x": {"type": "integer"}}})
+            )),
+        ];
+        (proptest::option::of("\\PC{0,20}"), params).prop_map(move |(description, parameters)| {
+            FunctionDef {
+                name: name.clone(),
+                description,
+                parameters,
+            }
+        })
+    }
+
+    /// 0..4 valid definitions with distinct names.
+    fn function_list() -> impl Strategy<Value = Vec<FunctionDef>> {
+        proptest::collection::btree_set(name_strategy(), 0..4)
+            .prop_flat_map(|names| names.into_iter().map(function_def).collect::<Vec<_>>())
+    }
+
+    fn register() -> impl Strategy<Value = ClientMessage> {
+        let auth = prop_oneof![
+            "[ -~]{1,40}".prop_map(|api_key| Auth::ApiKey { api_key }),
+            ("\\PC{1,20}", "\\PC{1,20}")
+                .prop_map(|(account, password)| Auth::Account { account, password }),
+        ];
+        let platform = select(vec![
+            Platform::Web,
+            Platform::App,
+            Platform::MiniProgram,
+            Platform::Tv,
+        ]);
+        (
+            auth,
+            platform,
+            any::<bool>(),
+            proptest::option::of(any::<bool>()),
+            function_list(),
+        )
+            .prop_map(
+                |(auth, platform, require_tts, enable_srs, function_calling)| {
+                    ClientMessage::Register(RegisterPayload {
+                        auth,
+                        platform,
+                        require_tts,
+                        enable_srs,
+                        function_calling,
+                    })
+                },
+            )
+    }
+
+    /// Every legal shape of a REQUEST (spec §4.3 + PROTOCOL-NOTES), so `kind()` accepts it.
+    fn request() -> impl Strategy<Value = ClientMessage> {
+        let text = "\\PC{0,60}";
+        let b64 = "[A-Za-z0-9+/]{0,40}";
+        let shape = prop_oneof![
+            text.prop_map(|t| (
+                DataType::Text,
+                false,
+                0i64,
+                RequestContent {
+                    text: Some(t),
+                    ..Default::default()
+                }
+            )),
+            (
+                "[a-z_]{1,12}",
+                proptest::option::of("[a-z0-9]{1,8}"),
+                proptest::option::of(text)
+            )
+                .prop_map(|(name, call_id, t)| (
+                    DataType::Text,
+                    false,
+                    0,
+                    RequestContent {
+                        text: t,
+                        function_result: Some(FunctionResult {
+                            name,
+                            call_id,
+                            result: json!({"ok": true})
+                        }),
+                        ..Default::default()
+                    }
+                )),
+            b64.prop_map(|v| (
+                DataType::Voice,
+                false,
+                0,
+                RequestContent {
+                    voice_mode: Some(VoiceMode::Base64),
+                    voice: Some(v),
+                    ..Default::default()
+                }
+            )),
+            (-1i64..1000, proptest::option::of(b64)).prop_map(|(seq, v)| (
+                DataType::Voice,
+                true,
+                seq,
+                RequestContent {
+                    voice_mode: Some(VoiceMode::Base64),
+                    voice: v,
+                    ..Default::default()
+                }
+            )),
+            (
+                select(vec![0i64, -1]),
+                select(vec![None, Some(String::new())])
+            )
+                .prop_map(|(seq, v)| (
+                    DataType::Voice,
+                    true,
+                    seq,
+                    RequestContent {
+                        voice_mode: Some(VoiceMode::Binary),
+                        voice: v,
+                        ..Default::default()
+                    }
+                )),
+        ];
+        let functions = prop_oneof![
+            Just((None, None)),
+            (
+                select(vec![
+                    FunctionOp::Replace,
+                    FunctionOp::Add,
+                    FunctionOp::Update,
+                    FunctionOp::Delete
+                ]),
+                function_list()
+            )
+                .prop_map(|(op, l)| (Some(op), Some(l))),
+        ];
+        (
+            "[a-zA-Z0-9_.:-]{1,128}",
+            shape,
+            proptest::option::of(any::<bool>()),
+            proptest::option::of(any::<bool>()),
+            functions,
+        )
+            .prop_map(
+                |(
+                    request_id,
+                    (data_type, stream_flag, stream_seq, content),
+                    require_tts,
+                    enable_srs,
+                    (function_calling_op, function_calling),
+                )| {
+                    // Built from JSON so optional members added later default to absent.
+                    let p = json!({
+                        "request_id": request_id, "data_type": data_type, "stream_flag": stream_flag,
+                        "stream_seq": stream_seq, "require_tts": require_tts, "enable_srs": enable_srs,
+                        "function_calling_op": function_calling_op,
+                        "function_calling": function_calling, "content": content,
+                    });
+                    ClientMessage::Request(serde_json::from_value(p).unwrap())
+                },
+            )
+    }
+
+    fn fields() -> impl Strategy<Value = Option<Vec<String>>> {
+        proptest::option::of(proptest::collection::vec("[a-z_]{1,16}", 0..4))
+    }
+
+    fn client_message() -> impl Strategy<Value = ClientMessage> {
+        let reason = select(vec![
+            InterruptReason::UserNewInput,
+            InterruptReason::UserStop,
+            InterruptReason::ClientError,
+        ]);
+        prop_oneof![
+            register(),
+            request(),
+            (proptest::option::of("[a-z0-9_]{1,20}"), reason).prop_map(|(id, reason)| {
+                ClientMessage::Interrupt(InterruptPayload {
+                    interrupt_request_id: id,
+                    reason,
+                })
+            }),
+            fields().prop_map(
+                |query_fields| ClientMessage::SessionQuery(SessionQueryPayload { query_fields })
+            ),
+            "\\PC{0,30}".prop_map(|reason| ClientMessage::Shutdown(ShutdownPayload { reason })),
+            proptest::option::of("[A-Z_]{1,10}").prop_map(|client_status| {
+                ClientMessage::HeartbeatReply(HeartbeatReplyPayload { client_status })
+            }),
+            fields().prop_map(
+                |check_fields| ClientMessage::HealthCheck(HealthCheckPayload { check_fields })
+            ),
+        ]
+    }
+
+    fn client_frame() -> impl Strategy<Value = ClientFrame> {
+        (client_message(), "[a-z0-9_]{0,40}", 0i64..4_000_000_000_000)
+            .prop_map(|(m, sid, ts)| ClientFrame::new(Some(&sid), m, ts))
+    }
+
+    /// What the server does with a text frame: decode, then the REQUEST rules.
+    fn verdict(text: &str) -> Result<ClientFrame, DecodeError> {
+        let f = decode_client(text)?;
+        if let ClientMessage::Request(p) = &f.message {
+            p.kind(MAX_TEXT)?;
+        }
+        Ok(f)
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    enum Kind {
+        Str,
+        Bool,
+        Int,
+        Num,
+        Arr,
+        Obj,
+    }
+
+    /// One field of a frame, by JSON pointer (`/payload/content/text`).
+    #[derive(Clone, Copy)]
+    struct Field {
+        ptr: &'static str,
+        kind: Kind,
+        /// Must be present (absence is an error).
+        required: bool,
+        /// `null` reads as absent (an `Option`).
+        null_ok: bool,
+        /// Only broken when present (members of one variant, list elements).
+        only_if_present: bool,
+        /// The values an enumerated field takes.
+        variants: &'static [&'static str],
+    }
+
+    const fn f(ptr: &'static str, kind: Kind, required: bool) -> Field {
+        Field {
+            ptr,
+            kind,
+            required,
+            null_ok: !required,
+            only_if_present: false,
+            variants: &[],
+        }
+    }
+
+    const fn present(mut x: Field) -> Field {
+        x.only_if_present = true;
+        x
+    }
+
+    const fn one_of(mut x: Field, variants: &'static [&'static str]) -> Field {
+        x.variants = variants;
+        x
+    }
+
+    const fn not_null(mut x: Field) -> Field {
+        x.null_ok = false;
+        x
+    }
+
+    use Kind::*;
+
+    const ENVELOPE: &[Field] = &[
+        f("/version", Str, true),
+        f("/msg_type", Str, true),
+        f("/session_id", Str, false),
+        f("/timestamp", Num, true),
+        f("/payload", Obj, true),
+    ];
+
+    fn payload_fields(msg_type: &str) -> Vec<Field> {
+        let mut v = match msg_type {
+            "REGISTER" => vec![
+                f("/payload/auth", Obj, true),
+                one_of(f("/payload/auth/type", Str, true), &["API_KEY", "ACCOUNT"]),
+                present(f("/payload/auth/api_key", Str, true)),
+                present(f("/payload/auth/account", Str, true)),
+                present(f("/payload/auth/password", Str, true)),
+                one_of(
+                    f("/payload/platform", Str, true),
+                    &["WEB", "APP", "MINI_PROGRAM", "TV"],
+                ),
+                f("/payload/require_tts", Bool, true),
+                f("/payload/enable_srs", Bool, false),
+                f("/payload/function_calling", Arr, true),
+            ],
+            "REQUEST" => vec![
+                f("/payload/request_id", Str, true),
+                one_of(f("/payload/data_type", Str, true), &["TEXT", "VOICE"]),
+                f("/payload/stream_flag", Bool, true),
+                f("/payload/stream_seq", Int, true),
+                f("/payload/require_tts", Bool, false),
+                f("/payload/enable_srs", Bool, false),
+                one_of(
+                    f("/payload/function_calling_op", Str, false),
+                    &["REPLACE", "ADD", "UPDATE", "DELETE"],
+                ),
+                f("/payload/function_calling", Arr, false),
+                f("/payload/content", Obj, true),
+                one_of(
+                    f("/payload/content/voice_mode", Str, false),
+                    &["BASE64", "BINARY"],
+                ),
+                f("/payload/content/text", Str, false),
+                f("/payload/content/voice", Str, false),
+                f("/payload/content/function_result", Obj, false),
+                present(f("/payload/content/function_result/name", Str, true)),
+                present(f("/payload/content/function_result/call_id", Str, false)),
+            ],
+            "INTERRUPT" => vec![
+                f("/payload/interrupt_request_id", Str, false),
+                one_of(
+                    f("/payload/reason", Str, true),
+                    &["USER_NEW_INPUT", "USER_STOP", "CLIENT_ERROR"],
+                ),
+            ],
+            "SESSION_QUERY" => vec![
+                f("/payload/query_fields", Arr, false),
+                present(f("/payload/query_fields/0", Str, true)),
+            ],
+            // `reason` defaults to "" when absent, but null is not a string.
+            "SHUTDOWN" => vec![not_null(f("/payload/reason", Str, false))],
+            "HEARTBEAT_REPLY" => vec![f("/payload/client_status", Str, false)],
+            "HEALTH_CHECK" => vec![
+                f("/payload/check_fields", Arr, false),
+                present(f("/payload/check_fields/0", Str, true)),
+            ],
+            other => panic!("no field table for {other}"),
+        };
+        if matches!(msg_type, "REGISTER" | "REQUEST") {
+            v.extend([
+                present(f("/payload/function_calling/0", Obj, true)),
+                present(f("/payload/function_calling/0/name", Str, true)),
+                present(f("/payload/function_calling/0/description", Str, false)),
+            ]);
+        }
+        v
+    }
+
+    /// `/payload/function_calling/0/name` → `payload.function_calling[0].name` (serde's path).
+    fn field_name(ptr: &str) -> String {
+        let mut out = String::new();
+        for seg in ptr.trim_start_matches('/').split('/') {
+            if seg.bytes().all(|b| b.is_ascii_digit()) {
+                out.push_str(&format!("[{seg}]"));
+            } else {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(seg);
+            }
+        }
+        out
+    }
+
+    fn parent(ptr: &str) -> &str {
+        &ptr[..ptr.rfind('/').unwrap()]
+    }
+
+    fn leaf(ptr: &str) -> &str {
+        &ptr[ptr.rfind('/').unwrap() + 1..]
+    }
+
+    fn set(v: &mut Value, ptr: &str, x: Value) {
+        match v.pointer_mut(parent(ptr)).unwrap() {
+            Value::Object(o) => {
+                o.insert(leaf(ptr).to_string(), x);
+            }
+            Value::Array(a) => a[leaf(ptr).parse::<usize>().unwrap()] = x,
+            other => panic!("{ptr}: parent is {other}"),
+        }
+    }
+
+    fn remove(v: &mut Value, ptr: &str) {
+        if let Some(Value::Object(o)) = v.pointer_mut(parent(ptr)) {
+            o.remove(leaf(ptr));
+        }
+    }
+
+    /// A value of another JSON type than `kind`; `null` only when it is not read as absent.
+    fn wrong_value(kind: Kind, null: bool) -> BoxedStrategy<Value> {
+        let mut o: Vec<BoxedStrategy<Value>> = Vec::new();
+        if kind != Str {
+            o.push("[a-zA-Z0-9 ]{0,8}".prop_map(Value::from).boxed());
+        }
+        if kind != Bool {
+            o.push(any::<bool>().prop_map(Value::from).boxed());
+        }
+        if !matches!(kind, Int | Num) {
+            o.push(any::<i64>().prop_map(Value::from).boxed());
+        }
+        if kind != Num {
+            o.push(
+                (-1e9f64..1e9)
+                    .prop_filter("a fraction", |x| x.fract() != 0.0)
+                    .prop_map(Value::from)
+                    .boxed(),
+            );
+        }
+        if kind != Arr {
+            o.push(
+                proptest::collection::vec(any::<i32>(), 0..3)
+                    .prop_map(|v| json!(v))
+                    .boxed(),
+            );
+        }
+        if kind != Obj {
+            o.push(
+                proptest::collection::btree_map("[a-z]{1,6}", any::<i32>(), 0..3)
+                    .prop_map(|m| json!(m))
+                    .boxed(),
+            );
+        }
+        if null {
+            o.push(Just(Value::Null).boxed());
+        }
+        Union::new(o).boxed()
+    }
+
+    /// A string outside `variants` (other words, lower case, padded).
+    fn bad_variant(variants: &'static [&'static str]) -> BoxedStrategy<String> {
+        prop_oneof![
+            "[A-Z_]{1,14}",
+            select(variants.to_vec()).prop_map(|v| v.to_lowercase()),
+            select(variants.to_vec()).prop_map(|v| format!(" {v}")),
+        ]
+        .prop_filter("a listed value", move |s| !variants.contains(&s.as_str()))
+        .boxed()
+    }
+
+    /// A frame with one field broken and the verdict it must get.
+    #[derive(Debug, Clone)]
+    struct Broken {
+        what: String,
+        text: String,
+        code: ErrorCode,
+        /// Each must appear in `error_detail`.
+        names: Vec<String>,
+        request_id: Option<String>,
+    }
+
+    fn broken(
+        base: &Value,
+        what: String,
+        change: impl FnOnce(&mut Value),
+        code: ErrorCode,
+        names: Vec<String>,
+        ties_request: bool,
+    ) -> Broken {
+        let mut v = base.clone();
+        change(&mut v);
+        let request_id = if ties_request {
+            base["payload"]["request_id"].as_str().map(str::to_string)
+        } else {
+            None
+        };
+        Broken {
+            what,
+            text: v.to_string(),
+            code,
+            names,
+            request_id,
+        }
+    }
+
+    /// Every way to break one field of `frame`, each with its expected verdict.
+    fn breakages(frame: &ClientFrame) -> Vec<BoxedStrategy<Broken>> {
+        let base: Value = serde_json::from_str(&frame.encode()).unwrap();
+        let msg_type = frame.message.msg_type();
+        let is_request = msg_type == "REQUEST";
+        let malformed = ErrorCode::MalformedPayload;
+        let mut out: Vec<BoxedStrategy<Broken>> = Vec::new();
+        let mut table: Vec<Field> = ENVELOPE.to_vec();
+        table.extend(payload_fields(msg_type));
+        for field in table {
+            let ptr = field.ptr;
+            let exists = base.pointer(ptr).is_some();
+            if base.pointer(parent(ptr)).is_none() || (field.only_if_present && !exists) {
+                continue;
+            }
+            let name = field_name(ptr);
+            // A broken member of a REQUEST payload still ties the error to its request.
+            let ties = is_request && ptr.starts_with("/payload/") && ptr != "/payload/request_id";
+            let b = base.clone();
+            let n = name.clone();
+            out.push(
+                wrong_value(field.kind, !field.null_ok)
+                    .prop_map(move |x| {
+                        broken(
+                            &b,
+                            format!("{n} = {x}"),
+                            |v| set(v, ptr, x),
+                            malformed,
+                            vec![format!("`{n}`")],
+                            ties,
+                        )
+                    })
+                    .boxed(),
+            );
+            if field.required && exists {
+                let names = match parent(ptr) {
+                    "" => vec![format!("missing field `{}`", leaf(ptr))],
+                    "/payload" => vec![format!("payload: missing field `{}`", leaf(ptr))],
+                    p => vec![
+                        format!("`{}`", field_name(p)),
+                        format!("missing field `{}`", leaf(ptr)),
+                    ],
+                };
+                // Removing an element of a list is not a missing field.
+                if !leaf(ptr).bytes().all(|b| b.is_ascii_digit()) {
+                    out.push(
+                        Just(broken(
+                            &base,
+                            format!("{name} missing"),
+                            |v| remove(v, ptr),
+                            malformed,
+                            names,
+                            ties,
+                        ))
+                        .boxed(),
+                    );
+                }
+            }
+            if !field.variants.is_empty() {
+                let b = base.clone();
+                let n = name.clone();
+                out.push(
+                    bad_variant(field.variants)
+                        .prop_map(move |x| {
+                            broken(
+                                &b,
+                                format!("{n} = {x:?}"),
+                                |v| set(v, ptr, x.into()),
+                                malformed,
+                                vec![format!("`{n}`")],
+                                ties,
+                            )
+                        })
+                        .boxed(),
+                );
+            }
+        }
+        // Values of the right type out of range.
+        let b = base.clone();
+        out.push(
+            prop_oneof![
+                "(0|[2-9])\\.[0-9]",
+                Just("1.".to_string()),
+                Just("v1.0".to_string()),
+                Just(String::new())
+            ]
+            .prop_map(move |x| {
+                broken(
+                    &b,
+                    format!("version {x:?}"),
+                    |v| set(v, "/version", x.into()),
+                    malformed,
+                    vec!["`version`".into()],
+                    false,
+                )
+            })
+            .boxed(),
+        );
+        let b = base.clone();
+        out.push(
+            bad_variant(&ClientMessage::TYPES)
+                .prop_map(move |x| {
+                    broken(
+                        &b,
+                        format!("msg_type {x:?}"),
+                        |v| set(v, "/msg_type", x.into()),
+                        malformed,
+                        vec!["`msg_type`".into()],
+                        false,
+                    )
+                })
+                .boxed(),
+        );
+        out.extend(function_list_breakages(&base, msg_type));
+        if let ClientMessage::Request(p) = &frame.message {
+            out.extend(request_breakages(&base, p));
+        }
+        out
+    }
+
+    /// A definition list with one bad entry: a bad name, a repeated name, a bad parameter.
+    fn function_list_breakages(base: &Value, msg_type: &str) -> Vec<BoxedStrategy<Broken>> {
+        let list = match base["payload"].get("function_calling") {
+            Some(Value::Array(l)) => l.clone(),
+            _ => return vec![],
+        };
+        // DELETE lists are names only: their definitions are not checked.
+        if base["payload"]["function_calling_op"] == "DELETE" {
+            return vec![];
+        }
+        let ties = msg_type == "REQUEST";
+        let mut out = Vec::new();
+        let b = base.clone();
+        let bad_name = prop_oneof![
+            Just(String::new()),
+            "[a-z]{1,5}[ ./é][a-z]{1,5}",
+            "[a-z]{65,70}",
+        ];
+        let len = list.len();
+        out.push(
+            (0..=len, bad_name)
+                .prop_map(move |(at, name)| {
+                    let mut l = list.clone();
+                    l.insert(at, json!({"name": name}));
+                    broken(
+                        &b,
+                        format!("function name {name:?} at {at}"),
+                        |v| v["payload"]["function_calling"] = Value::Array(l),
+                        ErrorCode::MalformedPayload,
+                        vec![format!("`payload.function_calling[{at}].name`")],
+                        ties,
+                    )
+                })
+                .boxed(),
+        );
+        if let Some(Value::Array(l)) = base["payload"].get("function_calling")
+            && let Some(first) = l.first().cloned()
+        {
+            let mut dup = l.clone();
+            dup.push(json!({"name": first["name"]}));
+            let at = dup.len() - 1;
+            out.push(
+                Just(broken(
+                    base,
+                    "a repeated function name".into(),
+                    |v| v["payload"]["function_calling"] = Value::Array(dup),
+                    ErrorCode::MalformedPayload,
+                    vec![format!("`payload.function_calling[{at}].name`")],
+                    ties,
+                ))
+                .boxed(),
+            );
+            let b = base.clone();
+            let l = l.clone();
+            out.push(
+                prop_oneof![
+                    Just(json!([{"name": "x", "type": "str"}])),
+                    Just(json!([{"type": "string"}])),
+                    Just(json!(5)),
+                    Just(json!("string")),
+                    Just(json!({"type": "array"})),
+                ]
+                .prop_map(move |params| {
+                    let field = match &params {
+                        Value::Array(a) if a[0].get("name").is_some() => "parameters[0].type",
+                        Value::Array(_) => "parameters[0].name",
+                        Value::Object(_) => "parameters.type",
+                        _ => "parameters",
+                    };
+                    let mut l = l.clone();
+                    l[0]["parameters"] = params.clone();
+                    broken(
+                        &b,
+                        format!("parameters {params}"),
+                        |v| v["payload"]["function_calling"] = Value::Array(l),
+                        ErrorCode::MalformedPayload,
+                        vec![format!("`payload.function_calling[0].{field}`")],
+                        ties,
+                    )
+                })
+                .boxed(),
+            );
+        }
+        out
+    }
+
+    /// The REQUEST rules of spec §4.3 and PROTOCOL-NOTES, one broken at a time.
+    fn request_breakages(base: &Value, p: &RequestPayload) -> Vec<BoxedStrategy<Broken>> {
+        let mut out: Vec<BoxedStrategy<Broken>> = Vec::new();
+        let b = base.clone();
+        out.push(
+            prop_oneof![Just(String::new()), "[a-z]{129,200}"]
+                .prop_map(move |id| {
+                    broken(
+                        &b,
+                        format!("request_id of {} bytes", id.len()),
+                        |v| v["payload"]["request_id"] = id.into(),
+                        ErrorCode::MalformedPayload,
+                        vec!["`payload.request_id`".into()],
+                        false,
+                    )
+                })
+                .boxed(),
+        );
+        let b = base.clone();
+        out.push(
+            prop_oneof![
+                (i64::MIN..-1).prop_map(Value::from),
+                (i64::MAX as u64 + 1..=u64::MAX).prop_map(Value::from),
+            ]
+            .prop_map(move |seq| {
+                let code = if seq.is_i64() {
+                    ErrorCode::StreamSeqError
+                } else {
+                    ErrorCode::MalformedPayload
+                };
+                broken(
+                    &b,
+                    format!("stream_seq {seq}"),
+                    |v| v["payload"]["stream_seq"] = seq,
+                    code,
+                    vec!["`payload.stream_seq`".into()],
+                    true,
+                )
+            })
+            .boxed(),
+        );
+        // `function_calling_op` and `function_calling` come together.
+        let mut v = base.clone();
+        let missing = if p.function_calling.is_some() {
+            remove(&mut v, "/payload/function_calling_op");
+            "function_calling_op"
+        } else {
+            v["payload"]["function_calling_op"] = "ADD".into();
+            "function_calling"
+        };
+        out.push(
+            Just(Broken {
+                what: format!("without {missing}"),
+                text: v.to_string(),
+                code: ErrorCode::MalformedPayload,
+                names: vec![format!("`payload.{missing}`")],
+                request_id: Some(p.request_id.clone()),
+            })
+            .boxed(),
+        );
+        // One member set (or, with `None`, removed) against the rules of its kind of request.
+        let rule = |what: &str, ptr: &'static str, x: Option<Value>, code, field: &str| {
+            let change = |v: &mut Value| match x {
+                Some(x) => set(v, ptr, x),
+                None => remove(v, ptr),
+            };
+            Just(broken(
+                base,
+                what.into(),
+                change,
+                code,
+                vec![format!("`{field}`")],
+                true,
+            ))
+            .boxed()
+        };
+        let seq_rule = |what: &'static str| {
+            let b = base.clone();
+            (1i64..1000)
+                .prop_map(move |seq| {
+                    broken(
+                        &b,
+                        format!("{what} {seq}"),
+                        |v| set(v, "/payload/stream_seq", seq.into()),
+                        ErrorCode::StreamSeqError,
+                        vec!["`payload.stream_seq`".into()],
+                        true,
+                    )
+                })
+                .boxed()
+        };
+        let malformed = ErrorCode::MalformedPayload;
+        if p.data_type == DataType::Text {
+            let flag = Some(true.into());
+            out.push(rule(
+                "TEXT with stream_flag true",
+                "/payload/stream_flag",
+                flag,
+                malformed,
+                "payload.stream_flag",
+            ));
+            out.push(seq_rule("TEXT with stream_seq"));
+            if p.content.function_result.is_none() {
+                let text = "/payload/content/text";
+                out.push(rule(
+                    "TEXT without text",
+                    text,
+                    None,
+                    malformed,
+                    "payload.content.text",
+                ));
+                let b = base.clone();
+                out.push(
+                    (MAX_TEXT + 1..MAX_TEXT * 2)
+                        .prop_map(move |n| {
+                            broken(
+                                &b,
+                                format!("text of {n} characters"),
+                                |v| set(v, text, "字".repeat(n).into()),
+                                ErrorCode::PayloadTooLarge,
+                                vec!["`payload.content.text`".into()],
+                                true,
+                            )
+                        })
+                        .boxed(),
+                );
+            }
+        }
+        if p.data_type == DataType::Voice {
+            let mode = "/payload/content/voice_mode";
+            out.push(rule(
+                "VOICE without voice_mode",
+                mode,
+                None,
+                malformed,
+                "payload.content.voice_mode",
+            ));
+            let voice = "/payload/content/voice";
+            match p.content.voice_mode {
+                Some(VoiceMode::Binary) => {
+                    let flag = Some(false.into());
+                    out.push(rule(
+                        "BINARY with stream_flag false",
+                        "/payload/stream_flag",
+                        flag,
+                        malformed,
+                        "payload.stream_flag",
+                    ));
+                    out.push(seq_rule("BINARY control frame with stream_seq"));
+                    let audio = Some("AAAA".into());
+                    out.push(rule(
+                        "BINARY with audio in content.voice",
+                        voice,
+                        audio,
+                        malformed,
+                        "payload.content.voice",
+                    ));
+                }
+                _ if !p.stream_flag => {
+                    out.push(rule(
+                        "whole BASE64 upload without voice",
+                        voice,
+                        None,
+                        malformed,
+                        "payload.content.voice",
+                    ));
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    fn broken_frame() -> impl Strategy<Value = Broken> {
+        client_frame().prop_flat_map(|f| Union::new(breakages(&f)))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// One broken field: the documented ERROR, naming that field, never a panic.
+        #[test]
+        fn one_broken_field_gets_the_documented_error(b in broken_frame()) {
+            let e = match verdict(&b.text) {
+                Ok(f) => return Err(TestCaseError::fail(format!(
+                    "{}: accepted as {f:?}\n{}", b.what, b.text))),
+                Err(e) => e,
+            };
+            prop_assert_eq!(e.code, b.code, "{}: {}\n{}", b.what, e.detail, b.text);
+            for n in &b.names {
+                prop_assert!(e.detail.contains(n.as_str()),
+                    "{}: detail {:?} does not name {}\n{}", b.what, e.detail, n, b.text);
+            }
+            prop_assert_eq!(&e.request_id, &b.request_id, "{}: {}\n{}", b.what, e.detail, b.text);
+            // It becomes an ERROR payload with the spec's retryable flag.
+            let p = e.clone().into_payload();
+            prop_assert_eq!(p.retryable, e.code.retryable());
+        }
+
+        /// Valid frames of every client type decode to what was encoded and pass the REQUEST rules.
+        #[test]
+        fn valid_frames_round_trip(f in client_frame()) {
+            let text = f.encode();
+            let back = verdict(&text).map_err(|e| TestCaseError::fail(format!("{e:?}\n{text}")))?;
+            prop_assert_eq!(back, f);
+        }
+
+        /// Unknown members anywhere (envelope, payload, content) are ignored: extensions.
+        #[test]
+        fn unknown_members_are_ignored(
+            f in client_frame(),
+            at in select(vec!["", "/payload", "/payload/content", "/payload/auth"]),
+            key in "x_[a-z]{1,8}",
+            value in prop_oneof![Just(json!(null)), Just(json!([1, {"a": "b"}])), "\\PC{0,10}".prop_map(Value::from)],
+        ) {
+            let mut v: Value = serde_json::from_str(&f.encode()).unwrap();
+            if let Some(Value::Object(o)) = v.pointer_mut(at) {
+                o.insert(key, value);
+            }
+            let text = v.to_string();
+            let back = verdict(&text).map_err(|e| TestCaseError::fail(format!("{e:?}\n{text}")))?;
+            prop_assert_eq!(back, f);
         }
     }
 }

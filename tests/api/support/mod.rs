@@ -159,6 +159,92 @@ impl TestApp {
     }
 }
 
+/// The cases of a hostile corpus `fixtures/<dir>/` (at least `at_least`), sorted by file
+/// name: each parsed JSON case, or why its file is not one.
+pub fn corpus(dir: &str, at_least: usize) -> Vec<(String, Result<Value, String>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(dir);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(
+        files.len() >= at_least,
+        "{} has {} cases",
+        dir.display(),
+        files.len()
+    );
+    files
+        .iter()
+        .map(|f| {
+            let name = f.file_name().unwrap().to_string_lossy().to_string();
+            let case = std::fs::read_to_string(f)
+                .map_err(|e| e.to_string())
+                .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()))
+                .map_err(|e| format!("bad case file: {e}"));
+            (name, case)
+        })
+        .collect()
+}
+
+/// Verdicts of a corpus run: each printed as it comes, every failure listed at the end.
+pub struct Verdicts {
+    corpus: &'static str,
+    total: usize,
+    failures: Vec<String>,
+}
+
+impl Verdicts {
+    pub fn new(corpus: &'static str, total: usize) -> Self {
+        Verdicts {
+            corpus,
+            total,
+            failures: Vec::new(),
+        }
+    }
+
+    /// Records one case's verdict; returns whether it passed.
+    pub fn record(&mut self, case: &str, verdict: Result<(), String>) -> bool {
+        match verdict {
+            Ok(()) => {
+                println!("{} {case}: ok", self.corpus);
+                true
+            }
+            Err(e) => {
+                println!("{} {case}: FAILED: {e}", self.corpus);
+                self.failures.push(format!("{case}: {e}"));
+                false
+            }
+        }
+    }
+
+    /// Fails the test if any case failed, listing them all.
+    pub fn finish(self) {
+        assert!(
+            self.failures.is_empty(),
+            "{} of {} {} cases failed:\n  {}",
+            self.failures.len(),
+            self.total,
+            self.corpus,
+            self.failures.join("\n  ")
+        );
+    }
+}
+
+/// The message of a task's panic (an assertion or a timeout), for lists of failures.
+pub fn panic_text(e: tokio::task::JoinError) -> String {
+    match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "panicked".into()),
+        Err(e) => e.to_string(),
+    }
+}
+
 pub fn now_ms() -> i64 {
     museum_agent::util::now_ms()
 }

@@ -27,6 +27,17 @@ pub struct NatsServer {
 }
 
 impl NatsServer {
+    /// Whether an executable `nats-server` is on PATH.
+    pub fn installed() -> bool {
+        use std::os::unix::fs::PermissionsExt;
+        std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|dir| {
+                std::fs::metadata(dir.join("nats-server"))
+                    .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+        })
+    }
+
     /// Starts a fresh server on random ports with an empty temp store dir.
     pub async fn start() -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("nats-test-").tempdir()?;
