@@ -40,13 +40,13 @@
 //! ```
 //!
 //! # Architecture invariants
-//! - `protocol`, `audio`, `session::timers`, `session::upload`, `session::attributes`,
+//! - `protocol`, `audio`, `session::timers`, `session::upload`, `request::attributes`,
 //!   `pipeline::history`, `hub::envelope`, `hub::policy` and `hub::society` do no I/O.
 //! - The hub never routes by payload (it reads one only for hub services and to render
 //!   `formatted` for LLM agents), and the sender of a routed message is always the
 //!   connection's own identity.
 //! - `session` never imports axum or rusqlite; it reads any `Stream<Item = Inbound>` and writes
-//!   to an [`session::outbox::Outbox`], so it runs over channels in tests.
+//!   to an [`request::outbox::Outbox`], so it runs over channels in tests.
 //! - Providers never see protocol frames or sessions.
 //! - Only `store` imports rusqlite; its calls run on the blocking pool.
 //! - One writer task owns each socket's sink; everything else queues frames through the
@@ -64,6 +64,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
 pub mod providers;
+pub mod request;
 pub mod session;
 pub mod store;
 pub mod transport;

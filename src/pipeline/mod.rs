@@ -30,9 +30,9 @@ use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
 use crate::providers::srs::{Hit, Retriever};
-use crate::session::attributes::Attributes;
-use crate::session::inflight::{InFlight, RequestCtx};
-use crate::session::outbox::Outbox;
+use crate::request::attributes::Attributes;
+use crate::request::inflight::{InFlight, RequestCtx};
+use crate::request::outbox::Outbox;
 use history::{CUT_OFF_MARKER, History};
 use reply::ReplyStream;
 use tools::CallKind;

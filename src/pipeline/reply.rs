@@ -30,8 +30,8 @@ use crate::audio::splitter::{Splitter, SplitterConfig};
 use crate::config::{TtsConfig, secs};
 use crate::protocol::{ErrorCode, FunctionCall, Response, ResponseContent, ServerMessage};
 use crate::providers::tts::{TtsError, TtsProvider};
-use crate::session::inflight::RequestCtx;
-use crate::session::outbox::Outbox;
+use crate::request::inflight::RequestCtx;
+use crate::request::outbox::Outbox;
 
 use super::speech::{Hop, Timings};
 use super::{Deps, Failure};

@@ -22,7 +22,7 @@ use tokio_util::task::AbortOnDropHandle;
 use crate::config::{SttConfig, secs};
 use crate::protocol::ErrorCode;
 use crate::providers::stt::{SttError, SttProvider};
-use crate::session::inflight::RequestCtx;
+use crate::request::inflight::RequestCtx;
 
 use super::{Deps, Failure};
 

@@ -9,9 +9,6 @@
 //! Every request in flight has a child token of the connection's token; INTERRUPT cancels one or
 //! all of them, closing the session cancels every one.
 
-pub mod attributes;
-pub mod inflight;
-pub mod outbox;
 pub mod timers;
 pub mod upload;
 
@@ -37,9 +34,9 @@ use crate::protocol::{
     Response, ResponseContent, ServerMessage, SessionData, SessionInfo, SessionQueryPayload,
     SessionWarn, ShutdownPayload, decode_client,
 };
-use attributes::{Attributes, apply_function_op};
-use inflight::{InFlight, InsertError, RequestCtx};
-use outbox::Outbox;
+use crate::request::attributes::{Attributes, apply_function_op};
+use crate::request::inflight::{InFlight, InsertError, RequestCtx};
+use crate::request::outbox::Outbox;
 use timers::{Liveness, TimerEvent};
 use upload::{Upload, UploadError, UploadMode};
 
