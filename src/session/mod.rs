@@ -773,7 +773,7 @@ impl Conn {
                 match pcm {
                     Ok(pcm) => {
                         if let Some(ctx) = self.admit(&id).await {
-                            self.spawn(ctx, Input::Voice(pcm));
+                            self.spawn(ctx, Input::Voice { pcm, live: None });
                         }
                     }
                     Err(e) => {
@@ -878,12 +878,7 @@ impl Conn {
                 let (up, ctx) = s.upload.take().expect("checked");
                 let live = s.upload_live.take();
                 match up.finish() {
-                    Ok(pcm) => {
-                        if let Some(l) = live {
-                            self.app.deps.voice.hand_over(&ctx, l);
-                        }
-                        self.spawn(ctx, Input::Voice(pcm))
-                    }
+                    Ok(pcm) => self.spawn(ctx, Input::Voice { pcm, live }),
                     Err(e) => {
                         let (code, detail) = upload_error_code(e);
                         self.end_with_error(&ctx, code, detail).await;
@@ -957,11 +952,10 @@ impl Conn {
             outbox: self.outbox.clone(),
             history: s.history.clone(),
             attrs: s.attrs.clone(),
-            input,
             metrics: self.app.metrics.clone(),
         };
         let deps = self.app.deps.clone();
-        self.app.tracker.spawn(pipeline::run(job, deps));
+        self.app.tracker.spawn(pipeline::run(job, input, deps));
     }
 }
 
