@@ -287,11 +287,8 @@ mod tests {
         h.expect("HEARTBEAT").await;
         h.expect("HEARTBEAT").await;
         assert_eq!(t0.elapsed(), Duration::from_secs(30));
-        let s = h.expect("SHUTDOWN").await;
-        assert_eq!(s["payload"]["reason"], "no reply to heartbeats");
+        h.expect_ended("no reply to heartbeats", 1001).await;
         assert_eq!(t0.elapsed(), Duration::from_secs(40));
-        h.expect_close(1001).await;
-        h.task.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
@@ -305,10 +302,7 @@ mod tests {
         k.register().await;
         let n = k.app.sessions.kick_where(|_| true, "credential revoked");
         assert_eq!(n, 1);
-        let s = k.expect("SHUTDOWN").await;
-        assert_eq!(s["payload"]["reason"], "credential revoked");
-        k.expect_close(1008).await;
-        k.task.await.unwrap();
+        k.expect_ended("credential revoked", 1008).await;
     }
 
     #[tokio::test(start_paused = true)]

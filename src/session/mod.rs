@@ -2,8 +2,8 @@
 //!
 //! [`run`] reads [`Inbound`] frames from any `Stream` (the WebSocket in production, a channel in
 //! tests) and answers through an [`Outbox`]; it never imports axum or rusqlite. The states are
-//! types: [`register::Unregistered`] (only REGISTER and HEALTH_CHECK served, registration
-//! deadline running) becomes a [`Session`] on REGISTER (attributes, requests in flight,
+//! types: `Unregistered` (only REGISTER and HEALTH_CHECK served, registration
+//! deadline running) becomes a `Session` on REGISTER (attributes, requests in flight,
 //! heartbeats, idle expiry), which may be *draining* (server shutdown: SHUTDOWN sent, no new
 //! requests, in-flight ones may finish within the grace) → closed.
 //!

@@ -284,9 +284,8 @@ mod tests {
     async fn request_before_register_is_refused_then_served_after() {
         let mut h = start(Scripted(Some("hello")), |_| {});
         h.send("REQUEST", text_request("r1", "hi")).await;
-        let e = h.expect_error("SESSION_INVALID").await;
-        let detail = e["payload"]["error_detail"].as_str().unwrap();
-        assert!(detail.contains("REQUEST before REGISTER"), "{e}");
+        h.expect_error_saying("SESSION_INVALID", "REQUEST before REGISTER")
+            .await;
         h.send_inbound(Inbound::Binary(vec![0u8; 4].into())).await;
         h.expect_error("SESSION_INVALID").await;
         h.send("HEALTH_CHECK", json!({})).await;
@@ -301,13 +300,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn registration_deadline_closes_an_idle_connection() {
-        let mut h = start(Scripted(None), |c| c.session.register_timeout_seconds = 5);
+        let h = start(Scripted(None), |c| c.session.register_timeout_seconds = 5);
         let t0 = Instant::now();
-        let s = h.expect("SHUTDOWN").await;
-        assert_eq!(s["payload"]["reason"], "no REGISTER received in time");
+        h.expect_ended("no REGISTER received in time", 1008).await;
         assert_eq!(t0.elapsed(), Duration::from_secs(5));
-        h.expect_close(1008).await;
-        h.task.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]
@@ -326,24 +322,14 @@ mod tests {
         let mut h = start(Scripted(None), |_| {});
         h.sid = "sess_made_up".into();
         h.send("REGISTER", h.register_payload()).await;
-        let e = h.expect_error("MALFORMED_PAYLOAD").await;
-        assert!(
-            e["payload"]["error_detail"]
-                .as_str()
-                .unwrap()
-                .contains("must be empty")
-        );
+        h.expect_error_saying("MALFORMED_PAYLOAD", "must be empty")
+            .await;
         h.sid.clear();
         h.register().await;
         let sid = h.sid.clone();
         h.send("REGISTER", h.register_payload()).await;
-        let e = h.expect_error("MALFORMED_PAYLOAD").await;
-        assert!(
-            e["payload"]["error_detail"]
-                .as_str()
-                .unwrap()
-                .contains("already registered")
-        );
+        h.expect_error_saying("MALFORMED_PAYLOAD", "already registered")
+            .await;
         // The session is unchanged and still serves.
         h.send("SESSION_QUERY", json!({})).await;
         let info = h.expect("SESSION_INFO").await;
@@ -359,9 +345,9 @@ mod tests {
         assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 1);
         let mut second = h.another();
         second.send("REGISTER", second.register_payload()).await;
-        let e = second.expect_error("SERVER_BUSY").await;
-        let detail = e["payload"]["error_detail"].as_str().unwrap();
-        assert!(detail.contains("maximum of 1 sessions"), "{e}");
+        second
+            .expect_error_saying("SERVER_BUSY", "maximum of 1 sessions")
+            .await;
         assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 1);
         // The refused connection stays open, unregistered, and may try again later.
         second.send("HEALTH_CHECK", json!({})).await;
@@ -376,14 +362,9 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn drain_before_register_closes_going_away() {
-        let mut h = start(Scripted(None), |_| {});
+        let h = start(Scripted(None), |_| {});
         h.app.draining.cancel();
-        let s = h.expect("SHUTDOWN").await;
-        assert_eq!(
-            s["payload"]["reason"],
-            crate::session::text::SERVER_SHUTTING_DOWN
-        );
-        h.expect_close(1001).await;
-        h.task.await.unwrap();
+        h.expect_ended(crate::session::text::SERVER_SHUTTING_DOWN, 1001)
+            .await;
     }
 }

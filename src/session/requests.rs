@@ -227,22 +227,20 @@ mod tests {
 
     use crate::session::testkit::{Scripted, start, text_request};
 
-    fn exhibit_tool() -> serde_json::Value {
-        json!([{"name": "show_exhibit", "description": "Show an exhibit card",
-                "parameters": [{"name": "exhibit_id", "type": "string", "required": true}]}])
+    /// A REQUEST with no text that sets `require_tts` and ADDs the `show_exhibit` tool.
+    fn add_exhibit_tool(id: &str, require_tts: bool) -> serde_json::Value {
+        let tool = json!({"name": "show_exhibit", "description": "Show an exhibit card",
+                          "parameters": [{"name": "exhibit_id", "type": "string", "required": true}]});
+        json!({"request_id": id, "data_type": "TEXT", "stream_flag": false, "stream_seq": 0,
+               "require_tts": require_tts, "function_calling_op": "ADD",
+               "function_calling": [tool], "content": {"text": ""}})
     }
 
     #[tokio::test(start_paused = true)]
     async fn attributes_only_request_ends_at_once_and_updates_the_session() {
         let mut h = start(Scripted(None), |_| {});
         h.register().await;
-        h.send(
-            "REQUEST",
-            json!({"request_id": "a1", "data_type": "TEXT", "stream_flag": false, "stream_seq": 0,
-                   "require_tts": true, "function_calling_op": "ADD",
-                   "function_calling": exhibit_tool(), "content": {"text": ""}}),
-        )
-        .await;
+        h.send("REQUEST", add_exhibit_tool("a1", true)).await;
         let r = h.expect("RESPONSE").await;
         assert_eq!(r["payload"]["request_id"], "a1");
         assert_eq!(r["payload"]["text_stream_seq"], -1);
@@ -251,13 +249,7 @@ mod tests {
         assert_eq!(d["require_tts"], true);
         assert_eq!(d["function_calling"][0]["name"], "show_exhibit");
         // A failing op changes nothing, not even the other attributes of that request.
-        h.send(
-            "REQUEST",
-            json!({"request_id": "a2", "data_type": "TEXT", "stream_flag": false, "stream_seq": 0,
-                   "require_tts": false, "function_calling_op": "ADD",
-                   "function_calling": exhibit_tool(), "content": {"text": ""}}),
-        )
-        .await;
+        h.send("REQUEST", add_exhibit_tool("a2", false)).await;
         let e = h.expect_error("MALFORMED_PAYLOAD").await;
         assert_eq!(e["payload"]["request_id"], "a2");
         h.send("SESSION_QUERY", json!({"query_fields": ["require_tts"]}))
@@ -273,9 +265,9 @@ mod tests {
         h.register().await;
         h.send("REQUEST", text_request("r1", "hello")).await;
         h.send("REQUEST", text_request("r1", "again")).await;
-        let e = h.expect_error("MALFORMED_PAYLOAD").await;
-        let detail = e["payload"]["error_detail"].as_str().unwrap();
-        assert!(detail.contains("already in flight"), "{e}");
+        let e = h
+            .expect_error_saying("MALFORMED_PAYLOAD", "already in flight")
+            .await;
         // Not tied to r1: that would end r1 for the client.
         assert_ne!(e["payload"]["request_id"], "r1", "{e}");
         h.send("REQUEST", text_request("r2", "hello")).await;
@@ -293,22 +285,11 @@ mod tests {
         h.register().await;
         let sid = std::mem::take(&mut h.sid);
         h.send("REQUEST", text_request("r1", "hello")).await;
-        let e = h.expect_error("SESSION_INVALID").await;
-        assert!(
-            e["payload"]["error_detail"]
-                .as_str()
-                .unwrap()
-                .contains("required")
-        );
+        h.expect_error_saying("SESSION_INVALID", "required").await;
         h.sid = "sess_other".into();
         h.send("REQUEST", text_request("r1", "hello")).await;
-        let e = h.expect_error("SESSION_INVALID").await;
-        assert!(
-            e["payload"]["error_detail"]
-                .as_str()
-                .unwrap()
-                .contains("does not match")
-        );
+        h.expect_error_saying("SESSION_INVALID", "does not match")
+            .await;
         // HEALTH_CHECK is served without one.
         h.sid.clear();
         h.send("HEALTH_CHECK", json!({})).await;

@@ -113,10 +113,27 @@ impl Harness {
         v
     }
 
+    /// The next frame, which must be an ERROR with `code` whose detail contains `says`.
+    pub async fn expect_error_saying(&mut self, code: &str, says: &str) -> Value {
+        let v = self.expect_error(code).await;
+        let detail = v["payload"]["error_detail"].as_str().unwrap_or_default();
+        assert!(detail.contains(says), "{v}");
+        v
+    }
+
     /// The next frame, which must be a close frame with `code`.
     pub async fn expect_close(&mut self, code: u16) {
         let v = self.next().await;
         assert_eq!(v["close"], code, "{v}");
+    }
+
+    /// The server ends the connection: SHUTDOWN with `reason`, then a close frame with `code`,
+    /// then the task ends.
+    pub async fn expect_ended(mut self, reason: &str, code: u16) {
+        let s = self.expect("SHUTDOWN").await;
+        assert_eq!(s["payload"]["reason"], reason, "{s}");
+        self.expect_close(code).await;
+        self.task.await.unwrap();
     }
 
     /// Sends a frame with this connection's session id (empty before REGISTER).
