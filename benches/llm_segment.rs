@@ -11,8 +11,8 @@ use museum_agent::pipeline::Deps;
 use museum_agent::pipeline::reply::ReplyStream;
 use museum_agent::providers::llm::Segment;
 use museum_agent::providers::llm::openai::ChunkParser;
-use museum_agent::session::inflight::RequestCtx;
-use museum_agent::session::outbox::Outbox;
+use museum_agent::request::inflight::RequestCtx;
+use museum_agent::request::outbox::Outbox;
 use tokio_util::sync::CancellationToken;
 
 const BATCH: usize = 1000;

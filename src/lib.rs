@@ -15,10 +15,18 @@
 //! app.rs         AppState shared by all connections: config, auth, pipeline deps, counters, shutdown tokens
 //! auth.rs        API key / password hashing, REGISTER authentication, lockout per address and account
 //! protocol/      wire types of every message both ways, decode with field-naming errors, encode. Pure
-//! session/       per-connection state machine and its task: attributes, requests in flight (a child
-//!                CancellationToken each), uploads, heartbeat/warn/expiry timers, the outbox
-//! pipeline/      one request: input → slash command, or prompt (+ retrieval, history) → tool loop
-//!                (server tools, observations) → RESPONSE frames via ReplyStream
+//! session/       per-connection task; its states are types (Unregistered → Session). mod.rs: the
+//!                event loop; register.rs: REGISTER, auth, admission; requests.rs: REQUEST,
+//!                attributes, spawning the pipeline; voice.rs: uploads and live STT; control.rs:
+//!                INTERRUPT, SESSION_QUERY, SHUTDOWN, heartbeats, drain; text.rs: visitor strings;
+//!                timers.rs, upload.rs: pure. Imports pipeline and request
+//! request/       what a session hands a request task: the in-flight table (a child
+//!                CancellationToken each; who ends a request), the bounded outbox, attributes.
+//!                Below session and pipeline; imports neither
+//! pipeline/      one request (a Job and its Input, the live STT and transcript time passed in
+//!                them): input → slash command, or prompt (+ retrieval, history) → tool loop
+//!                (server tools, observations) → RESPONSE frames via ReplyStream. Imports
+//!                request, never session
 //! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
 //! providers/srs/ the Retriever trait; text analysis (jieba, OpenCC folding), ingest, the embedded
 //!                FTS5 retriever (+ optional embeddings), the remote SRS client, eval metrics
@@ -44,13 +52,16 @@
 //! ```
 //!
 //! # Architecture invariants
-//! - `protocol`, `audio`, `session::timers`, `session::upload`, `session::attributes`,
+//! - `protocol`, `audio`, `session::timers`, `session::upload`, `request::attributes`,
 //!   `pipeline::history`, `hub::envelope`, `hub::policy` and `hub::society` do no I/O.
 //! - The hub never routes by payload (it reads one only for hub services and to render
 //!   `formatted` for LLM agents), and the sender of a routed message is always the
 //!   connection's own identity.
 //! - `session` never imports axum or rusqlite; it reads any `Stream<Item = Inbound>` and writes
-//!   to an [`session::outbox::Outbox`], so it runs over channels in tests.
+//!   to an [`request::outbox::Outbox`], so it runs over channels in tests.
+//! - `request` imports neither `session` nor `pipeline`, and `pipeline` never mentions
+//!   `session` (both checked by tests that read the sources); per-request data travels in the
+//!   job, never through process-wide maps.
 //! - Providers never see protocol frames or sessions.
 //! - Only `store` imports rusqlite; its calls run on the blocking pool.
 //! - One writer task owns each socket's sink; everything else queues frames through the
@@ -68,6 +79,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
 pub mod providers;
+pub mod request;
 pub mod session;
 pub mod store;
 pub mod transport;

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use museum_agent::auth::generate_api_key;
-use museum_agent::session::outbox::Outbox;
+use museum_agent::request::outbox::Outbox;
 use museum_agent::session::{self, Inbound};
 use museum_agent::store::Store;
 use museum_agent::{AppState, Config};
@@ -79,7 +79,7 @@ fuzz_target!(|data: &[u8]| {
             if is_register {
                 // Registration runs on the blocking pool: wait for its answer (bounded).
                 while let Ok(Some(f)) = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await {
-                    if let museum_agent::session::outbox::OutKind::Text(t) = &f.kind {
+                    if let museum_agent::request::outbox::OutKind::Text(t) = &f.kind {
                         if t.contains("REGISTER_ACK") {
                             if let Some(p) = t.find("\"session_id\":\"sess_") {
                                 sid = t[p + 14..p + 14 + 37].to_string();

@@ -30,9 +30,9 @@ use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
 use crate::providers::srs::{Hit, Retriever};
-use crate::session::attributes::Attributes;
-use crate::session::inflight::{InFlight, RequestCtx};
-use crate::session::outbox::Outbox;
+use crate::request::attributes::Attributes;
+use crate::request::inflight::{InFlight, RequestCtx};
+use crate::request::outbox::Outbox;
 use history::{CUT_OFF_MARKER, History};
 use reply::ReplyStream;
 use tools::CallKind;
@@ -51,21 +51,25 @@ pub struct Deps {
     /// Speech synthesis for `require_tts` replies (None: text with a `notice`).
     pub tts: Option<Arc<dyn crate::providers::tts::TtsProvider>>,
     pub tts_config: crate::config::TtsConfig,
-    /// Voice timeouts, timings and the hand-over of streaming recognitions.
+    /// Voice timeouts and timings.
     pub voice: speech::Voice,
 }
 
 /// The visitor's input for one request.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Input {
     Text(String),
     /// **Extension**: a client function's result, optionally with more text from the visitor.
     FunctionResult(FunctionResult, Option<String>),
-    /// A complete PCM utterance (16 kHz s16le mono).
-    Voice(Vec<u8>),
+    /// A complete PCM utterance (16 kHz s16le mono), with the streaming recognition that heard
+    /// it while it was uploaded, if the STT provider streams input.
+    Voice {
+        pcm: Vec<u8>,
+        live: Option<speech::LiveStt>,
+    },
 }
 
-/// One request to run.
+/// One request to run: what the session hands its task besides the input.
 pub struct Job {
     pub ctx: Arc<RequestCtx>,
     pub inflight: InFlight,
@@ -73,7 +77,6 @@ pub struct Job {
     pub history: Arc<Mutex<History>>,
     /// The session's attributes when the request arrived.
     pub attrs: Attributes,
-    pub input: Input,
     pub metrics: Arc<Metrics>,
 }
 
@@ -110,10 +113,10 @@ impl From<LlmError> for Failure {
 
 /// Runs one request to its end. Never panics on upstream data; every await is under the
 /// request's token and a timeout.
-pub async fn run(job: Job, deps: Arc<Deps>) {
+pub async fn run(job: Job, input: Input, deps: Arc<Deps>) {
     let id = job.ctx.request_id.clone();
     let started = Instant::now();
-    let outcome = run_inner(&job, &deps).await;
+    let outcome = run_inner(&job, input, &deps).await;
     match outcome {
         Ok(()) if job.ctx.token.is_cancelled() => {} // counted by whoever cancelled it
         Ok(()) => {
@@ -135,20 +138,24 @@ pub async fn run(job: Job, deps: Arc<Deps>) {
     }
 }
 
-async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
-    let user_turn = match &job.input {
-        Input::Voice(pcm) => {
-            let text = speech::transcribe(deps, pcm, &job.ctx).await?;
-            let heard = ServerMessage::Response(crate::protocol::Response {
+async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> {
+    // `stt_done`: when the transcript was ready (voice input), for the STT → first token hop.
+    let (user_turn, stt_done) = match input {
+        Input::Voice { pcm, live } => {
+            let heard = speech::transcribe(deps, &pcm, live, &job.ctx).await?;
+            let frame = ServerMessage::Response(crate::protocol::Response {
                 request_id: job.ctx.request_id.clone(),
-                transcript: Some(text.clone()),
+                transcript: Some(heard.text.clone()),
                 ..Default::default()
             });
-            job.outbox.send_for(&job.ctx, &heard, 0).await;
-            vec![ChatMessage::new(Role::User, text)]
+            job.outbox.send_for(&job.ctx, &frame, 0).await;
+            (
+                vec![ChatMessage::new(Role::User, heard.text)],
+                Some(heard.ready),
+            )
         }
-        Input::Text(t) => vec![ChatMessage::new(Role::User, t.clone())],
-        Input::FunctionResult(fr, text) => function_result_turn(job, fr, text.as_deref()),
+        Input::Text(t) => (vec![ChatMessage::new(Role::User, t)], None),
+        Input::FunctionResult(fr, text) => (function_result_turn(job, &fr, text.as_deref()), None),
     };
     // The visitor's own words this turn (for slash commands, retrieval and tool selection).
     let said = user_turn
@@ -162,7 +169,8 @@ async fn run_inner(job: &Job, deps: &Deps) -> Result<(), Failure> {
         job.outbox.clone(),
         job.attrs.require_tts,
         deps,
-    );
+    )
+    .with_stt_done(stt_done);
 
     if let Some((cmd, args)) = slash::parse(&said) {
         let text = slash::run(&cmd, &args, deps.retriever.as_deref()).await;
@@ -511,4 +519,16 @@ fn record_cut_off(job: &Job, turn: Vec<ChatMessage>, text: &str) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push_turn(kept);
+}
+
+#[cfg(test)]
+mod tests {
+    /// The module map: the pipeline sits below the session and never reaches back into it.
+    #[test]
+    fn pipeline_never_mentions_the_session_module() {
+        let session = concat!("crate", "::session");
+        for (path, text) in crate::request::tests::sources("pipeline") {
+            assert!(!text.contains(session), "{path} mentions {session}");
+        }
+    }
 }

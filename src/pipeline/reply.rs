@@ -30,8 +30,8 @@ use crate::audio::splitter::{Splitter, SplitterConfig};
 use crate::config::{TtsConfig, secs};
 use crate::protocol::{ErrorCode, FunctionCall, Response, ResponseContent, ServerMessage};
 use crate::providers::tts::{TtsError, TtsProvider};
-use crate::session::inflight::RequestCtx;
-use crate::session::outbox::Outbox;
+use crate::request::inflight::RequestCtx;
+use crate::request::outbox::Outbox;
 
 use super::speech::{Hop, Timings};
 use super::{Deps, Failure};
@@ -106,7 +106,6 @@ impl ReplyStream {
             )),
             _ => None,
         };
-        let stt_done = deps.voice.take_stt_done(&ctx);
         ReplyStream {
             ctx,
             outbox,
@@ -115,8 +114,15 @@ impl ReplyStream {
             text: String::new(),
             voice,
             timings,
-            stt_done,
+            stt_done: None,
         }
+    }
+
+    /// Times the STT → first token hop from `stt_done` (when the transcript of a voice request
+    /// was ready) to the first text this reply sends.
+    pub fn with_stt_done(mut self, stt_done: Option<Instant>) -> Self {
+        self.stt_done = stt_done;
+        self
     }
 
     /// The reply text produced so far.

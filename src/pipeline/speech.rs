@@ -3,15 +3,16 @@
 //!
 //! Two ways in:
 //! - A provider that streams input (FunASR) gets the audio while it is uploaded: the session
-//!   starts a [`LiveStt`] when the upload opens, feeds it every chunk, and hands it over when the
-//!   upload is complete; [`transcribe`] then only waits for the final text.
+//!   starts a [`LiveStt`] when the upload opens, feeds it every chunk, and passes it in the
+//!   request's [`Input::Voice`](super::Input::Voice) when the upload is complete; [`transcribe`]
+//!   then only waits for the final text.
 //! - Otherwise [`transcribe`] sends the whole utterance at once.
 //!
 //! Either way the wait is under the request's token and `[stt] timeout_seconds`, and dropping it
 //! closes the upstream connection.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,7 +24,7 @@ use crate::config::{SttConfig, secs};
 pub use crate::metrics::Hop;
 use crate::protocol::ErrorCode;
 use crate::providers::stt::{SttError, SttProvider};
-use crate::session::inflight::RequestCtx;
+use crate::request::inflight::RequestCtx;
 
 use super::{Deps, Failure};
 
@@ -37,16 +38,12 @@ impl From<SttError> for Failure {
     }
 }
 
-/// Voice settings and per-request hand-over state, shared by every session (in [`Deps`]).
+/// Voice settings and timings, shared by every session (in [`Deps`]).
 pub struct Voice {
     pub stt_timeout: Duration,
     /// Open uploads idle this long are discarded.
     pub upload_idle_timeout: Duration,
     pub timings: Arc<Timings>,
-    /// Streaming recognitions whose upload is complete, waiting for their pipeline.
-    live: ByRequest<LiveStt>,
-    /// When each request's transcript was ready (for the STT → first token hop).
-    stt_done: ByRequest<Instant>,
 }
 
 impl Voice {
@@ -55,44 +52,7 @@ impl Voice {
             stt_timeout: secs(stt.timeout_seconds),
             upload_idle_timeout: secs(stt.upload_idle_timeout_seconds),
             timings: Arc::new(Timings::default()),
-            live: ByRequest::default(),
-            stt_done: ByRequest::default(),
         }
-    }
-
-    /// Hands a complete upload's streaming recognition to the request's pipeline.
-    pub fn hand_over(&self, ctx: &Arc<RequestCtx>, live: LiveStt) {
-        self.live.put(ctx, live);
-    }
-
-    /// When the transcript of `ctx`'s request was ready (taken once).
-    pub fn take_stt_done(&self, ctx: &Arc<RequestCtx>) -> Option<Instant> {
-        self.stt_done.take(ctx)
-    }
-}
-
-/// A small map keyed by request identity; entries of requests that are gone are pruned.
-struct ByRequest<T>(Mutex<HashMap<usize, (Weak<RequestCtx>, T)>>);
-
-impl<T> Default for ByRequest<T> {
-    fn default() -> Self {
-        ByRequest(Mutex::new(HashMap::new()))
-    }
-}
-
-impl<T> ByRequest<T> {
-    fn put(&self, ctx: &Arc<RequestCtx>, v: T) {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        m.retain(|_, (w, _)| w.upgrade().is_some_and(|c| !c.token.is_cancelled()));
-        m.insert(Arc::as_ptr(ctx) as usize, (Arc::downgrade(ctx), v));
-    }
-
-    fn take(&self, ctx: &Arc<RequestCtx>) -> Option<T> {
-        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let (w, v) = m.remove(&(Arc::as_ptr(ctx) as usize))?;
-        w.upgrade()
-            .is_some_and(|c| Arc::ptr_eq(&c, ctx))
-            .then_some(v)
     }
 }
 
@@ -101,6 +61,21 @@ pub struct LiveStt {
     tx: Option<mpsc::UnboundedSender<Bytes>>,
     result: oneshot::Receiver<Result<String, SttError>>,
     _task: AbortOnDropHandle<()>,
+}
+
+impl std::fmt::Debug for LiveStt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveStt")
+            .field("audio_open", &self.tx.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A recognised utterance and when its text was ready.
+#[derive(Debug)]
+pub struct Transcript {
+    pub text: String,
+    pub ready: Instant,
 }
 
 impl LiveStt {
@@ -143,8 +118,14 @@ impl LiveStt {
     }
 }
 
-/// Transcribes one utterance under the request's token and `[stt] timeout_seconds`.
-pub async fn transcribe(deps: &Deps, pcm: &[u8], ctx: &Arc<RequestCtx>) -> Result<String, Failure> {
+/// Transcribes one utterance under the request's token and `[stt] timeout_seconds`: waits for
+/// `live`, the recognition that ran during the upload, or else sends `pcm` whole.
+pub async fn transcribe(
+    deps: &Deps,
+    pcm: &[u8],
+    live: Option<LiveStt>,
+    ctx: &Arc<RequestCtx>,
+) -> Result<Transcript, Failure> {
     let Some(stt) = deps.stt.clone() else {
         return Err(Failure {
             code: ErrorCode::InternalError,
@@ -152,7 +133,6 @@ pub async fn transcribe(deps: &Deps, pcm: &[u8], ctx: &Arc<RequestCtx>) -> Resul
         });
     };
     let started = Instant::now();
-    let live = deps.voice.live.take(ctx);
     let work = async move {
         match live {
             Some(l) => l.finish().await,
@@ -191,8 +171,7 @@ pub async fn transcribe(deps: &Deps, pcm: &[u8], ctx: &Arc<RequestCtx>) -> Resul
         });
     }
     tracing::debug!(request_id = %ctx.request_id, chars = text.chars().count(), "transcribed");
-    deps.voice.stt_done.put(ctx, now);
-    Ok(text)
+    Ok(Transcript { text, ready: now })
 }
 
 /// Recent durations per hop (the last [`Timings::KEEP`] of each), logged as they happen.
@@ -263,21 +242,5 @@ mod tests {
         assert_eq!(s.p50, Duration::from_micros(51));
         assert_eq!(s.p99, Duration::from_micros(99));
         assert_eq!(s.max, Duration::from_micros(100));
-    }
-
-    #[test]
-    fn by_request_matches_identity_not_just_address() {
-        let m: ByRequest<u32> = ByRequest::default();
-        let a = Arc::new(RequestCtx::new("a".into(), Default::default()));
-        let b = Arc::new(RequestCtx::new("b".into(), Default::default()));
-        m.put(&a, 1);
-        assert_eq!(m.take(&b), None);
-        assert_eq!(m.take(&a), Some(1));
-        assert_eq!(m.take(&a), None);
-        // Entries of cancelled requests are pruned on the next insert.
-        m.put(&a, 2);
-        a.token.cancel();
-        m.put(&b, 3);
-        assert_eq!(m.0.lock().unwrap().len(), 1);
     }
 }

@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
 use crate::config::secs;
-use crate::session::outbox::{OutFrame, OutKind, Outbox};
+use crate::request::outbox::{OutFrame, OutKind, Outbox};
 use crate::session::{self, Inbound};
 
 /// Read buffer per connection: tungstenite's default (128 KiB, zero-filled) would cost ~133 KiB

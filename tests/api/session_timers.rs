@@ -5,7 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
 use museum_agent::auth::generate_api_key;
-use museum_agent::session::outbox::{OutKind, Outbox};
+use museum_agent::request::outbox::{OutKind, Outbox};
 use museum_agent::session::{self, Inbound};
 use museum_agent::store::Store;
 use museum_agent::{AppState, Config};
@@ -17,7 +17,7 @@ use crate::support::{frame, register_payload};
 
 struct Harness {
     tx: mpsc::Sender<Inbound>,
-    rx: mpsc::Receiver<museum_agent::session::outbox::OutFrame>,
+    rx: mpsc::Receiver<museum_agent::request::outbox::OutFrame>,
     sid: String,
     task: tokio::task::JoinHandle<()>,
 }

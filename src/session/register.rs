@@ -1,0 +1,370 @@
+//! The connection before REGISTER, and REGISTER itself: authentication (under the connection's
+//! token and a timeout), admission against `limits.max_sessions`, and the registered
+//! [`Session`] it becomes.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use tokio::time::Instant;
+
+use super::{Conn, Flow, Inbound, Session, close_code, text};
+use crate::app::{AppState, SessionEntry};
+use crate::auth::AuthError;
+use crate::pipeline::history::History;
+use crate::protocol::{
+    ClientMessage, ErrorCode, ErrorPayload, RegisterAck, RegisterPayload, ServerMessage,
+    ShutdownPayload,
+};
+use crate::request::attributes::Attributes;
+use crate::request::inflight::InFlight;
+use crate::session::timers::Liveness;
+
+/// Holds one unit of the server's session count and the session's registry entry.
+pub(super) struct SessionSlot(Arc<AppState>, String);
+
+impl Drop for SessionSlot {
+    fn drop(&mut self) {
+        self.0.stats.sessions.fetch_sub(1, Ordering::Relaxed);
+        self.0.sessions.remove(&self.1);
+    }
+}
+
+/// A connection that has not registered: only REGISTER and HEALTH_CHECK are served, and the
+/// registration deadline runs.
+pub(super) struct Unregistered {
+    conn: Conn,
+    deadline: Instant,
+}
+
+/// What a frame did to an unregistered connection.
+enum Step {
+    Stay(Flow),
+    Registered(Box<Registration>),
+}
+
+/// A successful REGISTER: the session, but for the connection it will own.
+struct Registration {
+    id: String,
+    create_time: i64,
+    attrs: Attributes,
+    live: Liveness,
+    kick: tokio::sync::mpsc::Receiver<String>,
+    slot: SessionSlot,
+}
+
+impl Registration {
+    fn into_session(self, conn: Conn) -> Session {
+        let history = History::new(conn.app.config.llm.history_messages);
+        Session {
+            conn,
+            id: self.id,
+            create_time: self.create_time,
+            attrs: self.attrs,
+            inflight: InFlight::default(),
+            history: Arc::new(Mutex::new(history)),
+            live: self.live,
+            upload: None,
+            kick: self.kick,
+            drain_deadline: None,
+            _slot: self.slot,
+        }
+    }
+}
+
+impl Unregistered {
+    pub(super) fn new(conn: Conn) -> Self {
+        let secs = conn.app.config.session.register_timeout_seconds;
+        Unregistered {
+            deadline: Instant::now() + Duration::from_secs(secs),
+            conn,
+        }
+    }
+
+    /// Serves the connection until it registers (the session is returned) or closes (`None`).
+    pub(super) async fn drive<S>(self, inbound: &mut S) -> Option<Box<Session>>
+    where
+        S: Stream<Item = Inbound> + Unpin,
+    {
+        let close = loop {
+            let token = self.conn.token.clone();
+            let draining = self.conn.app.draining.clone();
+            let flow = tokio::select! {
+                biased;
+                _ = token.cancelled() => break None,
+                _ = draining.cancelled() => {
+                    self.shutdown(text::SERVER_SHUTTING_DOWN).await;
+                    Flow::Close(close_code::GOING_AWAY, "server shutting down".into())
+                }
+                f = inbound.next() => match f {
+                    None => break None,
+                    Some(Inbound::Text(t)) => match self.on_text(t).await {
+                        Step::Stay(flow) => flow,
+                        Step::Registered(r) => return Some(Box::new(r.into_session(self.conn))),
+                    },
+                    Some(Inbound::Binary(_)) => {
+                        self.conn
+                            .error(ErrorPayload::new(
+                                ErrorCode::SessionInvalid,
+                                "binary frame before REGISTER; register first",
+                            ))
+                            .await;
+                        Flow::Continue
+                    }
+                    Some(Inbound::Broken { code, reason }) => Flow::Close(code, reason),
+                },
+                _ = tokio::time::sleep_until(self.deadline) => {
+                    self.shutdown("no REGISTER received in time").await;
+                    Flow::Close(close_code::POLICY, "registration timeout".into())
+                }
+            };
+            if let Flow::Close(code, reason) = flow {
+                break Some((code, reason));
+            }
+        };
+        self.conn.end(close, "-").await;
+        None
+    }
+
+    async fn shutdown(&self, reason: &str) {
+        let reason = reason.to_string();
+        self.conn
+            .send(ServerMessage::Shutdown(ShutdownPayload { reason }))
+            .await;
+    }
+
+    async fn on_text(&self, text: String) -> Step {
+        let Some(frame) = self.conn.decode(&text, None).await else {
+            return Step::Stay(Flow::Continue);
+        };
+        let sid = frame.session_id.as_deref().unwrap_or("");
+        match frame.message {
+            ClientMessage::Register(p) => self.register(sid, p).await,
+            ClientMessage::HealthCheck(p) => Step::Stay(self.conn.health_check(p).await),
+            other => {
+                self.conn
+                    .error(ErrorPayload::new(
+                        ErrorCode::SessionInvalid,
+                        format!("{} before REGISTER; register first", other.msg_type()),
+                    ))
+                    .await;
+                Step::Stay(Flow::Continue)
+            }
+        }
+    }
+
+    async fn register(&self, sid: &str, p: RegisterPayload) -> Step {
+        let conn = &self.conn;
+        let app = &conn.app;
+        if !sid.is_empty() {
+            conn.error(ErrorPayload::new(
+                ErrorCode::MalformedPayload,
+                "field `session_id`: must be empty in REGISTER",
+            ))
+            .await;
+            return Step::Stay(Flow::Continue);
+        }
+        if app.draining.is_cancelled() {
+            conn.error(ErrorPayload::new(
+                ErrorCode::ServerBusy,
+                "the server is shutting down",
+            ))
+            .await;
+            return Step::Stay(Flow::Continue);
+        }
+        let auth = tokio::select! {
+            _ = conn.token.cancelled() => {
+                return Step::Stay(Flow::Close(close_code::GOING_AWAY, "closed".into()));
+            }
+            r = tokio::time::timeout(Duration::from_secs(10), app.auth.authenticate(conn.peer, &p.auth)) => r,
+        };
+        let principal = match auth {
+            Ok(Ok(principal)) => principal,
+            Ok(Err(e @ (AuthError::Invalid | AuthError::Locked))) => {
+                tracing::info!(peer = %conn.peer, reason = %e, "REGISTER refused");
+                let detail = match e {
+                    AuthError::Locked => {
+                        "too many failed attempts from this address; try again later"
+                    }
+                    _ => "invalid credentials",
+                };
+                conn.error(ErrorPayload::new(ErrorCode::AuthFailed, detail))
+                    .await;
+                return Step::Stay(Flow::Close(
+                    close_code::POLICY,
+                    "authentication failed".into(),
+                ));
+            }
+            Ok(Err(AuthError::Internal(e))) => {
+                tracing::error!(error = %e, "authentication backend failed");
+                conn.error(ErrorPayload::new(
+                    ErrorCode::InternalError,
+                    "authentication is unavailable; retry later",
+                ))
+                .await;
+                return Step::Stay(Flow::Continue);
+            }
+            Err(_) => {
+                conn.error(ErrorPayload::new(
+                    ErrorCode::RequestTimeout,
+                    "authentication took too long; retry",
+                ))
+                .await;
+                return Step::Stay(Flow::Continue);
+            }
+        };
+        let max = app.config.limits.max_sessions as u64;
+        if app.stats.sessions.fetch_add(1, Ordering::Relaxed) >= max {
+            app.stats.sessions.fetch_sub(1, Ordering::Relaxed);
+            conn.error(ErrorPayload::new(
+                ErrorCode::ServerBusy,
+                format!("the server holds its maximum of {max} sessions; retry later"),
+            ))
+            .await;
+            return Step::Stay(Flow::Continue);
+        }
+        let cfg = &app.config.session;
+        let id = crate::util::random_id("sess_");
+        let slot = SessionSlot(app.clone(), id.clone());
+        let (kick_tx, kick) = tokio::sync::mpsc::channel(1);
+        app.sessions.insert(
+            &id,
+            SessionEntry {
+                principal: principal.clone(),
+                kick: kick_tx,
+            },
+        );
+        tracing::info!(session = %id, who = %principal.label(), platform = ?p.platform, peer = %conn.peer, "session registered");
+        let timeout_seconds = cfg.timeout_seconds;
+        let live = Liveness::new(
+            Instant::now(),
+            Duration::from_secs(cfg.timeout_seconds),
+            Duration::from_secs(cfg.heartbeat_interval_seconds),
+            Duration::from_secs(cfg.warn_before_seconds),
+        )
+        .with_max_missed(cfg.max_missed_heartbeats);
+        let registration = Registration {
+            id: id.clone(),
+            create_time: crate::util::now_ms(),
+            attrs: Attributes {
+                platform: p.platform,
+                require_tts: p.require_tts,
+                enable_srs: p.enable_srs.unwrap_or(true),
+                functions: p.function_calling,
+            },
+            live,
+            kick,
+            slot,
+        };
+        conn.outbox.set_session_id(&id);
+        conn.send(ServerMessage::RegisterAck(RegisterAck {
+            status: "SUCCESS".into(),
+            message: text::REGISTERED.into(),
+            session_id: id,
+            session_timeout_seconds: timeout_seconds,
+        }))
+        .await;
+        Step::Registered(Box::new(registration))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+    use std::time::Duration;
+
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    use crate::session::Inbound;
+    use crate::session::testkit::{Scripted, start, text_request};
+
+    #[tokio::test(start_paused = true)]
+    async fn request_before_register_is_refused_then_served_after() {
+        let mut h = start(Scripted(Some("hello")), |_| {});
+        h.send("REQUEST", text_request("r1", "hi")).await;
+        h.expect_error_saying("SESSION_INVALID", "REQUEST before REGISTER")
+            .await;
+        h.send_inbound(Inbound::Binary(vec![0u8; 4].into())).await;
+        h.expect_error("SESSION_INVALID").await;
+        h.send("HEALTH_CHECK", json!({})).await;
+        h.expect("HEALTH_CHECK_ACK").await;
+        h.register().await;
+        h.send("REQUEST", text_request("r1", "hi")).await;
+        let (text, last) = h.reply("r1").await;
+        assert_eq!(text, "hello");
+        assert_eq!(last["msg_type"], "RESPONSE", "{last}");
+        h.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn registration_deadline_closes_an_idle_connection() {
+        let h = start(Scripted(None), |c| c.session.register_timeout_seconds = 5);
+        let t0 = Instant::now();
+        h.expect_ended("no REGISTER received in time", 1008).await;
+        assert_eq!(t0.elapsed(), Duration::from_secs(5));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn bad_credentials_close_with_policy() {
+        let mut h = start(Scripted(None), |_| {});
+        let mut p = h.register_payload();
+        p["auth"]["api_key"] = json!("mk_wrong");
+        h.send("REGISTER", p).await;
+        h.expect_error("AUTH_FAILED").await;
+        h.expect_close(1008).await;
+        h.task.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn register_needs_an_empty_session_id_and_happens_once() {
+        let mut h = start(Scripted(None), |_| {});
+        h.sid = "sess_made_up".into();
+        h.send("REGISTER", h.register_payload()).await;
+        h.expect_error_saying("MALFORMED_PAYLOAD", "must be empty")
+            .await;
+        h.sid.clear();
+        h.register().await;
+        let sid = h.sid.clone();
+        h.send("REGISTER", h.register_payload()).await;
+        h.expect_error_saying("MALFORMED_PAYLOAD", "already registered")
+            .await;
+        // The session is unchanged and still serves.
+        h.send("SESSION_QUERY", json!({})).await;
+        let info = h.expect("SESSION_INFO").await;
+        assert_eq!(info["session_id"], sid.as_str());
+        h.finish().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn session_limit_answers_busy_and_a_slot_is_given_back() {
+        let mut h = start(Scripted(None), |c| c.limits.max_sessions = 1);
+        let app = h.app.clone();
+        h.register().await;
+        assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 1);
+        let mut second = h.another();
+        second.send("REGISTER", second.register_payload()).await;
+        second
+            .expect_error_saying("SERVER_BUSY", "maximum of 1 sessions")
+            .await;
+        assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 1);
+        // The refused connection stays open, unregistered, and may try again later.
+        second.send("HEALTH_CHECK", json!({})).await;
+        second.expect("HEALTH_CHECK_ACK").await;
+        h.finish().await;
+        assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 0);
+        second.register().await;
+        assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 1);
+        second.finish().await;
+        assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn drain_before_register_closes_going_away() {
+        let h = start(Scripted(None), |_| {});
+        h.app.draining.cancel();
+        h.expect_ended(crate::session::text::SERVER_SHUTTING_DOWN, 1001)
+            .await;
+    }
+}
