@@ -19,9 +19,10 @@
 //!                CancellationToken each), uploads, heartbeat/warn/expiry timers, the outbox
 //! pipeline/      one request: input → slash command, or prompt (+ retrieval, history) → tool loop
 //!                (server tools, observations) → RESPONSE frames via ReplyStream
+//! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC
+//!                folding), ingest, embedded FTS5 ranking (+ optional embeddings), the remote SRS
+//!                client, eval metrics; reaches SQL only through the store's CollectionStore
 //! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
-//! providers/srs/ the Retriever trait; text analysis (jieba, OpenCC folding), ingest, the embedded
-//!                FTS5 retriever (+ optional embeddings), the remote SRS client, eval metrics
 //! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
 //! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
 //! audio/         WAV, resampling, voice chunking, the speakable-piece splitter. Pure
@@ -32,11 +33,11 @@
 //!                policy (pure), agent society (pure), per-connection mailbox (priority lanes,
 //!                seq at write, acks), hub services, the three endpoints, the Rust client,
 //!                and the NATS JetStream backend that spreads one hub over several processes
-//! store/         the only rusqlite user: accounts, API keys, the collection, hub streams,
-//!                inboxes and society; migrations/*.sql
+//! store/         the only rusqlite user: accounts, API keys, the collection (CollectionStore:
+//!                plain rows, no retrieval types), hub streams, inboxes and society; migrations/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
 //! load/          the load tool: scenarios, protocol client, timing-controlled fake upstream
-//! util.rs        time, random ids, process CPU and RSS readings, open-file limit
+//! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder
 //! ```
 //!
 //! # Architecture invariants
@@ -48,7 +49,8 @@
 //! - `session` never imports axum or rusqlite; it reads any `Stream<Item = Inbound>` and writes
 //!   to an [`session::outbox::Outbox`], so it runs over channels in tests.
 //! - Providers never see protocol frames or sessions.
-//! - Only `store` imports rusqlite; its calls run on the blocking pool.
+//! - Only `store` imports rusqlite; its calls run on the blocking pool. `store` imports no module
+//!   above it (its rows are plain types); retrieval reaches it through `CollectionStore`.
 //! - One writer task owns each socket's sink; everything else queues frames through the
 //!   bounded outbox. A frame of an interrupted request is dropped by the writer, never written.
 //! - Whoever removes a request from `InFlight` first owns its final frame, so a request ends
@@ -64,6 +66,7 @@ pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
 pub mod providers;
+pub mod retrieval;
 pub mod session;
 pub mod store;
 pub mod transport;

@@ -570,7 +570,7 @@ pub async fn voice(
         .url
         .replace("ws://", "http://")
         .replace("/ws/agent/stream", "/metrics");
-    let client = crate::providers::http_client_builder().build()?;
+    let client = crate::util::http_client_builder().build()?;
     if let Ok(Ok(resp)) =
         tokio::time::timeout(Duration::from_secs(5), client.get(&metrics_url).send()).await
         && let Ok(text) = resp.text().await

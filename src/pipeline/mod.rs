@@ -29,7 +29,7 @@ use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, Ser
 use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
-use crate::providers::srs::{Hit, Retriever};
+use crate::retrieval::{Hit, Retriever};
 use crate::session::attributes::Attributes;
 use crate::session::inflight::{InFlight, RequestCtx};
 use crate::session::outbox::Outbox;
