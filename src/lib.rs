@@ -9,7 +9,8 @@
 //! # Code map
 //! ```text
 //! main.rs        CLI: serve, key and account admin, ingest/search/eval; tracing; signals
-//! bin/museum-agent-load.rs  the load tool (scenarios in load/)
+//! bin/museum-agent-load/  the load tool, not in this library (it uses only the public API):
+//!                scenarios, protocol client, timing-controlled fake upstream
 //! lib.rs         this map; run(listener, app, shutdown)
 //! config.rs      typed config: defaults < config.toml < MUSEUM_AGENT__SECTION__KEY; unknown keys refused
 //! app.rs         AppState shared by all connections: config, auth, pipeline deps, counters, shutdown tokens
@@ -36,7 +37,6 @@
 //! store/         the only rusqlite user: accounts, API keys, the collection (CollectionStore:
 //!                plain rows, no retrieval types), hub streams, inboxes and society; migrations/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
-//! load/          the load tool: scenarios, protocol client, timing-controlled fake upstream
 //! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder
 //! ```
 //!
@@ -61,7 +61,6 @@ pub mod audio;
 pub mod auth;
 pub mod config;
 pub mod hub;
-pub mod load;
 pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
