@@ -9,8 +9,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use museum_agent::Config;
-use museum_agent::providers::srs::embedded::{EmbeddedOptions, search_blocking};
-use museum_agent::providers::srs::{self, Retriever, eval};
+use museum_agent::retrieval::embedded::{EmbeddedOptions, search_blocking};
+use museum_agent::retrieval::{self, Retriever, eval};
 use museum_agent::store::Store;
 
 fn pct(sorted: &[Duration], p: f64) -> Duration {
@@ -55,7 +55,7 @@ fn main() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let store = Store::open(&dir.path().join("bench.db"))?;
         let (r, seconds, rows) = rt.block_on(async {
-            let r = srs::embedded_from_config(&config, &store).await?;
+            let r = retrieval::embedded_from_config(&config, &store).await?;
             let t = Instant::now();
             let rep = r.ensure_demo(&demo).await.map_err(anyhow::Error::msg)?;
             let rows = rep.map_or(0, |x| x.rows);
@@ -85,20 +85,21 @@ fn main() -> anyhow::Result<()> {
     );
 
     let opts = EmbeddedOptions::from(&config.srs);
+    let collection = store.collection();
     println!(
         "\n== query latency over {} exhibits, {} dev questions x {rounds} rounds, k = 5",
-        store.exhibit_count()?,
+        collection.exhibit_count()?,
         queries.len()
     );
     for q in &queries {
-        search_blocking(&store, &q.query, 5, &opts, None)?;
+        search_blocking(&collection, &q.query, 5, &opts, None)?;
     }
     let mut sync_t = Vec::with_capacity(rounds * queries.len());
     let (mut en, mut zh) = (Vec::new(), Vec::new());
     for _ in 0..rounds {
         for q in &queries {
             let t = Instant::now();
-            let hits = search_blocking(&store, &q.query, 5, &opts, None)?;
+            let hits = search_blocking(&collection, &q.query, 5, &opts, None)?;
             let d = t.elapsed();
             std::hint::black_box(hits);
             sync_t.push(d);
@@ -129,7 +130,7 @@ fn main() -> anyhow::Result<()> {
     let mut t_long = Vec::new();
     for _ in 0..rounds {
         let t = Instant::now();
-        std::hint::black_box(search_blocking(&store, &long, 5, &opts, None)?);
+        std::hint::black_box(search_blocking(&collection, &long, 5, &opts, None)?);
         t_long.push(t.elapsed());
     }
     report("a 2,400-character question (cut to 500)", t_long);

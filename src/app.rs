@@ -18,12 +18,12 @@ use crate::providers::llm::gemini::GeminiProvider;
 use crate::providers::llm::offline::OfflineProvider;
 use crate::providers::llm::openai::OpenAiProvider;
 use crate::providers::llm::sse::HttpOptions;
-use crate::providers::srs::Retriever;
 use crate::providers::stt::SttProvider;
 use crate::providers::stt::funasr::{FunAsrOptions, FunAsrStt};
 use crate::providers::stt::openai::{OpenAiStt, OpenAiSttOptions};
 use crate::providers::tts::TtsProvider;
 use crate::providers::tts::openai::{OpenAiTts, OpenAiTtsOptions, SpeechFormat};
+use crate::retrieval::Retriever;
 use crate::store::Store;
 use crate::util::CpuSampler;
 
@@ -228,7 +228,7 @@ impl AppState {
     }
 
     /// Like [`AppState::new`], with the collection retriever (see
-    /// [`crate::providers::srs::build_retriever`]).
+    /// [`crate::retrieval::build_retriever`]).
     pub fn with_retriever(
         config: Config,
         store: Store,

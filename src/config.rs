@@ -455,7 +455,7 @@ pub enum SrsProviderKind {
     None,
     /// The collection in this server's SQLite file (FTS5/BM25, optional embeddings).
     Embedded,
-    /// An external retrieval service over HTTP (see `providers/srs/remote.rs`).
+    /// An external retrieval service over HTTP (see `retrieval/remote.rs`).
     Remote,
 }
 

@@ -9,7 +9,8 @@
 //! # Code map
 //! ```text
 //! main.rs        CLI: serve, key and account admin, ingest/search/eval; tracing; signals
-//! bin/museum-agent-load.rs  the load tool (scenarios in load/)
+//! bin/museum-agent-load/  the load tool, not in this library (it uses only the public API):
+//!                scenarios, protocol client, timing-controlled fake upstream
 //! lib.rs         this map; run(listener, app, shutdown)
 //! config.rs      typed config: defaults < config.toml < MUSEUM_AGENT__SECTION__KEY; unknown keys refused
 //! app.rs         AppState shared by all connections: config, auth, pipeline deps, counters, shutdown tokens
@@ -27,9 +28,10 @@
 //!                them): input → slash command, or prompt (+ retrieval, history) → tool loop
 //!                (server tools, observations) → RESPONSE frames via ReplyStream. Imports
 //!                request, never session
+//! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC
+//!                folding), ingest, embedded FTS5 ranking (+ optional embeddings), the remote SRS
+//!                client, eval metrics; reaches SQL only through the store's CollectionStore
 //! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
-//! providers/srs/ the Retriever trait; text analysis (jieba, OpenCC folding), ingest, the embedded
-//!                FTS5 retriever (+ optional embeddings), the remote SRS client, eval metrics
 //! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
 //! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
 //! audio/         WAV, resampling, voice chunking, the speakable-piece splitter. Pure
@@ -44,11 +46,10 @@
 //!                connection over any inbound stream and its outgoing frames (no axum, no
 //!                transport, no AppState), the Rust client, and the NATS JetStream backend that
 //!                spreads one hub over several processes
-//! store/         the only rusqlite user: accounts, API keys, the collection, hub streams,
-//!                inboxes and society; migrations/*.sql
+//! store/         the only rusqlite user: accounts, API keys, the collection (CollectionStore:
+//!                plain rows, no retrieval types), hub streams, inboxes and society; migrations/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
-//! load/          the load tool: scenarios, protocol client, timing-controlled fake upstream
-//! util.rs        time, random ids, process CPU and RSS readings, open-file limit
+//! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder
 //! ```
 //!
 //! # Architecture invariants
@@ -63,7 +64,8 @@
 //!   `session` (both checked by tests that read the sources); per-request data travels in the
 //!   job, never through process-wide maps.
 //! - Providers never see protocol frames or sessions.
-//! - Only `store` imports rusqlite; its calls run on the blocking pool.
+//! - Only `store` imports rusqlite; its calls run on the blocking pool. `store` imports no module
+//!   above it (its rows are plain types); retrieval reaches it through `CollectionStore`.
 //! - One writer task owns each socket's sink; everything else queues frames through the
 //!   bounded outbox. A frame of an interrupted request is dropped by the writer, never written.
 //! - Whoever removes a request from `InFlight` first owns its final frame, so a request ends
@@ -74,12 +76,12 @@ pub mod audio;
 pub mod auth;
 pub mod config;
 pub mod hub;
-pub mod load;
 pub mod metrics;
 pub mod pipeline;
 pub mod protocol;
 pub mod providers;
 pub mod request;
+pub mod retrieval;
 pub mod session;
 pub mod store;
 pub mod transport;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use museum_agent::auth::{generate_api_key, hash_password};
-use museum_agent::providers::srs;
+use museum_agent::retrieval;
 use museum_agent::store::Store;
 use museum_agent::{AppState, Config};
 
@@ -249,7 +249,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 async fn ingest(config: Config, paths: Vec<PathBuf>, json: bool) -> anyhow::Result<()> {
     let store = Store::open(&config.database.path)
         .with_context(|| format!("opening database {}", config.database.path.display()))?;
-    let retriever = srs::embedded_from_config(&config, &store).await?;
+    let retriever = retrieval::embedded_from_config(&config, &store).await?;
     let mut failed = Vec::new();
     for path in &paths {
         match retriever.ingest_file(path).await {
@@ -294,7 +294,7 @@ async fn ingest(config: Config, paths: Vec<PathBuf>, json: bool) -> anyhow::Resu
 async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::Result<()> {
     let store = Store::open(&config.database.path)
         .with_context(|| format!("opening database {}", config.database.path.display()))?;
-    let Some(retriever) = srs::build_retriever(&config, &store).await? else {
+    let Some(retriever) = retrieval::build_retriever(&config, &store).await? else {
         anyhow::bail!("retrieval is off ([srs] provider = \"none\")");
     };
     let hits = retriever.search(&query, k).await?;
@@ -340,16 +340,16 @@ async fn eval(
     json: bool,
     verbose: bool,
 ) -> anyhow::Result<()> {
-    use museum_agent::providers::srs::eval;
+    use museum_agent::retrieval::eval;
     let qs = eval::load_queries(&queries).map_err(anyhow::Error::msg)?;
-    let retriever: std::sync::Arc<dyn srs::Retriever> = match config.srs.provider {
+    let retriever: std::sync::Arc<dyn retrieval::Retriever> = match config.srs.provider {
         museum_agent::config::SrsProviderKind::Remote => {
-            std::sync::Arc::new(srs::remote_from_config(&config.srs)?)
+            std::sync::Arc::new(retrieval::remote_from_config(&config.srs)?)
         }
         _ => {
             let path = collection.unwrap_or_else(|| config.srs.demo_path.clone());
             let store = Store::open_in_memory()?;
-            let r = srs::embedded_from_config(&config, &store).await?;
+            let r = retrieval::embedded_from_config(&config, &store).await?;
             let rep = r.ingest_file(&path).await.map_err(anyhow::Error::msg)?;
             eprintln!(
                 "collection {}: {} exhibits ({} rejected rows) in {:.2} s",
@@ -431,7 +431,7 @@ fn serve(config: Config) -> anyhow::Result<()> {
         if llm.is_none() {
             tracing::warn!("no LLM configured ([llm] provider = \"none\"): text requests will get an ERROR saying so");
         }
-        let retriever = srs::build_retriever(&config, &store).await?;
+        let retriever = retrieval::build_retriever(&config, &store).await?;
         match &retriever {
             Some(r) => tracing::info!(retriever = r.name(), "collection retrieval ready"),
             None => tracing::warn!("no retrieval ([srs] provider = \"none\"): answers are not grounded in the collection"),

@@ -11,6 +11,14 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
+/// A reqwest client builder for upstream calls (providers, retrieval, the load tool). TLS is
+/// rustls with the `ring` provider (installed here once, process-wide; reqwest is built without
+/// a default provider).
+pub fn http_client_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().user_agent(concat!("museum-agent/", env!("CARGO_PKG_VERSION")))
+}
+
 /// 128 random bits as 32 hex characters, prefixed (session ids, generated call ids).
 pub fn random_id(prefix: &str) -> String {
     use rand::RngCore;

@@ -29,10 +29,10 @@ use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, Ser
 use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
-use crate::providers::srs::{Hit, Retriever};
 use crate::request::attributes::Attributes;
 use crate::request::inflight::{InFlight, RequestCtx};
 use crate::request::outbox::Outbox;
+use crate::retrieval::{Hit, Retriever};
 use history::{CUT_OFF_MARKER, History};
 use reply::ReplyStream;
 use tools::CallKind;

@@ -2,9 +2,9 @@
 //! question (spec §6.2 step 5), each exhibit with its id so the model can cite it or pass it to
 //! a client function such as `show_exhibit`.
 
-use crate::providers::srs::Hit;
+use crate::retrieval::Hit;
 
-use crate::providers::srs::format_passages;
+use crate::retrieval::format_passages;
 
 pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
     match retrieved {
@@ -24,7 +24,7 @@ pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::srs::Exhibit;
+    use crate::retrieval::Exhibit;
 
     #[test]
     fn hits_carry_ids_and_passages() {

@@ -2,7 +2,7 @@
 //! model, and answers through the normal RESPONSE stream. They work with any LLM setting,
 //! `none` included.
 
-use crate::providers::srs::Retriever;
+use crate::retrieval::Retriever;
 
 use super::tools::exhibit_json;
 
@@ -25,7 +25,7 @@ pub const HELP: &str = "Commands / 指令:\n\
 /search <words> — search the collection / 检索馆藏\n\
 /help — this list / 指令列表";
 
-fn exhibit_text(e: &crate::providers::srs::Exhibit) -> String {
+fn exhibit_text(e: &crate::retrieval::Exhibit) -> String {
     let v = exhibit_json(e, 600);
     let mut lines = vec![format!("{} — {}", e.id, e.title)];
     for (label, key) in [

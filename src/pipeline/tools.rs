@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::protocol::FunctionDef;
 use crate::providers::llm::{ToolCall, ToolSpec};
-use crate::providers::srs::{Exhibit, Hit, Retriever};
+use crate::retrieval::{Exhibit, Hit, Retriever};
 
 pub const SEARCH_COLLECTION: &str = "search_collection";
 pub const GET_EXHIBIT: &str = "get_exhibit";

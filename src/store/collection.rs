@@ -1,13 +1,17 @@
 //! SQL for the collection: exhibits, their FTS5 index (`exhibits_fts`, analysed text written by
-//! the embedded retriever), document frequencies (`exhibits_vocab`), embedding vectors and the
-//! record of automatic loads. Text analysis is not done here: callers pass analysed columns.
+//! the retrieval module), document frequencies (`exhibits_vocab`), embedding vectors and the
+//! record of automatic loads.
+//!
+//! [`CollectionStore`] is the narrow handle retrieval holds: the collection's tables and nothing
+//! else of the database. It speaks plain rows ([`ExhibitRow`]: the columns of `exhibits` as
+//! stored); the domain type `Exhibit`, text analysis and ranking belong to the retrieval module,
+//! which this module never imports. Callers pass analysed columns.
 
 use std::collections::HashMap;
 
-use rusqlite::{OptionalExtension, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::{Store, StoreError, now_ms};
-use crate::providers::srs::Exhibit;
 
 /// Columns of `exhibits_fts`, in order; BM25 weights are given in the same order.
 pub const FTS_COLUMNS: [&str; 7] = [
@@ -20,10 +24,29 @@ pub const FTS_COLUMNS: [&str; 7] = [
     "meta",
 ];
 
-/// An exhibit with its content hash and analysed FTS columns (see [`FTS_COLUMNS`]).
+/// One row of `exhibits` as stored (without its primary key and content hash).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ExhibitRow {
+    pub id: String,
+    pub title: String,
+    pub maker: String,
+    pub date: String,
+    pub period: String,
+    pub medium: String,
+    pub dimensions: String,
+    pub gallery: String,
+    pub description: String,
+    pub language: String,
+    pub source: String,
+    pub license: String,
+    /// Free-form extra fields, as JSON object text.
+    pub extra: String,
+}
+
+/// An exhibit row with its content hash and analysed FTS columns (see [`FTS_COLUMNS`]).
 #[derive(Debug, Clone)]
 pub struct IndexedExhibit {
-    pub exhibit: Exhibit,
+    pub exhibit: ExhibitRow,
     pub hash: String,
     pub fts: [String; 7],
 }
@@ -46,9 +69,8 @@ pub struct CollectionLoad {
 const EXHIBIT_COLS: &str = "id, title, maker, date, period, medium, dimensions, gallery, \
                             description, language, source, license, extra";
 
-fn exhibit_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Exhibit> {
-    let extra: String = r.get(at + 12)?;
-    Ok(Exhibit {
+fn exhibit_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<ExhibitRow> {
+    Ok(ExhibitRow {
         id: r.get(at)?,
         title: r.get(at + 1)?,
         maker: r.get(at + 2)?,
@@ -61,7 +83,7 @@ fn exhibit_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<Exhibit> {
         language: r.get(at + 9)?,
         source: r.get(at + 10)?,
         license: r.get(at + 11)?,
-        extra: serde_json::from_str(&extra).unwrap_or_default(),
+        extra: r.get(at + 12)?,
     })
 }
 
@@ -86,7 +108,38 @@ pub fn blob_to_vector(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// The collection's part of the database (see the module docs). Cheap to clone: it shares the
+/// [`Store`]'s one connection.
+#[derive(Clone)]
+pub struct CollectionStore {
+    store: Store,
+}
+
 impl Store {
+    /// The collection's tables, for the retrieval module.
+    pub fn collection(&self) -> CollectionStore {
+        CollectionStore {
+            store: self.clone(),
+        }
+    }
+}
+
+impl CollectionStore {
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        self.store.with(f)
+    }
+
+    /// Runs `f` on the blocking pool (see [`Store::call`]).
+    pub async fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&CollectionStore) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.store.call(move |s| f(&s.collection())).await
+    }
+
     /// `id → content_hash` of every stored exhibit.
     pub fn exhibit_hashes(&self) -> Result<HashMap<String, String>, StoreError> {
         self.with(|c| {
@@ -127,7 +180,6 @@ impl Store {
                 let now = now_ms();
                 for d in docs {
                     let e = &d.exhibit;
-                    let extra = serde_json::Value::Object(e.extra.clone()).to_string();
                     let existing: Option<i64> =
                         find.query_row(params![e.id], |r| r.get(0)).optional()?;
                     let pk = match existing {
@@ -145,7 +197,7 @@ impl Store {
                                 e.language,
                                 e.source,
                                 e.license,
-                                extra,
+                                e.extra,
                                 d.hash,
                                 now
                             ])?;
@@ -167,7 +219,7 @@ impl Store {
                                 e.language,
                                 e.source,
                                 e.license,
-                                extra,
+                                e.extra,
                                 d.hash,
                                 now
                             ])?;
@@ -186,7 +238,7 @@ impl Store {
     }
 
     /// Every exhibit (for re-indexing after the analyzer changed).
-    pub fn all_exhibits(&self) -> Result<Vec<Exhibit>, StoreError> {
+    pub fn all_exhibits(&self) -> Result<Vec<ExhibitRow>, StoreError> {
         self.with(|c| {
             let mut st = c.prepare(&format!("SELECT {EXHIBIT_COLS} FROM exhibits ORDER BY pk"))?;
             let rows = st
@@ -229,7 +281,7 @@ impl Store {
         })
     }
 
-    pub fn exhibit_by_id(&self, id: &str) -> Result<Option<Exhibit>, StoreError> {
+    pub fn exhibit_by_id(&self, id: &str) -> Result<Option<ExhibitRow>, StoreError> {
         self.with(|c| {
             Ok(c.prepare_cached(&format!(
                 "SELECT {EXHIBIT_COLS} FROM exhibits WHERE id = ?1"
@@ -240,7 +292,7 @@ impl Store {
     }
 
     /// Exhibits by primary key, in the order asked (unknown keys are skipped).
-    pub fn exhibits_by_pk(&self, pks: &[i64]) -> Result<Vec<(i64, Exhibit)>, StoreError> {
+    pub fn exhibits_by_pk(&self, pks: &[i64]) -> Result<Vec<(i64, ExhibitRow)>, StoreError> {
         self.with(|c| {
             let mut st = c.prepare_cached(&format!(
                 "SELECT {EXHIBIT_COLS} FROM exhibits WHERE pk = ?1"
@@ -361,7 +413,7 @@ impl Store {
     pub fn exhibits_needing_vectors(
         &self,
         model: &str,
-    ) -> Result<Vec<(i64, String, Exhibit)>, StoreError> {
+    ) -> Result<Vec<(i64, String, ExhibitRow)>, StoreError> {
         self.with(|c| {
             let cols = EXHIBIT_COLS
                 .split(", ")
@@ -428,9 +480,10 @@ mod tests {
 
     fn doc(id: &str, title: &str, hash: &str) -> IndexedExhibit {
         IndexedExhibit {
-            exhibit: Exhibit {
+            exhibit: ExhibitRow {
                 id: id.into(),
                 title: title.into(),
+                extra: "{}".into(),
                 ..Default::default()
             },
             hash: hash.into(),
@@ -448,7 +501,7 @@ mod tests {
 
     #[test]
     fn upsert_is_idempotent_and_keeps_the_index_in_step() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Store::open_in_memory().unwrap().collection();
         assert_eq!(s.collection_generation().unwrap(), 0);
         let c = s
             .upsert_exhibits(&[doc("a", "Ding", "h1"), doc("b", "Jar", "h1")])
@@ -485,7 +538,7 @@ mod tests {
 
     #[test]
     fn vectors_round_trip_and_go_stale_with_content() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Store::open_in_memory().unwrap().collection();
         s.upsert_exhibits(&[doc("a", "Ding", "h1")]).unwrap();
         let need = s.exhibits_needing_vectors("m").unwrap();
         assert_eq!(need.len(), 1);
@@ -501,7 +554,7 @@ mod tests {
 
     #[test]
     fn loads_are_recorded() {
-        let s = Store::open_in_memory().unwrap();
+        let s = Store::open_in_memory().unwrap().collection();
         assert!(s.collection_load("demo").unwrap().is_none());
         s.record_collection_load("demo", "abc", 3).unwrap();
         s.record_collection_load("demo", "def", 4).unwrap();

@@ -5,6 +5,10 @@
 //! Methods are synchronous and short; async callers run them with [`Store::call`], which moves
 //! the work to tokio's blocking pool so no async worker ever waits on SQLite. One connection
 //! behind a std `Mutex` is enough here: every statement is a point lookup or a single-row write.
+//!
+//! The collection's tables are reached through [`collection::CollectionStore`]
+//! ([`Store::collection`]), the narrow handle the retrieval module holds; its rows are plain
+//! column types, so `store` depends on no module above it.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -6,7 +6,7 @@ use crate::support::*;
 async fn healthz_readyz_and_health_check_with_and_without_session() {
     let app = spawn_app().await;
     assert_eq!(app.http_get("/healthz").await, (200, "ok".to_string()));
-    let page = museum_agent::providers::http_client_builder()
+    let page = museum_agent::util::http_client_builder()
         .build()
         .unwrap()
         .get(format!("http://{}/", app.addr))

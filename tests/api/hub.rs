@@ -404,9 +404,7 @@ async fn endpoints_check_ids_keys_and_the_switch() {
 }
 
 fn reqwest_client() -> reqwest::Client {
-    museum_agent::providers::http_client_builder()
-        .build()
-        .unwrap()
+    museum_agent::util::http_client_builder().build().unwrap()
 }
 
 #[tokio::test]

@@ -3,11 +3,17 @@
 
 use std::time::{Duration, Instant};
 
-use museum_agent::load::SpawnedServer;
-use museum_agent::load::scenarios::{self, Target};
-use museum_agent::load::upstream::{FakeUpstream, UpstreamTiming};
+use tool::SpawnedServer;
+use tool::scenarios::{self, Target};
+use tool::upstream::{FakeUpstream, UpstreamTiming};
 
 use crate::support::*;
+
+/// The load tool's own modules (it is a binary, not part of the library), compiled here so the
+/// scenarios run in-process against `spawn_app()`. Its unit tests run in this binary too.
+#[allow(dead_code)]
+#[path = "../../src/bin/museum-agent-load/load/mod.rs"]
+mod tool;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_scenario_runs_with_tiny_numbers() {

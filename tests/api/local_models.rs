@@ -195,7 +195,7 @@ async fn a_piece_with_nothing_to_say_is_not_sent_to_the_tts_server() {
     })
     .unwrap();
     // The fake, like local-tts-studio, refuses blank input.
-    let status = museum_agent::providers::http_client_builder()
+    let status = museum_agent::util::http_client_builder()
         .build()
         .unwrap()
         .post(format!("{}/audio/speech", speech.base_url()))

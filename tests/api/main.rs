@@ -16,11 +16,12 @@
 //!   proptests: near-valid envelopes with one member broken, valid ones round-trip into the
 //!   delivery body. `hub::policy::`, `hub::society::` (the seed's ten properties as proptests),
 //!   `hub::mailbox::` (priority lanes, seq, bound, expiry).
-//! - `session::` (timers, uploads, attributes, in-flight table), `pipeline::` (history, prompt,
-//!   slash commands, tools, speech), `audio::` (WAV, resampling, splitter), `config::`,
-//!   `store::`, `providers::` (SSE parsing of OpenAI and Gemini, FunASR), retrieval
-//!   (normalisation and segmentation, FTS syntax, JSONL/CSV rows, RRF, eval metrics; in
-//!   `providers::srs::` until it moves to `retrieval::`).
+//! - `session::` (registration, requests, uploads and live STT, control, timers, each over
+//!   channels with paused time), `request::` (attributes, in-flight table, outbox),
+//!   `pipeline::` (history, prompt, slash commands, tools, speech), `audio::` (WAV, resampling,
+//!   splitter), `config::`, `store::`, `providers::` (SSE parsing of OpenAI and Gemini, FunASR),
+//!   `retrieval::` (normalisation and segmentation, FTS syntax, JSONL/CSV rows, RRF, eval
+//!   metrics).
 //!
 //! **Integration tests** (`cargo test --test api`), one module per area:
 //! - `register::` — both auth types, bad credentials (AUTH_FAILED then close 1008), lockout,

@@ -14,8 +14,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use museum_agent::Config;
 use museum_agent::config::SrsProviderKind;
-use museum_agent::providers::srs::embedded::EmbeddedRetriever;
-use museum_agent::providers::srs::{self, Retriever, SrsError, eval};
+use museum_agent::retrieval::embedded::EmbeddedRetriever;
+use museum_agent::retrieval::{self, RetrievalError, Retriever, eval};
 use museum_agent::store::Store;
 use serde_json::{Value, json};
 
@@ -72,7 +72,7 @@ async fn server_start_loads_the_demo_once_and_again_when_it_changes() {
     })
     .await;
     let store = app.app.store().clone();
-    assert_eq!(store.exhibit_count().unwrap(), 6);
+    assert_eq!(store.collection().exhibit_count().unwrap(), 6);
     let r = app.app.deps.retriever.clone().unwrap();
     let first = line_of(&sample, 0);
     let id = first["id"].as_str().unwrap();
@@ -87,7 +87,9 @@ async fn server_start_loads_the_demo_once_and_again_when_it_changes() {
     // A second start over the same database: the file is unchanged, nothing is ingested.
     let mut config = app.app.config.as_ref().clone();
     config.srs.demo_path = demo.clone();
-    let again = srs::embedded_from_config(&config, &store).await.unwrap();
+    let again = retrieval::embedded_from_config(&config, &store)
+        .await
+        .unwrap();
     assert!(again.ensure_demo(&demo).await.unwrap().is_none());
     // The file changes: it is loaded again, as an update, never a duplicate.
     let mut changed: Vec<Value> = sample
@@ -99,7 +101,7 @@ async fn server_start_loads_the_demo_once_and_again_when_it_changes() {
     std::fs::write(&demo, text).unwrap();
     let rep = again.ensure_demo(&demo).await.unwrap().unwrap();
     assert_eq!((rep.inserted, rep.updated, rep.unchanged), (0, 1, 5));
-    assert_eq!(store.exhibit_count().unwrap(), 6);
+    assert_eq!(store.collection().exhibit_count().unwrap(), 6);
     let hits = again.search("jade xylophone", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, id);
 }
@@ -139,7 +141,9 @@ async fn hybrid_retriever(
     config.srs.embeddings_batch = 2;
     config.srs.embeddings_timeout_seconds = 1.0;
     let store = Store::open(&dir.join("h.db")).unwrap();
-    let r = srs::embedded_from_config(&config, &store).await.unwrap();
+    let r = retrieval::embedded_from_config(&config, &store)
+        .await
+        .unwrap();
     let file = dir.join("h.jsonl");
     std::fs::write(&file, jsonl(&hybrid_rows())).unwrap();
     (r, store, file)
@@ -153,7 +157,10 @@ async fn hybrid_search_stores_vectors_at_ingest_and_fuses_them() {
     let rep = r.ingest_file(&file).await.unwrap();
     assert_eq!(rep.inserted, 3);
     assert_eq!(rep.vectors_embedded, Some(3));
-    assert_eq!(store.load_vectors("fake-embed").unwrap().len(), 3);
+    assert_eq!(
+        store.collection().load_vectors("fake-embed").unwrap().len(),
+        3
+    );
     // The OpenAI wire format, in batches of embeddings_batch, no key configured.
     let reqs = fake.requests();
     assert_eq!(reqs.len(), 2);
@@ -187,7 +194,13 @@ async fn a_failing_embeddings_endpoint_degrades_to_lexical_search() {
     let rep = r.ingest_file(&file).await.unwrap();
     assert_eq!(rep.inserted, 3);
     assert!(rep.vectors_error.unwrap().contains("HTTP 500"));
-    assert!(store.load_vectors("fake-embed").unwrap().is_empty());
+    assert!(
+        store
+            .collection()
+            .load_vectors("fake-embed")
+            .unwrap()
+            .is_empty()
+    );
     let hits = r.search("gold lacquer", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, "h2");
     // A stalled endpoint is bounded by embeddings_timeout_seconds, then lexical search answers.
@@ -272,7 +285,7 @@ fn remote_config(url: &str) -> Config {
 async fn remote_srs_speaks_the_documented_format() {
     let (url, state) = start_remote().await;
     let store = Store::open_in_memory().unwrap();
-    let r = srs::build_retriever(&remote_config(&url), &store)
+    let r = retrieval::build_retriever(&remote_config(&url), &store)
         .await
         .unwrap()
         .unwrap();
@@ -288,7 +301,10 @@ async fn remote_srs_speaks_the_documented_format() {
     assert_eq!(hits[0].exhibit.id, "r1");
     assert_eq!(hits[0].exhibit.period, "Western Zhou");
     assert_eq!(hits[0].passages, vec!["A ritual cauldron."]);
-    assert!(srs::format_passages(&hits).starts_with("[r1] Bronze Ding | Western Zhou\n- A ritual"));
+    assert!(
+        retrieval::format_passages(&hits)
+            .starts_with("[r1] Bronze Ding | Western Zhou\n- A ritual")
+    );
     // Ids are one percent-encoded path segment; unknown ids are None.
     assert_eq!(r.get("r1/x").await.unwrap().unwrap().title, "Bronze Ding");
     assert_eq!(r.get("nope").await.unwrap(), None);
@@ -301,7 +317,7 @@ async fn remote_srs_speaks_the_documented_format() {
 async fn remote_srs_failures_are_clear_errors() {
     let (url, state) = start_remote().await;
     let store = Store::open_in_memory().unwrap();
-    let r = srs::build_retriever(&remote_config(&url), &store)
+    let r = retrieval::build_retriever(&remote_config(&url), &store)
         .await
         .unwrap()
         .unwrap();
@@ -309,13 +325,13 @@ async fn remote_srs_failures_are_clear_errors() {
     let e = r.search("ding", 5).await.unwrap_err();
     assert_eq!(
         e,
-        SrsError::Failed("the remote SRS answered HTTP 500".into())
+        RetrievalError::Failed("the remote SRS answered HTTP 500".into())
     );
     assert!(!e.to_string().contains("secret"));
     *state.mode.lock().unwrap() = "garbage";
     let e = r.search("ding", 5).await.unwrap_err();
     assert!(
-        matches!(&e, SrsError::Failed(m) if m.contains("malformed")),
+        matches!(&e, RetrievalError::Failed(m) if m.contains("malformed")),
         "{e:?}"
     );
     *state.mode.lock().unwrap() = "stall";
@@ -323,21 +339,21 @@ async fn remote_srs_failures_are_clear_errors() {
         .await
         .expect("bounded by remote_timeout_seconds")
         .unwrap_err();
-    assert_eq!(e, SrsError::Timeout);
+    assert_eq!(e, RetrievalError::Timeout);
 
     // Nothing listening.
     let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = dead.local_addr().unwrap();
     drop(dead);
-    let r = srs::build_retriever(&remote_config(&format!("http://{addr}")), &store)
+    let r = retrieval::build_retriever(&remote_config(&format!("http://{addr}")), &store)
         .await
         .unwrap()
         .unwrap();
     let e = r.search("ding", 5).await.unwrap_err();
-    assert!(matches!(e, SrsError::Unavailable(_)), "{e:?}");
+    assert!(matches!(e, RetrievalError::Unavailable(_)), "{e:?}");
     // A bad URL is refused when the retriever is built.
     let bad = remote_config("not a url");
-    assert!(srs::build_retriever(&bad, &store).await.is_err());
+    assert!(retrieval::build_retriever(&bad, &store).await.is_err());
 }
 
 #[tokio::test]
@@ -364,7 +380,7 @@ async fn an_unreachable_remote_srs_never_fails_a_visitors_request() {
 #[tokio::test]
 async fn dev_queries_reach_the_recall_target_on_the_demo_collection() {
     let store = Store::open_in_memory().unwrap();
-    let r = srs::embedded_from_config(&Config::default(), &store)
+    let r = retrieval::embedded_from_config(&Config::default(), &store)
         .await
         .unwrap();
     let rep = r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();

@@ -80,7 +80,7 @@ pub struct ChatRequest {
     /// What the collection search found for this question (`None`: retrieval did not run).
     /// Vendor providers see it as text in the system message; the offline provider answers
     /// from it directly.
-    pub retrieved: Option<Vec<crate::providers::srs::Hit>>,
+    pub retrieved: Option<Vec<crate::retrieval::Hit>>,
 }
 
 /// Usage and timing reported at the end of a reply.

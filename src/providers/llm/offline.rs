@@ -4,7 +4,7 @@
 //! is not in the records it quotes.
 
 use super::{ChatRequest, LlmProvider, Metadata, Role, Segment, SegmentStream};
-use crate::providers::srs::Hit;
+use crate::retrieval::Hit;
 
 #[derive(Debug, Default, Clone)]
 pub struct OfflineProvider;
@@ -159,7 +159,7 @@ impl LlmProvider for OfflineProvider {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::srs::Exhibit;
+    use crate::retrieval::Exhibit;
 
     fn hit(title: &str, maker: &str, date: &str, passage: &str) -> Hit {
         Hit {

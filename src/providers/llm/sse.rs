@@ -29,7 +29,7 @@ pub struct HttpOptions {
 
 /// The HTTP client a vendor provider uses (kept alive connections, the connect timeout).
 pub fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, LlmError> {
-    crate::providers::http_client_builder()
+    crate::util::http_client_builder()
         .connect_timeout(connect_timeout)
         .pool_idle_timeout(Duration::from_secs(60))
         .build()

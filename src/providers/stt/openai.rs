@@ -58,7 +58,7 @@ struct Transcription {
 
 impl OpenAiStt {
     pub fn new(o: OpenAiSttOptions) -> Result<Self, SttError> {
-        let client = crate::providers::http_client_builder()
+        let client = crate::util::http_client_builder()
             .connect_timeout(o.connect_timeout)
             .pool_idle_timeout(Duration::from_secs(60))
             .build()

@@ -61,7 +61,7 @@ impl std::fmt::Debug for OpenAiTts {
 
 impl OpenAiTts {
     pub fn new(o: OpenAiTtsOptions) -> Result<Self, TtsError> {
-        let client = crate::providers::http_client_builder()
+        let client = crate::util::http_client_builder()
             .connect_timeout(o.connect_timeout)
             .pool_idle_timeout(Duration::from_secs(60))
             .build()

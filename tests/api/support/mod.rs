@@ -88,7 +88,7 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
             .unwrap();
     }
     let provider = museum_agent::app::build_llm(&config).unwrap();
-    let retriever = museum_agent::providers::srs::build_retriever(&config, &store)
+    let retriever = museum_agent::retrieval::build_retriever(&config, &store)
         .await
         .unwrap();
     let listener = tokio::net::TcpListener::bind(&config.server.bind)
@@ -146,9 +146,7 @@ impl TestApp {
     }
 
     pub async fn http_get(&self, path: &str) -> (u16, String) {
-        let client = museum_agent::providers::http_client_builder()
-            .build()
-            .unwrap();
+        let client = museum_agent::util::http_client_builder().build().unwrap();
         let r = client
             .get(format!("http://{}{path}", self.addr))
             .send()

@@ -230,7 +230,7 @@ async fn read_info(port: u16) -> anyhow::Result<()> {
 
 /// The monitoring endpoint's HTTP status for `path`.
 async fn http_status(port: u16, path: &str) -> anyhow::Result<u16> {
-    let client = museum_agent::providers::http_client_builder().build()?;
+    let client = museum_agent::util::http_client_builder().build()?;
     let r = tokio::time::timeout(
         Duration::from_secs(2),
         client.get(format!("http://127.0.0.1:{port}{path}")).send(),

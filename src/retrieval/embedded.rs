@@ -27,9 +27,9 @@ use serde_json::Value;
 use super::embeddings::{Embedder, nearest, rrf};
 use super::ingest::{Rejected, content_hash, file_sha256, parse_file};
 use super::text::{self, QueryTerm};
-use super::{Exhibit, Hit, Retriever, SrsError, SrsFuture};
-use crate::store::collection::IndexedExhibit;
-use crate::store::{Store, StoreError};
+use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
+use crate::store::StoreError;
+use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit};
 
 /// BM25 weights of the FTS columns: title, maker, period (+ date), medium, description,
 /// extra (aliases, tags, ...), meta (gallery, dimensions, id).
@@ -75,7 +75,7 @@ type Vectors = Arc<Vec<(i64, Vec<f32>)>>;
 type VectorCache = Arc<Mutex<Option<(i64, Vectors)>>>;
 
 pub struct EmbeddedRetriever {
-    store: Store,
+    store: CollectionStore,
     opts: EmbeddedOptions,
     embedder: Option<Embedder>,
     /// Vectors of the configured model, with the collection generation they were read at.
@@ -117,6 +117,46 @@ pub struct RowCounts {
     pub unchanged: usize,
 }
 
+impl From<ExhibitRow> for Exhibit {
+    fn from(r: ExhibitRow) -> Exhibit {
+        Exhibit {
+            id: r.id,
+            title: r.title,
+            maker: r.maker,
+            date: r.date,
+            period: r.period,
+            medium: r.medium,
+            dimensions: r.dimensions,
+            gallery: r.gallery,
+            description: r.description,
+            language: r.language,
+            source: r.source,
+            license: r.license,
+            extra: serde_json::from_str(&r.extra).unwrap_or_default(),
+        }
+    }
+}
+
+impl From<&Exhibit> for ExhibitRow {
+    fn from(e: &Exhibit) -> ExhibitRow {
+        ExhibitRow {
+            id: e.id.clone(),
+            title: e.title.clone(),
+            maker: e.maker.clone(),
+            date: e.date.clone(),
+            period: e.period.clone(),
+            medium: e.medium.clone(),
+            dimensions: e.dimensions.clone(),
+            gallery: e.gallery.clone(),
+            description: e.description.clone(),
+            language: e.language.clone(),
+            source: e.source.clone(),
+            license: e.license.clone(),
+            extra: Value::Object(e.extra.clone()).to_string(),
+        }
+    }
+}
+
 fn extra_text(v: &Value, out: &mut String) {
     match v {
         Value::String(s) if !s.starts_with("http://") && !s.starts_with("https://") => {
@@ -146,7 +186,7 @@ pub fn analyze(e: &Exhibit) -> [String; 7] {
 
 /// Writes rows to the store: unchanged rows (same content hash) are skipped, the others are
 /// analysed and upserted. Idempotent. Blocking: run it on the blocking pool.
-pub fn ingest_rows(store: &Store, rows: Vec<Exhibit>) -> Result<RowCounts, StoreError> {
+pub fn ingest_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCounts, StoreError> {
     let existing = store.exhibit_hashes()?;
     let mut counts = RowCounts::default();
     let mut pending = Vec::new();
@@ -163,7 +203,7 @@ pub fn ingest_rows(store: &Store, rows: Vec<Exhibit>) -> Result<RowCounts, Store
             .iter()
             .map(|(e, hash)| IndexedExhibit {
                 fts: analyze(e),
-                exhibit: e.clone(),
+                exhibit: ExhibitRow::from(e),
                 hash: hash.clone(),
             })
             .collect();
@@ -176,12 +216,16 @@ pub fn ingest_rows(store: &Store, rows: Vec<Exhibit>) -> Result<RowCounts, Store
 
 /// Re-analyses every stored exhibit when the analyzer changed since the index was built.
 /// Returns how many rows were re-indexed.
-pub fn ensure_index_current(store: &Store) -> Result<usize, StoreError> {
+pub fn ensure_index_current(store: &CollectionStore) -> Result<usize, StoreError> {
     let stored = store.collection_meta("analyzer_version")?;
     if stored.as_deref() == Some(text::ANALYZER_VERSION) {
         return Ok(0);
     }
-    let all = store.all_exhibits()?;
+    let all: Vec<Exhibit> = store
+        .all_exhibits()?
+        .into_iter()
+        .map(Exhibit::from)
+        .collect();
     let n = all.len();
     if n > 0 {
         // Content hashes include the analyzer version, so every row counts as changed.
@@ -206,7 +250,7 @@ pub struct WeightedTerms {
     pub total: f64,
 }
 
-fn weigh(store: &Store, terms: Vec<QueryTerm>) -> Result<WeightedTerms, StoreError> {
+fn weigh(store: &CollectionStore, terms: Vec<QueryTerm>) -> Result<WeightedTerms, StoreError> {
     let n = store.exhibit_count()? as f64;
     let mut out = Vec::with_capacity(terms.len());
     let mut dfs = Vec::with_capacity(terms.len());
@@ -269,7 +313,7 @@ struct Lexical {
 }
 
 fn lexical(
-    store: &Store,
+    store: &CollectionStore,
     w: &WeightedTerms,
     opts: &EmbeddedOptions,
     extra_pks: &[i64],
@@ -363,7 +407,7 @@ pub struct Dense<'a> {
 /// The whole search, synchronously (blocking: SQLite and text analysis). Empty, whitespace or
 /// stop-word-only questions give no hits; a very long one is cut to `max_query_chars`.
 pub fn search_blocking(
-    store: &Store,
+    store: &CollectionStore,
     query: &str,
     k: usize,
     opts: &EmbeddedOptions,
@@ -413,7 +457,11 @@ pub fn search_blocking(
             .collect()
     };
     let pks: Vec<i64> = chosen.iter().map(|c| c.0).collect();
-    let exhibits = store.exhibits_by_pk(&pks)?;
+    let exhibits: Vec<(i64, Exhibit)> = store
+        .exhibits_by_pk(&pks)?
+        .into_iter()
+        .map(|(pk, row)| (pk, Exhibit::from(row)))
+        .collect();
     Ok(chosen
         .iter()
         .filter_map(|(pk, score)| {
@@ -428,7 +476,7 @@ pub fn search_blocking(
 }
 
 impl EmbeddedRetriever {
-    pub fn new(store: Store, opts: EmbeddedOptions, embedder: Option<Embedder>) -> Self {
+    pub fn new(store: CollectionStore, opts: EmbeddedOptions, embedder: Option<Embedder>) -> Self {
         EmbeddedRetriever {
             store,
             opts,
@@ -437,7 +485,8 @@ impl EmbeddedRetriever {
         }
     }
 
-    pub fn store(&self) -> &Store {
+    /// The collection's tables this retriever reads and writes.
+    pub fn collection(&self) -> &CollectionStore {
         &self.store
     }
 
@@ -537,7 +586,7 @@ impl EmbeddedRetriever {
     }
 
     /// Embeds every exhibit lacking a current vector; returns how many were embedded.
-    pub async fn embed_pending(&self) -> Result<usize, SrsError> {
+    pub async fn embed_pending(&self) -> Result<usize, RetrievalError> {
         let Some(emb) = &self.embedder else {
             return Ok(0);
         };
@@ -545,9 +594,14 @@ impl EmbeddedRetriever {
         let m = model.clone();
         let pending = self
             .store
-            .call(move |s| s.exhibits_needing_vectors(&m))
+            .call(move |s| {
+                Ok(s.exhibits_needing_vectors(&m)?
+                    .into_iter()
+                    .map(|(pk, hash, row)| (pk, hash, Exhibit::from(row)))
+                    .collect::<Vec<_>>())
+            })
             .await
-            .map_err(|e| SrsError::Failed(e.to_string()))?;
+            .map_err(|e| RetrievalError::Failed(e.to_string()))?;
         let mut done = 0;
         for chunk in pending.chunks(emb.batch()) {
             let inputs: Vec<String> = chunk.iter().map(|(_, _, e)| embedding_text(e)).collect();
@@ -561,7 +615,7 @@ impl EmbeddedRetriever {
             self.store
                 .call(move |s| s.put_vectors(&m, &rows))
                 .await
-                .map_err(|e| SrsError::Failed(e.to_string()))?;
+                .map_err(|e| RetrievalError::Failed(e.to_string()))?;
             done += chunk.len();
         }
         Ok(done)
@@ -591,7 +645,11 @@ pub fn embedding_text(e: &Exhibit) -> String {
     text::clip(&format!("{head}\n{}", e.description), 2000)
 }
 
-fn cached_vectors(store: &Store, cache: &VectorCache, model: &str) -> Result<Vectors, StoreError> {
+fn cached_vectors(
+    store: &CollectionStore,
+    cache: &VectorCache,
+    model: &str,
+) -> Result<Vectors, StoreError> {
     let generation = store.collection_generation()?;
     let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((g, v)) = guard.as_ref()
@@ -609,7 +667,7 @@ impl Retriever for EmbeddedRetriever {
         "embedded"
     }
 
-    fn search<'a>(&'a self, query: &'a str, k: usize) -> SrsFuture<'a, Vec<Hit>> {
+    fn search<'a>(&'a self, query: &'a str, k: usize) -> RetrievalFuture<'a, Vec<Hit>> {
         Box::pin(async move {
             if query.trim().is_empty() || k == 0 {
                 return Ok(Vec::new());
@@ -635,17 +693,18 @@ impl Retriever for EmbeddedRetriever {
                     search_blocking(s, &query, k, &opts, dense)
                 })
                 .await
-                .map_err(|e| SrsError::Failed(e.to_string()))
+                .map_err(|e| RetrievalError::Failed(e.to_string()))
         })
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> SrsFuture<'a, Option<Exhibit>> {
+    fn get<'a>(&'a self, id: &'a str) -> RetrievalFuture<'a, Option<Exhibit>> {
         Box::pin(async move {
             let id = id.to_string();
             self.store
                 .call(move |s| s.exhibit_by_id(&id))
                 .await
-                .map_err(|e| SrsError::Failed(e.to_string()))
+                .map(|row| row.map(Exhibit::from))
+                .map_err(|e| RetrievalError::Failed(e.to_string()))
         })
     }
 }
@@ -693,8 +752,8 @@ mod tests {
         ]
     }
 
-    fn store() -> Store {
-        let s = Store::open_in_memory().unwrap();
+    fn store() -> CollectionStore {
+        let s = crate::store::Store::open_in_memory().unwrap().collection();
         ingest_rows(&s, sample()).unwrap();
         s
     }
@@ -828,8 +887,8 @@ mod tests {
         // e2 gets the query's direction; the others are orthogonal to it.
         let rows: Vec<(i64, String, Vec<f32>)> = need
             .iter()
-            .map(|(pk, h, e)| {
-                let v = if e.id == "e2" {
+            .map(|(pk, h, row)| {
+                let v = if row.id == "e2" {
                     vec![1.0, 0.0]
                 } else {
                     vec![0.0, 1.0]

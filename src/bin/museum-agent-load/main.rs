@@ -1,13 +1,16 @@
-//! `museum-agent-load`: the load tool. See `museum_agent::load` and the README's Performance
-//! section. Bounded in count and time; loopback only.
+//! `museum-agent-load`: the load tool. See [`load`] and the README's Performance section.
+//! Bounded in count and time; loopback only. A binary of its own, outside the server's library:
+//! it uses only `museum_agent`'s public API.
+
+mod load;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use museum_agent::load::scenarios::{self, Target};
-use museum_agent::load::upstream::{FakeUpstream, UpstreamTiming};
-use museum_agent::load::{Report, SpawnedServer, stats};
+use load::scenarios::{self, Target};
+use load::upstream::{FakeUpstream, UpstreamTiming};
+use load::{Report, SpawnedServer};
 
 #[derive(Parser)]
 #[command(
@@ -114,7 +117,7 @@ enum Scenario {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let nofile = stats::raise_nofile_limit();
+    let nofile = museum_agent::util::raise_nofile_limit();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
@@ -251,9 +254,9 @@ fn main() -> anyhow::Result<()> {
                             extra_servers.push(s);
                         }
                     }
-                    museum_agent::load::hub::hub(
+                    load::hub::hub(
                         &targets,
-                        museum_agent::load::hub::HubParams {
+                        load::hub::HubParams {
                             agents,
                             envs,
                             seconds,

@@ -18,10 +18,6 @@ impl Samples {
         self.micros.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.micros.is_empty()
-    }
-
     /// Percentile `p` in 0..=1 (nearest rank), in microseconds; NaN when empty.
     pub fn pct(&mut self, p: f64) -> f64 {
         if self.micros.is_empty() {
@@ -48,8 +44,6 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     Some(ticks as f64 / if hz > 0 { hz as f64 } else { 100.0 })
 }
-
-pub use crate::util::raise_nofile_limit;
 
 #[cfg(test)]
 mod tests {

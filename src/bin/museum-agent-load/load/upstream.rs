@@ -7,7 +7,6 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,8 +29,6 @@ struct Inner {
     epoch: Instant,
     timing: Mutex<UpstreamTiming>,
     disconnects: Mutex<HashMap<String, Instant>>,
-    started: AtomicU64,
-    completed: AtomicU64,
 }
 
 #[derive(Clone)]
@@ -54,9 +51,7 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        if self.done {
-            self.inner.completed.fetch_add(1, Ordering::Relaxed);
-        } else {
+        if !self.done {
             let mut d = self
                 .inner
                 .disconnects
@@ -79,7 +74,6 @@ async fn chat(State(inner): State<Arc<Inner>>, body: String) -> Response {
         .and_then(|m| m["content"].as_str())
         .unwrap_or("")
         .to_string();
-    inner.started.fetch_add(1, Ordering::Relaxed);
     let timing = *inner.timing.lock().unwrap_or_else(|p| p.into_inner());
     let guard = Guard {
         inner: inner.clone(),
@@ -141,8 +135,6 @@ impl FakeUpstream {
             epoch,
             timing: Mutex::new(timing),
             disconnects: Mutex::new(HashMap::new()),
-            started: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
         });
         let router = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -179,14 +171,6 @@ impl FakeUpstream {
             .unwrap_or_else(|p| p.into_inner())
             .get(tag)
             .copied()
-    }
-
-    pub fn started(&self) -> u64 {
-        self.inner.started.load(Ordering::Relaxed)
-    }
-
-    pub fn completed(&self) -> u64 {
-        self.inner.completed.load(Ordering::Relaxed)
     }
 }
 

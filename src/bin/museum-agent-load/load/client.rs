@@ -19,7 +19,7 @@ pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn frame(msg_type: &str, sid: &str, payload: Value) -> String {
     json!({"version": "1.0", "msg_type": msg_type, "session_id": sid, "payload": payload,
-           "timestamp": crate::util::now_ms()})
+           "timestamp": museum_agent::util::now_ms()})
     .to_string()
 }
 

@@ -1,16 +1,25 @@
-//! Retrieval over the museum's collection (the spec's SRS, §1.1 and §6.2 step 4).
+//! Retrieval over the museum's collection: the spec's SRS (§1.1 and §6.2 step 4), a name kept
+//! only by the user-facing `[srs]` config section and the remote SRS client.
 //!
-//! One trait, [`Retriever`], with the embedded SQLite index as the default implementation and a
-//! remote HTTP service as the alternative. The pipeline, the offline answerer and the server
-//! tools (`search_collection`, `get_exhibit`) only see this trait.
+//! Owns the collection's domain type [`Exhibit`] and everything that turns a visitor's question
+//! into [`Hit`]s, behind one trait, [`Retriever`]: the embedded SQLite index is the default
+//! implementation, a remote HTTP service the alternative. The pipeline, the offline answerer and
+//! the server tools (`search_collection`, `get_exhibit`) only see the trait, [`Hit`] and
+//! [`Exhibit`].
+//!
+//! Boundaries: the SQL stays in `store`. This module reaches the database only through
+//! [`CollectionStore`](crate::store::collection::CollectionStore): the collection's tables,
+//! plain row types, calls on the blocking pool. It never imports rusqlite, and `store` never
+//! imports it. Ranking and text analysis stay here. It sees no protocol frames or sessions.
 //!
 //! ```text
 //! text.rs        normalisation (NFKC, Traditional→Simplified, case, accents), CJK bigrams + jieba
 //!                words, English stop words and stems, sentences. Pure
 //! ingest.rs      JSONL/CSV rows → Exhibit, each bad row rejected with its line and reason. Pure
-//! embedded.rs    the default Retriever: FTS5/BM25 + coverage re-rank (+ optional vectors, RRF)
+//! embedded.rs    the default Retriever: FTS5/BM25 + coverage re-rank (+ optional vectors, RRF);
+//!                Exhibit ↔ store row conversion
 //! embeddings.rs  OpenAI-compatible /embeddings client; cosine and RRF helpers
-//! remote.rs      Retriever over an external HTTP service (wire format documented there)
+//! remote.rs      Retriever over an external HTTP service, the remote SRS (wire format there)
 //! eval.rs        recall@1, recall@5, MRR over a query file
 //! ```
 
@@ -75,7 +84,7 @@ pub struct Hit {
 }
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum SrsError {
+pub enum RetrievalError {
     #[error("retrieval is unavailable: {0}")]
     Unavailable(String),
     #[error("retrieval timed out")]
@@ -84,15 +93,16 @@ pub enum SrsError {
     Failed(String),
 }
 
-pub type SrsFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, SrsError>> + Send + 'a>>;
+pub type RetrievalFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, RetrievalError>> + Send + 'a>>;
 
 pub trait Retriever: Send + Sync {
     /// Name for logs and metrics (`embedded`, `remote`).
     fn name(&self) -> &'static str;
     /// The top `k` exhibits for a visitor's question; empty when nothing clears the threshold.
-    fn search<'a>(&'a self, query: &'a str, k: usize) -> SrsFuture<'a, Vec<Hit>>;
+    fn search<'a>(&'a self, query: &'a str, k: usize) -> RetrievalFuture<'a, Vec<Hit>>;
     /// One exhibit by id.
-    fn get<'a>(&'a self, id: &'a str) -> SrsFuture<'a, Option<Exhibit>>;
+    fn get<'a>(&'a self, id: &'a str) -> RetrievalFuture<'a, Option<Exhibit>>;
 }
 
 /// Renders hits for the prompt: one block per exhibit with its id (so the model can cite it or
@@ -137,13 +147,14 @@ pub fn embedder_from_config(c: &SrsConfig) -> anyhow::Result<Option<embeddings::
     Ok(Some(e))
 }
 
-/// The embedded retriever over `store`, its index brought up to date (dictionaries loaded).
+/// The embedded retriever over the collection tables of `store`, its index brought up to date
+/// (dictionaries loaded).
 pub async fn embedded_from_config(
     config: &Config,
     store: &Store,
 ) -> anyhow::Result<embedded::EmbeddedRetriever> {
     let r = embedded::EmbeddedRetriever::new(
-        store.clone(),
+        store.collection(),
         embedded::EmbeddedOptions::from(&config.srs),
         embedder_from_config(&config.srs)?,
     );

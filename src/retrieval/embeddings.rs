@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::SrsError;
+use super::RetrievalError;
 
 #[derive(Debug, Clone)]
 pub struct EmbedderOptions {
@@ -52,12 +52,12 @@ impl std::fmt::Debug for Embedder {
 }
 
 impl Embedder {
-    pub fn new(opts: EmbedderOptions) -> Result<Embedder, SrsError> {
-        let http = super::super::http_client_builder()
+    pub fn new(opts: EmbedderOptions) -> Result<Embedder, RetrievalError> {
+        let http = crate::util::http_client_builder()
             .connect_timeout(opts.timeout)
             .timeout(opts.timeout)
             .build()
-            .map_err(|e| SrsError::Unavailable(format!("embeddings client: {e}")))?;
+            .map_err(|e| RetrievalError::Unavailable(format!("embeddings client: {e}")))?;
         Ok(Embedder { http, opts })
     }
 
@@ -70,7 +70,7 @@ impl Embedder {
     }
 
     /// One vector per input, in input order, L2-normalised.
-    pub async fn embed(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, SrsError> {
+    pub async fn embed(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, RetrievalError> {
         if inputs.is_empty() {
             return Ok(Vec::new());
         }
@@ -86,23 +86,23 @@ impl Embedder {
             let resp = req.send().await.map_err(map_reqwest)?;
             let status = resp.status();
             if !status.is_success() {
-                return Err(SrsError::Failed(format!(
+                return Err(RetrievalError::Failed(format!(
                     "the embeddings endpoint answered HTTP {}",
                     status.as_u16()
                 )));
             }
             resp.json::<EmbeddingsResponse>().await.map_err(|e| {
                 if e.is_timeout() {
-                    SrsError::Timeout
+                    RetrievalError::Timeout
                 } else {
-                    SrsError::Failed(format!("malformed embeddings answer: {e}"))
+                    RetrievalError::Failed(format!("malformed embeddings answer: {e}"))
                 }
             })
         };
         // reqwest's own timeout covers the request; this one bounds the await whatever happens.
         let body = tokio::time::timeout(self.opts.timeout + Duration::from_millis(100), call)
             .await
-            .map_err(|_| SrsError::Timeout)??;
+            .map_err(|_| RetrievalError::Timeout)??;
         order_vectors(
             body.data.into_iter().map(|d| (d.index, d.embedding)),
             inputs.len(),
@@ -110,13 +110,13 @@ impl Embedder {
     }
 }
 
-fn map_reqwest(e: reqwest::Error) -> SrsError {
+fn map_reqwest(e: reqwest::Error) -> RetrievalError {
     if e.is_timeout() {
-        SrsError::Timeout
+        RetrievalError::Timeout
     } else if e.is_connect() {
-        SrsError::Unavailable(format!("cannot reach the embeddings endpoint: {e}"))
+        RetrievalError::Unavailable(format!("cannot reach the embeddings endpoint: {e}"))
     } else {
-        SrsError::Failed(format!("embeddings request failed: {e}"))
+        RetrievalError::Failed(format!("embeddings request failed: {e}"))
     }
 }
 
@@ -125,14 +125,14 @@ fn map_reqwest(e: reqwest::Error) -> SrsError {
 pub fn order_vectors(
     items: impl IntoIterator<Item = (usize, Vec<f32>)>,
     n: usize,
-) -> Result<Vec<Vec<f32>>, SrsError> {
+) -> Result<Vec<Vec<f32>>, RetrievalError> {
     let mut slots: Vec<Option<Vec<f32>>> = vec![None; n];
     for (i, v) in items {
         let slot = slots.get_mut(i).ok_or_else(|| {
-            SrsError::Failed(format!("embeddings answer has index {i} for {n} inputs"))
+            RetrievalError::Failed(format!("embeddings answer has index {i} for {n} inputs"))
         })?;
         if slot.is_some() {
-            return Err(SrsError::Failed(format!(
+            return Err(RetrievalError::Failed(format!(
                 "embeddings answer repeats index {i}"
             )));
         }
@@ -142,12 +142,12 @@ pub fn order_vectors(
         .into_iter()
         .enumerate()
         .map(|(i, v)| {
-            v.ok_or_else(|| SrsError::Failed(format!("embeddings answer lacks index {i}")))
+            v.ok_or_else(|| RetrievalError::Failed(format!("embeddings answer lacks index {i}")))
         })
         .collect::<Result<_, _>>()?;
     let dim = out.first().map_or(0, Vec::len);
     if dim == 0 || out.iter().any(|v| v.len() != dim) {
-        return Err(SrsError::Failed(
+        return Err(RetrievalError::Failed(
             "embeddings answer has empty or unequal vectors".into(),
         ));
     }

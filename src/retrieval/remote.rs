@@ -16,14 +16,14 @@
 //! ```
 //!
 //! With `remote_api_key_env` set, requests carry `Authorization: Bearer <key>`. Every call is
-//! bounded by `remote_timeout_seconds`; failures come back as [`SrsError`] (the pipeline answers
+//! bounded by `remote_timeout_seconds`; failures come back as [`RetrievalError`] (the pipeline answers
 //! without retrieval and logs them). The upstream body is never put in an error.
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Exhibit, Hit, Retriever, SrsError, SrsFuture};
+use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
 
 #[derive(Debug, Clone)]
 pub struct RemoteOptions {
@@ -53,12 +53,12 @@ pub struct SearchResponse {
 }
 
 impl RemoteRetriever {
-    pub fn new(opts: RemoteOptions) -> Result<RemoteRetriever, SrsError> {
+    pub fn new(opts: RemoteOptions) -> Result<RemoteRetriever, RetrievalError> {
         let mut base = reqwest::Url::parse(opts.base_url.trim_end_matches('/')).map_err(|e| {
-            SrsError::Unavailable(format!("invalid remote_url {:?}: {e}", opts.base_url))
+            RetrievalError::Unavailable(format!("invalid remote_url {:?}: {e}", opts.base_url))
         })?;
         if !matches!(base.scheme(), "http" | "https") || base.cannot_be_a_base() {
-            return Err(SrsError::Unavailable(format!(
+            return Err(RetrievalError::Unavailable(format!(
                 "invalid remote_url {:?}: expected http(s)://host[/path]",
                 opts.base_url
             )));
@@ -68,11 +68,11 @@ impl RemoteRetriever {
             let p = format!("{}/", base.path());
             base.set_path(&p);
         }
-        let http = super::super::http_client_builder()
+        let http = crate::util::http_client_builder()
             .connect_timeout(opts.timeout)
             .timeout(opts.timeout)
             .build()
-            .map_err(|e| SrsError::Unavailable(format!("remote SRS client: {e}")))?;
+            .map_err(|e| RetrievalError::Unavailable(format!("remote SRS client: {e}")))?;
         Ok(RemoteRetriever { http, base, opts })
     }
 
@@ -85,49 +85,52 @@ impl RemoteRetriever {
         u
     }
 
-    async fn send(&self, req: reqwest::RequestBuilder) -> Result<reqwest::Response, SrsError> {
+    async fn send(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, RetrievalError> {
         let req = match &self.opts.api_key {
             Some(k) => req.bearer_auth(k),
             None => req,
         };
         tokio::time::timeout(self.opts.timeout + Duration::from_millis(100), req.send())
             .await
-            .map_err(|_| SrsError::Timeout)?
+            .map_err(|_| RetrievalError::Timeout)?
             .map_err(map_err)
     }
 
     async fn body<T: serde::de::DeserializeOwned>(
         &self,
         resp: reqwest::Response,
-    ) -> Result<T, SrsError> {
+    ) -> Result<T, RetrievalError> {
         tokio::time::timeout(
             self.opts.timeout + Duration::from_millis(100),
             resp.json::<T>(),
         )
         .await
-        .map_err(|_| SrsError::Timeout)?
+        .map_err(|_| RetrievalError::Timeout)?
         .map_err(|e| {
             if e.is_timeout() {
-                SrsError::Timeout
+                RetrievalError::Timeout
             } else {
-                SrsError::Failed(format!("malformed answer from the remote SRS: {e}"))
+                RetrievalError::Failed(format!("malformed answer from the remote SRS: {e}"))
             }
         })
     }
 }
 
-fn map_err(e: reqwest::Error) -> SrsError {
+fn map_err(e: reqwest::Error) -> RetrievalError {
     if e.is_timeout() {
-        SrsError::Timeout
+        RetrievalError::Timeout
     } else if e.is_connect() {
-        SrsError::Unavailable(format!("cannot reach the remote SRS: {e}"))
+        RetrievalError::Unavailable(format!("cannot reach the remote SRS: {e}"))
     } else {
-        SrsError::Failed(format!("remote SRS request failed: {e}"))
+        RetrievalError::Failed(format!("remote SRS request failed: {e}"))
     }
 }
 
-fn status_error(status: reqwest::StatusCode) -> SrsError {
-    SrsError::Failed(format!("the remote SRS answered HTTP {}", status.as_u16()))
+fn status_error(status: reqwest::StatusCode) -> RetrievalError {
+    RetrievalError::Failed(format!("the remote SRS answered HTTP {}", status.as_u16()))
 }
 
 impl Retriever for RemoteRetriever {
@@ -135,7 +138,7 @@ impl Retriever for RemoteRetriever {
         "remote"
     }
 
-    fn search<'a>(&'a self, query: &'a str, k: usize) -> SrsFuture<'a, Vec<Hit>> {
+    fn search<'a>(&'a self, query: &'a str, k: usize) -> RetrievalFuture<'a, Vec<Hit>> {
         Box::pin(async move {
             if query.trim().is_empty() || k == 0 {
                 return Ok(Vec::new());
@@ -158,7 +161,7 @@ impl Retriever for RemoteRetriever {
         })
     }
 
-    fn get<'a>(&'a self, id: &'a str) -> SrsFuture<'a, Option<Exhibit>> {
+    fn get<'a>(&'a self, id: &'a str) -> RetrievalFuture<'a, Option<Exhibit>> {
         Box::pin(async move {
             if id.is_empty() {
                 return Ok(None);
@@ -181,7 +184,7 @@ impl Retriever for RemoteRetriever {
 mod tests {
     use super::*;
 
-    fn r(base: &str) -> Result<RemoteRetriever, SrsError> {
+    fn r(base: &str) -> Result<RemoteRetriever, RetrievalError> {
         RemoteRetriever::new(RemoteOptions {
             base_url: base.into(),
             api_key: None,

@@ -22,7 +22,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use super::Report;
 use super::scenarios::Target;
 use super::stats::{Samples, cpu_seconds};
-use crate::util::rss_kib;
+use museum_agent::util::rss_kib;
 
 /// The hub's base URL (`ws://host:port`) from the client-protocol URL.
 pub fn hub_base(url: &str) -> String {
@@ -44,7 +44,7 @@ fn stamp(text: &str) -> Option<u128> {
 /// The hub's own latency histogram (`le` bound in seconds → cumulative count) from `/metrics`.
 async fn hub_histogram(base: &str) -> Option<Vec<(f64, f64)>> {
     let url = format!("{}/metrics", base.replacen("ws", "http", 1));
-    let client = crate::providers::http_client_builder().build().ok()?;
+    let client = museum_agent::util::http_client_builder().build().ok()?;
     let text = tokio::time::timeout(Duration::from_secs(5), async {
         client.get(url).send().await.ok()?.text().await.ok()
     })
@@ -121,7 +121,7 @@ pub async fn hub(targets: &[Target], p: HubParams) -> anyhow::Result<Report> {
         pids.iter().map(|p| cpu_seconds(*p)).sum()
     };
     // Each server's hub must be ready (the NATS backend connects in the background).
-    let http = crate::providers::http_client_builder().build()?;
+    let http = museum_agent::util::http_client_builder().build()?;
     for (b, _) in &bases {
         let url = format!("{}/readyz", b.replacen("ws", "http", 1));
         let deadline = Instant::now() + Duration::from_secs(30);

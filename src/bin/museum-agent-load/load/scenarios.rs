@@ -15,7 +15,7 @@ use super::Report;
 use super::client::Client;
 use super::stats::{Samples, cpu_seconds};
 use super::upstream::{FakeUpstream, UpstreamTiming, stamps};
-use crate::util::rss_kib;
+use museum_agent::util::rss_kib;
 
 /// Where the scenarios send their load.
 #[derive(Clone)]
@@ -570,7 +570,7 @@ pub async fn voice(
         .url
         .replace("ws://", "http://")
         .replace("/ws/agent/stream", "/metrics");
-    let client = crate::providers::http_client_builder().build()?;
+    let client = museum_agent::util::http_client_builder().build()?;
     if let Ok(Ok(resp)) =
         tokio::time::timeout(Duration::from_secs(5), client.get(&metrics_url).send()).await
         && let Ok(text) = resp.text().await
