@@ -308,6 +308,9 @@ pub struct LlmConfig {
     /// Most client functions given to the model per request; above it only the ones that best
     /// match the visitor's words are given (see the README).
     pub max_client_tools: usize,
+    /// The client function that shows an exhibit on screen (one id parameter): the offline
+    /// answerer calls it for the exhibit it answers from when the session registered it.
+    pub show_exhibit_function: String,
 }
 
 impl Default for LlmConfig {
@@ -328,6 +331,7 @@ impl Default for LlmConfig {
             max_retries: 2,
             max_tool_steps: 4,
             max_client_tools: 16,
+            show_exhibit_function: "show_exhibit".into(),
         }
     }
 }
@@ -639,6 +643,9 @@ pub enum ConfigError {
 
 impl Config {
     /// Loads defaults, then `path` (if given, or `config.toml` if it exists), then the environment.
+    /// Relative paths (`static_dir`, `tls_cert`, `tls_key`, `database.path`, `srs.demo_path`)
+    /// are then resolved against the config file's directory (without a file: the working
+    /// directory), so the server finds its page and data wherever it is started from.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let default_path = Path::new("config.toml");
         let file = match path {
@@ -653,7 +660,53 @@ impl Config {
             })?,
             None => String::new(),
         };
-        Self::from_sources(&text, std::env::vars())
+        let mut config = Self::from_sources(&text, std::env::vars())?;
+        if let Some(dir) = file.as_deref().and_then(Path::parent) {
+            config.resolve_paths(dir);
+        }
+        Ok(config)
+    }
+
+    /// Makes every relative path of the config relative to `base` (empty paths stay empty).
+    pub fn resolve_paths(&mut self, base: &Path) {
+        if base.as_os_str().is_empty() {
+            return;
+        }
+        for p in [
+            &mut self.server.static_dir,
+            &mut self.server.tls_cert,
+            &mut self.server.tls_key,
+            &mut self.database.path,
+            &mut self.srs.demo_path,
+        ] {
+            if !p.as_os_str().is_empty() && p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+
+    /// What `serve` needs on disk before it starts: the page's directory, and the demo collection
+    /// when it is to be loaded. A missing one is an error naming the resolved path (not a silent
+    /// 404 at `/` or an empty collection).
+    pub fn check_paths(&self) -> Result<(), ConfigError> {
+        if !self.server.static_dir.is_dir() {
+            return Err(ConfigError::Invalid(format!(
+                "server.static_dir {} is not a directory (relative paths are resolved against \
+                 the config file's directory)",
+                self.server.static_dir.display()
+            )));
+        }
+        if self.srs.provider == SrsProviderKind::Embedded
+            && self.srs.load_demo
+            && !self.srs.demo_path.is_file()
+        {
+            return Err(ConfigError::Invalid(format!(
+                "srs.demo_path {} does not exist (set srs.load_demo = false to start without \
+                 the demo collection)",
+                self.srs.demo_path.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Builds a config from TOML text and `(name, value)` environment pairs.
@@ -871,6 +924,33 @@ mod tests {
             "false".to_string(),
         )];
         assert!(!Config::from_sources("", env).unwrap().srs.load_demo);
+    }
+
+    #[test]
+    fn relative_paths_follow_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("museum.toml");
+        std::fs::write(
+            &file,
+            "[server]\nstatic_dir = \"page\"\n[database]\npath = \"/abs/x.db\"\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&file)).unwrap();
+        assert_eq!(c.server.static_dir, dir.path().join("page"));
+        assert_eq!(c.database.path, PathBuf::from("/abs/x.db"));
+        assert_eq!(
+            c.srs.demo_path,
+            dir.path().join("fixtures/collection/exhibits.jsonl")
+        );
+        assert!(c.server.tls_cert.as_os_str().is_empty());
+        let err = c.check_paths().unwrap_err().to_string();
+        assert!(err.contains("static_dir") && err.contains("page"), "{err}");
+        std::fs::create_dir(dir.path().join("page")).unwrap();
+        let err = c.check_paths().unwrap_err().to_string();
+        assert!(err.contains("demo_path"), "{err}");
+        let mut c = c;
+        c.srs.load_demo = false;
+        c.check_paths().unwrap();
     }
 
     #[test]

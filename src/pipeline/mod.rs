@@ -8,6 +8,7 @@
 //! Seams for later stages: STT (voice input) and TTS (voice output) plug in here; today a voice
 //! upload gets a clear ERROR and `require_tts` gets a text-only reply with a `notice`.
 
+pub mod capabilities;
 pub mod history;
 pub mod prompt;
 pub mod reply;

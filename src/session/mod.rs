@@ -570,6 +570,7 @@ impl Conn {
             message: "会话创建成功".into(),
             session_id: id,
             session_timeout_seconds: cfg.timeout_seconds,
+            capabilities: Some(crate::pipeline::capabilities::of(&self.app.deps)),
         }))
         .await;
         Flow::Continue
@@ -742,6 +743,14 @@ impl Conn {
         }
         if let Some(v) = p.enable_srs {
             s.attrs.enable_srs = v;
+        }
+        if p.clear_history == Some(true) {
+            // A new Arc: replies still in flight record their turn in the old one, not here.
+            s.history = crate::pipeline::capabilities::fresh_history(&self.app.deps);
+        }
+        if let Some(e) = crate::pipeline::capabilities::refuse_voice(&self.app.deps, &kind, &id) {
+            self.error(e).await;
+            return Flow::Continue;
         }
         match kind {
             RequestKind::AttributesOnly => {

@@ -2,6 +2,7 @@
 //! session's [`Inbound`](crate::session::Inbound) stream and runs the one writer task per socket;
 //! `http` serves health, readiness and the static kiosk page.
 
+pub mod exhibits;
 pub mod http;
 pub mod server;
 pub mod ws;
@@ -25,7 +26,10 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route(WS_PATH, get(ws::upgrade))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
-        .route("/metrics", get(http::metrics));
+        .route("/metrics", get(http::metrics))
+        .route("/api/exhibits", get(exhibits::search))
+        .route("/api/exhibits/{id}", get(exhibits::get_one))
+        .route("/api/{*rest}", get(exhibits::not_found));
     if app.hub.is_some() {
         // The agent hub (README "Agent hub"); absent (404) unless `[hub] enabled`.
         router = router
@@ -46,5 +50,6 @@ pub fn router(app: Arc<AppState>) -> Router {
                 ))
                 .service(ServeDir::new(static_dir)),
         )
+        .layer(axum::middleware::from_fn(exhibits::long_paths_404))
         .with_state(app)
 }
