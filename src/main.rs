@@ -601,9 +601,15 @@ mod tests {
 
     #[test]
     fn unclosed_csv_quotes_are_found_with_their_line() {
-        assert_eq!(csv_unclosed_quote("id,title\n1,\"a, \"\"b\"\"\"\n2,c\n"), None);
+        assert_eq!(
+            csv_unclosed_quote("id,title\n1,\"a, \"\"b\"\"\"\n2,c\n"),
+            None
+        );
         assert_eq!(csv_unclosed_quote("id,title\n1,\"multi\nline\"\n"), None);
-        assert_eq!(csv_unclosed_quote("id,title\n1,a\n2,\"open\n3,x\n4,y\n"), Some(3));
+        assert_eq!(
+            csv_unclosed_quote("id,title\n1,a\n2,\"open\n3,x\n4,y\n"),
+            Some(3)
+        );
         // A quote inside an unquoted field is data, not an opening quote.
         assert_eq!(csv_unclosed_quote("id,title\n1,5\" tall\n"), None);
     }

@@ -115,7 +115,9 @@ async fn authorize(app: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Res
         .map(str::trim)
         .filter(|k| !k.is_empty());
     let Some(key) = key else {
-        return Err(unauthorized("an API key is required (Authorization: Bearer …)"));
+        return Err(unauthorized(
+            "an API key is required (Authorization: Bearer …)",
+        ));
     };
     let auth = Auth::ApiKey {
         api_key: key.to_string(),
@@ -126,7 +128,10 @@ async fn authorize(app: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Res
         Ok(Err(AuthError::Locked)) => Err((
             StatusCode::TOO_MANY_REQUESTS,
             [
-                (header::RETRY_AFTER, app.config.auth.lockout_seconds.to_string()),
+                (
+                    header::RETRY_AFTER,
+                    app.config.auth.lockout_seconds.to_string(),
+                ),
                 (header::CACHE_CONTROL, "no-store".to_string()),
             ],
             Json(json!({"error": "locked",
@@ -231,7 +236,10 @@ pub async fn get_one(
     if let Ok(v) = HeaderValue::from_str(&tag) {
         h.insert(header::ETAG, v);
     }
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static(CACHE_CONTROL));
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static(CACHE_CONTROL),
+    );
     h.insert(header::VARY, HeaderValue::from_static("Authorization"));
     resp
 }
@@ -254,7 +262,11 @@ pub async fn search(
         return r;
     }
     let Ok(Query(params)) = params else {
-        return error(StatusCode::BAD_REQUEST, "bad_query", "the query string is not valid");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_query",
+            "the query string is not valid",
+        );
     };
     let k = match params.k.as_deref().map(str::parse::<usize>) {
         None => DEFAULT_K,
@@ -269,10 +281,18 @@ pub async fn search(
     };
     let q = params.q.unwrap_or_default();
     if q.trim().is_empty() {
-        return error(StatusCode::BAD_REQUEST, "bad_q", "q (the search text) is required");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_q",
+            "q (the search text) is required",
+        );
     }
     if q.chars().any(|c| c.is_control() && !c.is_whitespace()) {
-        return error(StatusCode::BAD_REQUEST, "bad_q", "q contains control characters");
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_q",
+            "q contains control characters",
+        );
     }
     let max = app.config.srs.max_query_chars;
     let q: String = if q.chars().count() > max {
@@ -338,9 +358,9 @@ fn decoded_len(seg: &str) -> usize {
 pub async fn long_paths_404(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
     let path = req.uri().path();
     let too_long = path.len() > 4096
-        || path.split('/').any(|seg| {
-seg.len() > NAME_MAX && decoded_len(seg) > NAME_MAX
-        });
+        || path
+            .split('/')
+            .any(|seg| seg.len() > NAME_MAX && decoded_len(seg) > NAME_MAX);
     if too_long {
         return (StatusCode::NOT_FOUND, "not found").into_response();
     }

@@ -5,6 +5,7 @@ mod support;
 
 mod bad_frames;
 mod cli;
+mod exhibits;
 mod grounding;
 mod hardening;
 mod http;

@@ -426,7 +426,10 @@ fn ingest_search_and_eval_commands() {
     assert!(out.contains("line 3: expected 4 fields, found 1"), "{out}");
     // Idempotent.
     let (_, out, _) = bin(d, &["ingest", "c.jsonl"]);
-    assert!(out.contains("(inserted 0, updated 0, unchanged 4)"), "{out}");
+    assert!(
+        out.contains("(inserted 0, updated 0, unchanged 4)"),
+        "{out}"
+    );
     // A file that cannot be read fails the command, naming it.
     let (ok, _, err) = bin(d, &["ingest", "missing.jsonl"]);
     assert!(!ok && err.contains("missing.jsonl"), "{err}");

@@ -285,7 +285,13 @@ mod tests {
         let top = hit("Inro", "", "", "A box.");
         let p = OfflineProvider::default();
         let c = p
-            .show_call(&[tool("other", one.clone()), tool("show_exhibit", one.clone())], &top)
+            .show_call(
+                &[
+                    tool("other", one.clone()),
+                    tool("show_exhibit", one.clone()),
+                ],
+                &top,
+            )
             .unwrap();
         assert_eq!(c.name, "show_exhibit");
         assert_eq!(c.arguments, Ok(json!({"exhibit_id": "x"})));
@@ -293,8 +299,16 @@ mod tests {
         let two = json!({"type": "object", "properties": {"a": {}, "b": {}}});
         assert!(p.show_call(&[tool("show_exhibit", two)], &top).is_none());
         let custom = OfflineProvider::new("zeige");
-        assert!(custom.show_call(&[tool("zeige", one.clone())], &top).is_some());
-        assert!(OfflineProvider::new("").show_call(&[tool("", one)], &top).is_none());
+        assert!(
+            custom
+                .show_call(&[tool("zeige", one.clone())], &top)
+                .is_some()
+        );
+        assert!(
+            OfflineProvider::new("")
+                .show_call(&[tool("", one)], &top)
+                .is_none()
+        );
 
         let request = ChatRequest {
             messages: vec![super::super::ChatMessage::new(Role::User, "inro?")],
@@ -311,7 +325,9 @@ mod tests {
 
     fn futures_executor_block(s: SegmentStream) -> Vec<Segment> {
         use futures_util::StreamExt;
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         rt.block_on(s.map(|r| r.unwrap()).collect())
     }
 

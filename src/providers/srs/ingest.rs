@@ -66,10 +66,19 @@ impl Format {
 const FIELDS: &[(&str, &[&str])] = &[
     (
         "id",
-        &["id", "object_id", "identifier", "object_number", "accession_number"],
+        &[
+            "id",
+            "object_id",
+            "identifier",
+            "object_number",
+            "accession_number",
+        ],
     ),
     ("title", &["title", "name", "object_name"]),
-    ("maker", &["maker", "artist_or_maker", "artist", "creator", "author"]),
+    (
+        "maker",
+        &["maker", "artist_or_maker", "artist", "creator", "author"],
+    ),
     ("date", &["date", "dated", "date_made", "year", "made"]),
     (
         "period",
@@ -81,7 +90,10 @@ const FIELDS: &[(&str, &[&str])] = &[
         "gallery",
         &["gallery", "gallery_or_department", "department"],
     ),
-    ("description", &["description", "notes", "label_text", "summary"]),
+    (
+        "description",
+        &["description", "notes", "label_text", "summary"],
+    ),
     ("language", &["language", "lang"]),
     ("source", &["source"]),
     ("license", &["license", "licence"]),
