@@ -76,6 +76,8 @@ pub fn display_description(text: &str, max: usize) -> String {
         .map(|(i, c)| i + c.len_utf8())
         .rfind(|&i| i > cut.len() / 3);
     match end {
+        // "… the inro. …" in Latin text; "……之篇。…" in CJK text, where no space is written.
+        Some(i) if cut[..i].ends_with(|c: char| c.is_ascii()) => format!("{} …", &cut[..i]),
         Some(i) => format!("{}…", &cut[..i]),
         None => {
             // No sentence end: cut at the last word boundary (CJK text has none: cut anywhere).
@@ -376,8 +378,8 @@ mod tests {
         assert_eq!(display_description("Short.  Text\n", 100), "Short. Text");
         let en = "A bowl made in 1.5 years. It was used for wine. ".repeat(20);
         let d = display_description(&en, 100);
-        assert!(d.ends_with(".…"), "{d}");
-        assert!(d.chars().count() <= 101, "{d}");
+        assert!(d.ends_with(". …"), "{d}");
+        assert!(d.chars().count() <= 102, "{d}");
         assert!(!d.contains("1.…"));
         let zh = "此誌為唐代所刻，字體端正。後人珍藏多年。".repeat(30);
         let d = display_description(&zh, 50);

