@@ -664,7 +664,37 @@ impl Config {
         if let Some(dir) = file.as_deref().and_then(Path::parent) {
             config.resolve_paths(dir);
         }
+        if let Ok(exe) = std::env::current_exe() {
+            config.defaults_from_build_tree(&exe);
+        }
         Ok(config)
+    }
+
+    /// `static_dir` and `demo_path` left at their built-in defaults and not found where they
+    /// resolve are looked for above the executable (`target/debug/museum-agent` →
+    /// the source tree), so a binary built with cargo finds its page and demo collection
+    /// from any working directory. Configured values are never replaced.
+    pub fn defaults_from_build_tree(&mut self, exe: &Path) {
+        let defaults = (ServerConfig::default(), SrsConfig::default());
+        let candidates = |rel: &Path| -> Option<PathBuf> {
+            exe.ancestors()
+                .skip(1)
+                .take(4)
+                .map(|d| d.join(rel))
+                .find(|p| p.exists())
+        };
+        if self.server.static_dir.ends_with(&defaults.0.static_dir)
+            && !self.server.static_dir.is_dir()
+            && let Some(p) = candidates(&defaults.0.static_dir).filter(|p| p.is_dir())
+        {
+            self.server.static_dir = p;
+        }
+        if self.srs.demo_path.ends_with(&defaults.1.demo_path)
+            && !self.srs.demo_path.is_file()
+            && let Some(p) = candidates(&defaults.1.demo_path).filter(|p| p.is_file())
+        {
+            self.srs.demo_path = p;
+        }
     }
 
     /// Makes every relative path of the config relative to `base` (empty paths stay empty).
@@ -691,8 +721,8 @@ impl Config {
     pub fn check_paths(&self) -> Result<(), ConfigError> {
         if !self.server.static_dir.is_dir() {
             return Err(ConfigError::Invalid(format!(
-                "server.static_dir {} is not a directory (relative paths are resolved against \
-                 the config file's directory)",
+                "server.static_dir {} is not a directory (a relative path is resolved against \
+                 the config file's directory, or the working directory without one)",
                 self.server.static_dir.display()
             )));
         }
@@ -951,6 +981,23 @@ mod tests {
         let mut c = c;
         c.srs.load_demo = false;
         c.check_paths().unwrap();
+
+        // Defaults missing where they resolve come from the build tree above the executable;
+        // a configured path is never replaced.
+        let tree = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tree.path().join("static")).unwrap();
+        std::fs::create_dir_all(tree.path().join("target/debug")).unwrap();
+        let exe = tree.path().join("target/debug/museum-agent");
+        let mut d = Config::default();
+        d.resolve_paths(dir.path());
+        d.defaults_from_build_tree(&exe);
+        assert_eq!(d.server.static_dir, tree.path().join("static"));
+        assert_eq!(
+            d.srs.demo_path,
+            dir.path().join("fixtures/collection/exhibits.jsonl")
+        );
+        c.defaults_from_build_tree(&exe);
+        assert_eq!(c.server.static_dir, dir.path().join("page"));
     }
 
     #[test]

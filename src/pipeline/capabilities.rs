@@ -1,10 +1,10 @@
 //! What this server can do beyond text, as the session tells clients (REGISTER_ACK
-//! `capabilities`, an extension), and the early refusal of a voice request it cannot serve.
+//! `capabilities`, an extension), and the error of a voice request it cannot serve.
 //! Called from the session with one line each, so the session code does not grow.
 
 use std::sync::{Arc, Mutex};
 
-use crate::protocol::{Capabilities, ErrorCode, ErrorPayload, RequestKind};
+use crate::protocol::{Capabilities, ErrorCode, ErrorPayload};
 
 use super::Deps;
 use super::history::History;
@@ -22,21 +22,17 @@ pub fn of(deps: &Deps) -> Capabilities {
     }
 }
 
-/// A VOICE request (any frame of an upload) on a server without STT: refused at once with
-/// MALFORMED_PAYLOAD (not retryable: retrying cannot help), before any audio is collected.
-pub fn refuse_voice(deps: &Deps, kind: &RequestKind, request_id: &str) -> Option<ErrorPayload> {
-    let voice = matches!(
-        kind,
-        RequestKind::VoiceWhole(_)
-            | RequestKind::VoiceChunk { .. }
-            | RequestKind::BinaryStart
-            | RequestKind::BinaryEnd
-    );
-    (voice && deps.stt.is_none()).then(|| {
-        ErrorPayload::new(ErrorCode::MalformedPayload, NO_SPEECH_INPUT)
-            .with_message("语音输入不可用 (speech input is not available)")
-            .with_request(Some(request_id.to_string()))
-    })
+/// The ERROR for a request's failure: the spec's message for its code, except for a voice
+/// request on a server without STT, whose `error_msg` says so (MALFORMED_PAYLOAD, not
+/// retryable: asking again cannot help).
+pub fn error_payload(code: ErrorCode, detail: String) -> ErrorPayload {
+    let speech = code == ErrorCode::MalformedPayload && detail == NO_SPEECH_INPUT;
+    let e = ErrorPayload::new(code, detail);
+    if speech {
+        e.with_message("语音输入不可用 (speech input is not available)")
+    } else {
+        e
+    }
 }
 
 /// An empty conversation history for a session (`clear_history: true`).

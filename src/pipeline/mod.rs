@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::config::{LlmConfig, secs};
 use crate::metrics::{Metrics, Outcome};
-use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, ServerMessage};
+use crate::protocol::{ErrorCode, FunctionCall, FunctionResult, ServerMessage};
 use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
@@ -129,7 +129,7 @@ pub async fn run(job: Job, deps: Arc<Deps>) {
             tracing::warn!(request_id = %id, code = %f.code, detail = %f.detail, "request failed");
             if job.inflight.finish(&job.ctx) {
                 deps.metrics.request(Outcome::Error);
-                let e = ErrorPayload::new(f.code, f.detail).with_request(Some(id));
+                let e = capabilities::error_payload(f.code, f.detail).with_request(Some(id));
                 job.outbox.send(&ServerMessage::Error(e)).await;
             }
         }

@@ -26,8 +26,8 @@ use crate::session::inflight::RequestCtx;
 
 use super::{Deps, Failure};
 
-pub const NO_STT: &str =
-    "speech recognition (STT) is not configured on this server; send text instead";
+/// The detail of a voice request on a server without STT (MALFORMED_PAYLOAD, not retryable).
+pub const NO_STT: &str = super::capabilities::NO_SPEECH_INPUT;
 
 impl From<SttError> for Failure {
     fn from(e: SttError) -> Self {
@@ -146,7 +146,7 @@ impl LiveStt {
 pub async fn transcribe(deps: &Deps, pcm: &[u8], ctx: &Arc<RequestCtx>) -> Result<String, Failure> {
     let Some(stt) = deps.stt.clone() else {
         return Err(Failure {
-            code: ErrorCode::InternalError,
+            code: ErrorCode::MalformedPayload,
             detail: NO_STT.into(),
         });
     };

@@ -748,10 +748,6 @@ impl Conn {
             // A new Arc: replies still in flight record their turn in the old one, not here.
             s.history = crate::pipeline::capabilities::fresh_history(&self.app.deps);
         }
-        if let Some(e) = crate::pipeline::capabilities::refuse_voice(&self.app.deps, &kind, &id) {
-            self.error(e).await;
-            return Flow::Continue;
-        }
         match kind {
             RequestKind::AttributesOnly => {
                 self.send(ServerMessage::Response(Response {

@@ -330,45 +330,52 @@ async fn register_ack_says_what_speech_the_server_has() {
 }
 
 #[tokio::test]
-async fn voice_without_stt_is_refused_at_its_first_frame_not_retryable() {
+async fn voice_without_stt_gets_a_non_retryable_error_saying_so() {
     let app = spawn_app().await;
     let mut c = app.client().await;
-    // A BINARY upload: refused at the start frame, before any audio is collected.
+    let check = |v: &Value, id: &str| {
+        assert_eq!(v["msg_type"], "ERROR", "{v}");
+        let e = &v["payload"];
+        assert_eq!(e["error_code"], "MALFORMED_PAYLOAD", "{e}");
+        assert_eq!(e["retryable"], false);
+        assert_eq!(e["request_id"], id);
+        assert!(
+            e["error_msg"]
+                .as_str()
+                .unwrap()
+                .contains("speech input is not available"),
+            "{e}"
+        );
+        assert!(
+            e["error_detail"]
+                .as_str()
+                .unwrap()
+                .starts_with("speech input is not available")
+        );
+    };
+    // A BINARY upload: refused when it is complete (where recognition would start).
     c.send(
         "REQUEST",
         json!({"request_id": "v1", "data_type": "VOICE", "stream_flag": true, "stream_seq": 0,
                "content": {"voice_mode": "BINARY"}}),
     )
     .await;
-    let v = c.recv().await;
-    assert_eq!(v["msg_type"], "ERROR", "{v}");
-    let e = &v["payload"];
-    assert_eq!(e["error_code"], "MALFORMED_PAYLOAD");
-    assert_eq!(e["retryable"], false);
-    assert_eq!(e["request_id"], "v1");
-    assert!(
-        e["error_msg"]
-            .as_str()
-            .unwrap()
-            .contains("speech input is not available"),
-        "{e}"
-    );
-    assert!(
-        e["error_detail"]
-            .as_str()
-            .unwrap()
-            .starts_with("speech input is not available")
-    );
-    // BASE64 whole utterance: the same.
+    c.send_binary(vec![0u8; 3200]).await;
+    c.send(
+        "REQUEST",
+        json!({"request_id": "v1", "data_type": "VOICE", "stream_flag": true, "stream_seq": -1,
+               "content": {"voice_mode": "BINARY"}}),
+    )
+    .await;
+    check(&c.recv().await, "v1");
+    // A BASE64 whole utterance: the same.
     c.send(
         "REQUEST",
         json!({"request_id": "v2", "data_type": "VOICE", "stream_flag": false, "stream_seq": 0,
                "content": {"voice_mode": "BASE64", "voice": "AAAAAA=="}}),
     )
     .await;
-    let v = c.recv().await;
-    assert_eq!(v["payload"]["error_code"], "MALFORMED_PAYLOAD", "{v}");
-    assert_eq!(v["payload"]["request_id"], "v2");
+    check(&c.recv().await, "v2");
     // The session goes on.
     assert!(c.sync().await.is_empty());
 }
