@@ -962,16 +962,14 @@ mod tests {
         let file = dir.path().join("museum.toml");
         std::fs::write(
             &file,
-            "[server]\nstatic_dir = \"page\"\n[database]\npath = \"/abs/x.db\"\n",
+            "[server]\nstatic_dir = \"page\"\n[database]\npath = \"/abs/x.db\"\n\
+             [srs]\ndemo_path = \"demo/c.jsonl\"\n",
         )
         .unwrap();
         let c = Config::load(Some(&file)).unwrap();
         assert_eq!(c.server.static_dir, dir.path().join("page"));
         assert_eq!(c.database.path, PathBuf::from("/abs/x.db"));
-        assert_eq!(
-            c.srs.demo_path,
-            dir.path().join("fixtures/collection/exhibits.jsonl")
-        );
+        assert_eq!(c.srs.demo_path, dir.path().join("demo/c.jsonl"));
         assert!(c.server.tls_cert.as_os_str().is_empty());
         let err = c.check_paths().unwrap_err().to_string();
         assert!(err.contains("static_dir") && err.contains("page"), "{err}");
