@@ -134,7 +134,7 @@ pub fn build_llm(config: &Config) -> anyhow::Result<Option<Arc<dyn LlmProvider>>
     };
     Ok(match c.provider {
         LlmProviderKind::None => None,
-        LlmProviderKind::Offline => Some(Arc::new(OfflineProvider)),
+        LlmProviderKind::Offline => Some(Arc::new(OfflineProvider::new(&c.show_exhibit_function))),
         LlmProviderKind::Openai => Some(Arc::new(OpenAiProvider::new(options())?)),
         LlmProviderKind::Gemini => Some(Arc::new(GeminiProvider::new(options())?)),
     })

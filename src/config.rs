@@ -315,6 +315,9 @@ pub struct LlmConfig {
     /// Most client functions given to the model per request; above it only the ones that best
     /// match the visitor's words are given (see the README).
     pub max_client_tools: usize,
+    /// The client function that shows an exhibit on screen (one id parameter): the offline
+    /// answerer calls it for the exhibit it answers from when the session registered it.
+    pub show_exhibit_function: String,
 }
 
 impl Default for LlmConfig {
@@ -336,6 +339,7 @@ impl Default for LlmConfig {
             max_retries: 2,
             max_tool_steps: 4,
             max_client_tools: 16,
+            show_exhibit_function: "show_exhibit".into(),
         }
     }
 }
@@ -664,6 +668,9 @@ pub enum ConfigError {
 
 impl Config {
     /// Loads defaults, then `path` (if given, or `config.toml` if it exists), then the environment.
+    /// Relative paths (`static_dir`, `tls_cert`, `tls_key`, `database.path`, `srs.demo_path`)
+    /// are then resolved against the config file's directory (without a file: the working
+    /// directory), so the server finds its page and data wherever it is started from.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
         let default_path = Path::new("config.toml");
         let file = match path {
@@ -678,7 +685,83 @@ impl Config {
             })?,
             None => String::new(),
         };
-        Self::from_sources(&text, std::env::vars())
+        let mut config = Self::from_sources(&text, std::env::vars())?;
+        if let Some(dir) = file.as_deref().and_then(Path::parent) {
+            config.resolve_paths(dir);
+        }
+        if let Ok(exe) = std::env::current_exe() {
+            config.defaults_from_build_tree(&exe);
+        }
+        Ok(config)
+    }
+
+    /// `static_dir` and `demo_path` left at their built-in defaults and not found where they
+    /// resolve are looked for above the executable (`target/debug/museum-agent` →
+    /// the source tree), so a binary built with cargo finds its page and demo collection
+    /// from any working directory. Configured values are never replaced.
+    pub fn defaults_from_build_tree(&mut self, exe: &Path) {
+        let defaults = (ServerConfig::default(), SrsConfig::default());
+        let candidates = |rel: &Path| -> Option<PathBuf> {
+            exe.ancestors()
+                .skip(1)
+                .take(4)
+                .map(|d| d.join(rel))
+                .find(|p| p.exists())
+        };
+        if self.server.static_dir.ends_with(&defaults.0.static_dir)
+            && !self.server.static_dir.is_dir()
+            && let Some(p) = candidates(&defaults.0.static_dir).filter(|p| p.is_dir())
+        {
+            self.server.static_dir = p;
+        }
+        if self.srs.demo_path.ends_with(&defaults.1.demo_path)
+            && !self.srs.demo_path.is_file()
+            && let Some(p) = candidates(&defaults.1.demo_path).filter(|p| p.is_file())
+        {
+            self.srs.demo_path = p;
+        }
+    }
+
+    /// Makes every relative path of the config relative to `base` (empty paths stay empty).
+    pub fn resolve_paths(&mut self, base: &Path) {
+        if base.as_os_str().is_empty() {
+            return;
+        }
+        for p in [
+            &mut self.server.static_dir,
+            &mut self.server.tls_cert,
+            &mut self.server.tls_key,
+            &mut self.database.path,
+            &mut self.srs.demo_path,
+        ] {
+            if !p.as_os_str().is_empty() && p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+    }
+
+    /// What `serve` needs on disk before it starts: the page's directory, and the demo collection
+    /// when it is to be loaded. A missing one is an error naming the resolved path (not a silent
+    /// 404 at `/` or an empty collection).
+    pub fn check_paths(&self) -> Result<(), ConfigError> {
+        if !self.server.static_dir.is_dir() {
+            return Err(ConfigError::Invalid(format!(
+                "server.static_dir {} is not a directory (a relative path is resolved against \
+                 the config file's directory, or the working directory without one)",
+                self.server.static_dir.display()
+            )));
+        }
+        if self.srs.provider == SrsProviderKind::Embedded
+            && self.srs.load_demo
+            && !self.srs.demo_path.is_file()
+        {
+            return Err(ConfigError::Invalid(format!(
+                "srs.demo_path {} does not exist (set srs.load_demo = false to start without \
+                 the demo collection)",
+                self.srs.demo_path.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Builds a config from TOML text and `(name, value)` environment pairs.
@@ -912,6 +995,48 @@ mod tests {
             "false".to_string(),
         )];
         assert!(!Config::from_sources("", env).unwrap().srs.load_demo);
+    }
+
+    #[test]
+    fn relative_paths_follow_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("museum.toml");
+        std::fs::write(
+            &file,
+            "[server]\nstatic_dir = \"page\"\n[database]\npath = \"/abs/x.db\"\n\
+             [srs]\ndemo_path = \"demo/c.jsonl\"\n",
+        )
+        .unwrap();
+        let c = Config::load(Some(&file)).unwrap();
+        assert_eq!(c.server.static_dir, dir.path().join("page"));
+        assert_eq!(c.database.path, PathBuf::from("/abs/x.db"));
+        assert_eq!(c.srs.demo_path, dir.path().join("demo/c.jsonl"));
+        assert!(c.server.tls_cert.as_os_str().is_empty());
+        let err = c.check_paths().unwrap_err().to_string();
+        assert!(err.contains("static_dir") && err.contains("page"), "{err}");
+        std::fs::create_dir(dir.path().join("page")).unwrap();
+        let err = c.check_paths().unwrap_err().to_string();
+        assert!(err.contains("demo_path"), "{err}");
+        let mut c = c;
+        c.srs.load_demo = false;
+        c.check_paths().unwrap();
+
+        // Defaults missing where they resolve come from the build tree above the executable;
+        // a configured path is never replaced.
+        let tree = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tree.path().join("static")).unwrap();
+        std::fs::create_dir_all(tree.path().join("target/debug")).unwrap();
+        let exe = tree.path().join("target/debug/museum-agent");
+        let mut d = Config::default();
+        d.resolve_paths(dir.path());
+        d.defaults_from_build_tree(&exe);
+        assert_eq!(d.server.static_dir, tree.path().join("static"));
+        assert_eq!(
+            d.srs.demo_path,
+            dir.path().join("fixtures/collection/exhibits.jsonl")
+        );
+        c.defaults_from_build_tree(&exe);
+        assert_eq!(c.server.static_dir, dir.path().join("page"));
     }
 
     #[test]

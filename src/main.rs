@@ -137,8 +137,52 @@ fn init_tracing(json: bool) {
     }
 }
 
+/// Unix milliseconds as `YYYY-MM-DD HH:MM:SS UTC` ("-" for none).
 fn fmt_ms(ms: Option<i64>) -> String {
-    ms.map(|m| m.to_string()).unwrap_or_else(|| "-".into())
+    let Some(ms) = ms else {
+        return "-".into();
+    };
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (H. Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// The line on which a quoted CSV field opens and is never closed (the csv reader would take
+/// the rest of the file as that one field, silently swallowing the rows after it).
+fn csv_unclosed_quote(text: &str) -> Option<usize> {
+    let (mut line, mut open_at) = (1, None);
+    let mut at_field_start = true;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (open_at, c) {
+            (None, '"') if at_field_start => open_at = Some(line),
+            (Some(_), '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+            }
+            (Some(_), '"') => open_at = None,
+            _ => {}
+        }
+        if c == '\n' {
+            line += 1;
+        }
+        at_field_start = open_at.is_none() && matches!(c, ',' | '\n' | '\r');
+    }
+    open_at
 }
 
 fn main() -> anyhow::Result<()> {
@@ -163,25 +207,36 @@ fn main() -> anyhow::Result<()> {
                 }
                 KeyCmd::List => {
                     println!(
-                        "{:<6} {:<24} {:<12} {:<8} {:<15} last_used_ms",
-                        "id", "name", "prefix", "state", "created_ms"
+                        "{:<6} {:<24} {:<12} {:<8} {:<23} last_used",
+                        "id", "name", "prefix", "state", "created"
                     );
                     for k in store.list_api_keys()? {
                         let state = if k.revoked { "revoked" } else { "active" };
                         println!(
-                            "{:<6} {:<24} {:<12} {:<8} {:<15} {}",
+                            "{:<6} {:<24} {:<12} {:<8} {:<23} {}",
                             k.id,
                             k.name,
                             k.prefix,
                             state,
-                            k.created_at,
+                            fmt_ms(Some(k.created_at)),
                             fmt_ms(k.last_used_at)
                         );
                     }
                 }
                 KeyCmd::Revoke { name_or_id } => {
-                    let k = store.revoke_api_key(&name_or_id)?;
-                    println!("revoked API key {} ({})", k.name, k.prefix);
+                    let already = store.list_api_keys()?.into_iter().find(|k| {
+                        k.revoked && (k.name == name_or_id || k.id.to_string() == name_or_id)
+                    });
+                    match already {
+                        Some(k) => println!(
+                            "API key {} ({}) was already revoked; nothing changed",
+                            k.name, k.prefix
+                        ),
+                        None => {
+                            let k = store.revoke_api_key(&name_or_id)?;
+                            println!("revoked API key {} ({})", k.name, k.prefix);
+                        }
+                    }
                 }
             }
             Ok(())
@@ -211,17 +266,17 @@ fn main() -> anyhow::Result<()> {
                 }
                 AccountCmd::List => {
                     println!(
-                        "{:<6} {:<24} {:<9} {:<15} last_login_ms",
-                        "id", "account", "state", "created_ms"
+                        "{:<6} {:<24} {:<9} {:<23} last_login",
+                        "id", "account", "state", "created"
                     );
                     for a in store.list_accounts()? {
                         let state = if a.disabled { "disabled" } else { "active" };
                         println!(
-                            "{:<6} {:<24} {:<9} {:<15} {}",
+                            "{:<6} {:<24} {:<9} {:<23} {}",
                             a.id,
                             a.account,
                             state,
-                            a.created_at,
+                            fmt_ms(Some(a.created_at)),
                             fmt_ms(a.last_login_at)
                         );
                     }
@@ -251,9 +306,25 @@ async fn ingest(config: Config, paths: Vec<PathBuf>, json: bool) -> anyhow::Resu
         .with_context(|| format!("opening database {}", config.database.path.display()))?;
     let retriever = retrieval::embedded_from_config(&config, &store).await?;
     let mut failed = Vec::new();
+    let mut rejected = 0;
     for path in &paths {
+        let is_csv = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+        if is_csv
+            && let Ok(text) = std::fs::read_to_string(path)
+            && let Some(line) = csv_unclosed_quote(&text)
+        {
+            eprintln!(
+                "error: {}: line {line}: a quoted field is never closed (the rows after it would be lost); nothing was ingested from this file",
+                path.display()
+            );
+            failed.push(path.display().to_string());
+            continue;
+        }
         match retriever.ingest_file(path).await {
             Ok(r) => {
+                rejected += r.rejected.len();
                 if json {
                     println!("{}", serde_json::to_string(&r)?);
                     continue;
@@ -288,6 +359,11 @@ async fn ingest(config: Config, paths: Vec<PathBuf>, json: bool) -> anyhow::Resu
         }
     }
     anyhow::ensure!(failed.is_empty(), "could not ingest: {}", failed.join(", "));
+    // Good rows are stored; the exit status still tells a script that some were not.
+    anyhow::ensure!(
+        rejected == 0,
+        "{rejected} row(s) were rejected (listed above with their line and reason); the others were ingested"
+    );
     Ok(())
 }
 
@@ -419,7 +495,7 @@ fn serve(config: Config) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        tracing::info!(config = ?config, "starting");
+        config.check_paths()?;
         let store = Store::open(&config.database.path)
             .with_context(|| format!("opening database {}", config.database.path.display()))?;
         let keys = store.list_api_keys()?.iter().filter(|k| !k.revoked).count();
@@ -432,18 +508,62 @@ fn serve(config: Config) -> anyhow::Result<()> {
             tracing::warn!("no LLM configured ([llm] provider = \"none\"): text requests will get an ERROR saying so");
         }
         let retriever = retrieval::build_retriever(&config, &store).await?;
-        match &retriever {
-            Some(r) => tracing::info!(retriever = r.name(), "collection retrieval ready"),
-            None => tracing::warn!("no retrieval ([srs] provider = \"none\"): answers are not grounded in the collection"),
+        if retriever.is_none() {
+            tracing::warn!("no retrieval ([srs] provider = \"none\"): answers are not grounded in the collection");
         }
+        let collection = match &retriever {
+            None => "off".to_string(),
+            Some(r) if r.name() == "remote" => format!("remote ({})", config.srs.remote_url),
+            Some(_) => format!("{} exhibits", store.collection().exhibit_count().unwrap_or(0)),
+        };
         let listener = tokio::net::TcpListener::bind(&config.server.bind)
             .await
             .with_context(|| format!("binding {}", config.server.bind))?;
-        tracing::info!(addr = %listener.local_addr()?, path = museum_agent::transport::WS_PATH, "listening");
+        let addr = listener.local_addr()?;
         let app = AppState::with_retriever(config, store, llm, retriever);
+        startup_summary(&app, addr, &collection);
         museum_agent::run(listener, app, shutdown_signal()).await?;
         Ok(())
     })
+}
+
+/// One short block at start: what serves, with what, and where the kiosk is.
+fn startup_summary(app: &AppState, addr: std::net::SocketAddr, collection: &str) {
+    let c = &app.config;
+    let tls = !c.server.tls_cert.as_os_str().is_empty();
+    let llm = match &app.deps.llm {
+        None => "none".to_string(),
+        Some(l) if l.name() == "offline" => "offline (answers from the collection)".to_string(),
+        Some(l) => format!("{} ({})", l.name(), c.llm.model()),
+    };
+    let provider = |p: Option<&'static str>| p.unwrap_or("none");
+    let hub = match (&app.hub, c.hub.backend) {
+        (None, _) => "off",
+        (Some(_), museum_agent::config::HubBackend::Embedded) => "on (embedded)",
+        (Some(_), museum_agent::config::HubBackend::Nats) => "on (nats)",
+    };
+    let host = if addr.ip().is_unspecified() {
+        std::net::SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    };
+    let scheme = if tls { "https" } else { "http" };
+    tracing::info!(
+        bind = %addr,
+        tls,
+        llm = %llm,
+        stt = provider(app.deps.stt.as_ref().map(|s| s.name())),
+        tts = provider(app.deps.tts.as_ref().map(|t| t.name())),
+        collection,
+        hub,
+        static_dir = %c.server.static_dir.display(),
+        database = %c.database.path.display(),
+        "museum-agent {} listening", env!("CARGO_PKG_VERSION")
+    );
+    tracing::info!(
+        "kiosk: {scheme}://{host}/?key=<API key>&lang=zh   (WebSocket {}; a key: museum-agent key create --name kiosk)",
+        museum_agent::transport::WS_PATH
+    );
 }
 
 async fn shutdown_signal() {
@@ -464,5 +584,33 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {},
         _ = term => {},
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readable_times() {
+        assert_eq!(fmt_ms(None), "-");
+        assert_eq!(fmt_ms(Some(0)), "1970-01-01 00:00:00 UTC");
+        assert_eq!(fmt_ms(Some(1_795_402_149_000)), "2026-11-23 02:49:09 UTC");
+        assert_eq!(fmt_ms(Some(951_782_400_000)), "2000-02-29 00:00:00 UTC");
+    }
+
+    #[test]
+    fn unclosed_csv_quotes_are_found_with_their_line() {
+        assert_eq!(
+            csv_unclosed_quote("id,title\n1,\"a, \"\"b\"\"\"\n2,c\n"),
+            None
+        );
+        assert_eq!(csv_unclosed_quote("id,title\n1,\"multi\nline\"\n"), None);
+        assert_eq!(
+            csv_unclosed_quote("id,title\n1,a\n2,\"open\n3,x\n4,y\n"),
+            Some(3)
+        );
+        // A quote inside an unquoted field is data, not an opening quote.
+        assert_eq!(csv_unclosed_quote("id,title\n1,5\" tall\n"), None);
     }
 }

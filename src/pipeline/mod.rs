@@ -8,6 +8,7 @@
 //! Seams for later stages: STT (voice input) and TTS (voice output) plug in here; today a voice
 //! upload gets a clear ERROR and `require_tts` gets a text-only reply with a `notice`.
 
+pub mod capabilities;
 pub mod history;
 pub mod prompt;
 pub mod reply;
@@ -25,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::config::{LlmConfig, secs};
 use crate::metrics::{Metrics, Outcome};
-use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, ServerMessage};
+use crate::protocol::{ErrorCode, FunctionCall, FunctionResult, ServerMessage};
 use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
@@ -131,7 +132,7 @@ pub async fn run(job: Job, input: Input, deps: Arc<Deps>) {
             tracing::warn!(request_id = %id, code = %f.code, detail = %f.detail, "request failed");
             if job.inflight.finish(&job.ctx) {
                 deps.metrics.request(Outcome::Error);
-                let e = ErrorPayload::new(f.code, f.detail).with_request(Some(id));
+                let e = capabilities::error_payload(f.code, f.detail).with_request(Some(id));
                 job.outbox.send(&ServerMessage::Error(e)).await;
             }
         }

@@ -28,8 +28,8 @@ use crate::request::inflight::RequestCtx;
 
 use super::{Deps, Failure};
 
-pub const NO_STT: &str =
-    "speech recognition (STT) is not configured on this server; send text instead";
+/// The detail of a voice request on a server without STT (MALFORMED_PAYLOAD, not retryable).
+pub const NO_STT: &str = super::capabilities::NO_SPEECH_INPUT;
 
 impl From<SttError> for Failure {
     fn from(e: SttError) -> Self {
@@ -128,7 +128,7 @@ pub async fn transcribe(
 ) -> Result<Transcript, Failure> {
     let Some(stt) = deps.stt.clone() else {
         return Err(Failure {
-            code: ErrorCode::InternalError,
+            code: ErrorCode::MalformedPayload,
             detail: NO_STT.into(),
         });
     };

@@ -114,6 +114,10 @@ pub struct RequestPayload {
     pub function_calling_op: Option<FunctionOp>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub function_calling: Option<Vec<FunctionDef>>,
+    /// **Extension**: `true` starts a new conversation history for the session (a kiosk's
+    /// "new visitor"), applied with the other attributes before the request runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear_history: Option<bool>,
     pub content: RequestContent,
 }
 

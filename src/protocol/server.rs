@@ -14,6 +14,19 @@ pub struct RegisterAck {
     pub message: String,
     pub session_id: String,
     pub session_timeout_seconds: u64,
+    /// **Extension**: what this server can do beyond text (README "Kiosk capabilities /
+    /// visitor reset"). Clients that do not know it ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Capabilities>,
+}
+
+/// REGISTER_ACK `capabilities` (**extension**): whether a VOICE request can be recognised
+/// (an STT provider is configured) and whether `require_tts` replies carry voice (a TTS
+/// provider is configured).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Capabilities {
+    pub speech_input: bool,
+    pub speech_output: bool,
 }
 
 /// `function_call` of a RESPONSE (spec §5.3). `call_id` is an **extension**: the id the client

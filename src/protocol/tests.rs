@@ -418,7 +418,7 @@ mod props {
         fn text_request_round_trips(id in "[a-zA-Z0-9_-]{1,40}", text in ".{0,80}", tts in proptest::option::of(any::<bool>())) {
             let f = ClientFrame::new(Some("sess"), ClientMessage::Request(RequestPayload {
                 request_id: id, data_type: DataType::Text, stream_flag: false, stream_seq: 0,
-                require_tts: tts, enable_srs: None, function_calling_op: None, function_calling: None,
+                require_tts: tts, enable_srs: None, function_calling_op: None, function_calling: None, clear_history: None,
                 content: RequestContent { text: Some(text), ..Default::default() },
             }), 1);
             prop_assert_eq!(decode_client(&f.encode()).unwrap(), f);

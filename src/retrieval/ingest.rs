@@ -64,10 +64,22 @@ impl Format {
 
 /// (field, accepted names in order of preference)
 const FIELDS: &[(&str, &[&str])] = &[
-    ("id", &["id", "object_id", "identifier"]),
-    ("title", &["title", "name"]),
-    ("maker", &["maker", "artist_or_maker", "artist", "creator"]),
-    ("date", &["date", "dated"]),
+    (
+        "id",
+        &[
+            "id",
+            "object_id",
+            "identifier",
+            "object_number",
+            "accession_number",
+        ],
+    ),
+    ("title", &["title", "name", "object_name"]),
+    (
+        "maker",
+        &["maker", "artist_or_maker", "artist", "creator", "author"],
+    ),
+    ("date", &["date", "dated", "date_made", "year", "made"]),
     (
         "period",
         &["period", "culture_or_period", "culture", "dynasty"],
@@ -78,7 +90,10 @@ const FIELDS: &[(&str, &[&str])] = &[
         "gallery",
         &["gallery", "gallery_or_department", "department"],
     ),
-    ("description", &["description"]),
+    (
+        "description",
+        &["description", "notes", "label_text", "summary"],
+    ),
     ("language", &["language", "lang"]),
     ("source", &["source"]),
     ("license", &["license", "licence"]),
@@ -257,7 +272,13 @@ pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
     let headers = match rdr.headers() {
         Ok(h) => h
             .iter()
-            .map(|h| h.trim_start_matches('\u{feff}').trim().to_ascii_lowercase())
+            // "Date made", "Date-made" and "date_made" are one header.
+            .map(|h| {
+                h.trim_start_matches('\u{feff}')
+                    .trim()
+                    .to_ascii_lowercase()
+                    .replace([' ', '-'], "_")
+            })
             .collect::<Vec<_>>(),
         Err(e) => return Err(csv_io(e, 1, &mut parsed)),
     };
@@ -396,7 +417,7 @@ mod tests {
         assert_eq!(a1.extra["aliases"], serde_json::json!(["vase"]));
         assert_eq!(a1.language, "en");
         assert_eq!(p.rows[1].1.language, "zh");
-        assert_eq!(p.rows[1].1.extra["year"], 1990);
+        assert_eq!(p.rows[1].1.date, "1990", "`year` is a date");
         let bad: Vec<_> = p
             .rejected
             .iter()
@@ -431,6 +452,20 @@ mod tests {
         let line = serde_json::json!({"id": "a", "title": long}).to_string();
         let p = parse_jsonl(line.as_bytes()).unwrap();
         assert!(p.rejected[0].reason.contains("`title` is too long"));
+    }
+
+    #[test]
+    fn common_csv_headers_map_to_fields() {
+        let input = "Object Number,Title,Artist,Date made,Notes,Gallery\n\
+                     M-1,Vase,Anon,1750,A blue vase.,Room 3\n";
+        let p = parse_csv(input.as_bytes()).unwrap();
+        let e = &p.rows[0].1;
+        assert_eq!(
+            (&*e.id, &*e.maker, &*e.date, &*e.description, &*e.gallery),
+            ("M-1", "Anon", "1750", "A blue vase.", "Room 3")
+        );
+        let p = parse_csv("id,title,Year\nb,Bowl,1900\n".as_bytes()).unwrap();
+        assert_eq!(p.rows[0].1.date, "1900");
     }
 
     #[test]

@@ -263,6 +263,7 @@ impl Unregistered {
             message: text::REGISTERED.into(),
             session_id: id,
             session_timeout_seconds: timeout_seconds,
+            capabilities: Some(crate::pipeline::capabilities::of(&conn.app.deps)),
         }))
         .await;
         Step::Registered(Box::new(registration))

@@ -106,6 +106,10 @@ impl Session {
         if let Some(v) = p.enable_srs {
             self.attrs.enable_srs = v;
         }
+        if p.clear_history == Some(true) {
+            // A new Arc: replies still in flight record their turn in the old one, not here.
+            self.history = crate::pipeline::capabilities::fresh_history(&self.conn.app.deps);
+        }
         match kind {
             RequestKind::AttributesOnly => {
                 self.conn

@@ -5,6 +5,7 @@
 //! hub's own inbound stream and outgoing frames); `http` serves health, readiness and the static
 //! kiosk page.
 
+pub mod exhibits;
 pub mod http;
 pub mod hub;
 pub mod server;
@@ -29,7 +30,10 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route(WS_PATH, get(ws::upgrade))
         .route("/healthz", get(http::healthz))
         .route("/readyz", get(http::readyz))
-        .route("/metrics", get(http::metrics));
+        .route("/metrics", get(http::metrics))
+        .route("/api/exhibits", get(exhibits::search))
+        .route("/api/exhibits/{id}", get(exhibits::get_one))
+        .route("/api/{*rest}", get(exhibits::not_found));
     if app.hub.is_some() {
         // The agent hub (README "Agent hub"); absent (404) unless `[hub] enabled`.
         router = router
@@ -47,6 +51,7 @@ pub fn router(app: Arc<AppState>) -> Router {
                 ))
                 .service(ServeDir::new(static_dir)),
         )
+        .layer(axum::middleware::from_fn(exhibits::long_paths_404))
         .with_state(app)
 }
 

@@ -1,13 +1,17 @@
 // The kiosk page: conversation view, push-to-talk, hands-free mode, barge-in, exhibit cards.
 // Everything protocol-related is in museum-agent-client.js; audio in audio.js.
 //
-// Configuration (never hard-coded here): URL parameters, else the optional file
-// `kiosk-config.json` next to this page:
+// Configuration (never hard-coded here): URL parameters, else a JSON file next to this page
+// named by `config=` (e.g. `?config=kiosk-config.json`; no file is requested without it):
 //   key=mak_...        API key (taken out of the address bar once read; kept for this tab only)
 //   lang=zh|en         interface language (default zh)
-//   tts=0|1            spoken replies (default 1)
-//   handsfree=1        start in hands-free mode
+//   tts=0|1            spoken replies (default 1; offered only when the server has TTS)
+//   handsfree=1        start in hands-free mode (only when the server has STT)
+//   idle=90            seconds without input before the page resets for the next visitor (0: never)
 //   ws=wss://host/ws/agent/stream   server (default: this page's host)
+//
+// Cards and gallery directions come from the server's own collection (GET /api/exhibits/{id},
+// GET /api/exhibits?q=...), with the same API key.
 
 import { MuseumAgentClient } from './museum-agent-client.js';
 import { PcmPlayer, Microphone, Vad } from './audio.js';
@@ -15,37 +19,68 @@ import { PcmPlayer, Microphone, Vad } from './audio.js';
 const I18N = {
   zh: {
     title: '博物馆智能导览', skip: '跳到提问框', conversation: '对话', question: '您的问题',
-    hint: '请按住“按住说话”提问，或在下方输入问题。', placeholder: '输入您的问题…', send: '发送',
+    hint: '请按住“按住说话”提问，或在下方输入问题。', hintText: '请在下方输入您的问题。', placeholder: '输入您的问题…', send: '发送',
     ptt: '按住说话', pttListening: '正在听…松开发送', pttHelp: '按住按钮或按住空格键说话，松开即发送。',
     handsfree: '免提模式', speak: '语音回答', stop: '停止', langSwitch: 'English',
     connecting: '正在连接…', registering: '正在登录…', ready: '已连接', reconnecting: '连接中断，正在重连…',
     closed: '未连接', auth_failed: '密钥无效', thinking: '正在思考', interrupted: '已打断',
     voiceQuestion: '🎤 语音提问', voiceTooShort: '录音太短，请按住按钮说话。',
-    noKey: '缺少 API 密钥：请用 ?key=mak_… 打开本页，或提供 kiosk-config.json。',
+    noKey: '缺少 API 密钥：请用 ?key=mak_… 打开本页。',
     micDenied: '无法使用麦克风：', sessionWarn: '会话即将超时。', shutdown: '服务器结束了会话：',
-    period: '年代', material: '材质', gallery: '展厅', directions: '前往', unknownExhibit: '本机目录中没有该展品的详情。',
-    close: '关闭', exhibits: '展品', error: '出错了', errorRetry: '（可重试）', noSpeech: '没有听清，请再说一次。',
+    maker: '作者', date: '年代', material: '材质', gallery: '展区', directions: '前往', galleryHere: '这里的展品：',
+    unknownExhibit: '馆藏中没有这件展品的资料。', cardUnavailable: '暂时无法读取展品资料。',
+    close: '关闭', exhibits: '展品', error: '出错了', errorRetry: '请稍后再试。', noSpeech: '没有听清，请再说一次。',
+    welcome: '欢迎！我是本馆的导览助手。', suggest: '您可以问：', newVisitor: '新访客',
+    askAbout: (title) => `请介绍一下《${title}》`,
+    err: {
+      AUTH_FAILED: '本机的访问密钥无效，请联系工作人员。', SESSION_INVALID: '会话已失效，正在重新连接。',
+      STREAM_SEQ_ERROR: '语音传输中断，请再说一次。', PAYLOAD_TOO_LARGE: '问题太长了，请说得简短一些。',
+      SERVER_BUSY: '服务器正忙，请稍后再试。', MALFORMED_PAYLOAD: '这个请求无法处理。',
+      INTERNAL_ERROR: '服务器出了点问题。', REQUEST_TIMEOUT: '回答超时了。',
+      noSpeechInput: '本机不支持语音提问，请在下方输入问题。',
+    },
+    reason: {
+      timeout: '会话已超时。', shutdown: '服务器正在维护。', revoked: '本机的访问密钥已被停用。',
+      heartbeat: '连接中断。', other: '连接已结束。',
+    },
   },
   en: {
     title: 'Museum Guide', skip: 'Skip to the question box', conversation: 'Conversation', question: 'Your question',
-    hint: 'Hold “Hold to talk” and ask, or type your question below.', placeholder: 'Type your question…', send: 'Send',
+    hint: 'Hold “Hold to talk” and ask, or type your question below.', hintText: 'Type your question below.', placeholder: 'Your question…', send: 'Send',
     ptt: 'Hold to talk', pttListening: 'Listening… release to send', pttHelp: 'Hold the button or the space bar while you speak; release to send.',
     handsfree: 'Hands-free', speak: 'Spoken replies', stop: 'Stop', langSwitch: '中文',
     connecting: 'Connecting…', registering: 'Signing in…', ready: 'Connected', reconnecting: 'Connection lost, reconnecting…',
     closed: 'Not connected', auth_failed: 'Invalid key', thinking: 'Thinking', interrupted: 'Interrupted',
     voiceQuestion: '🎤 Spoken question', voiceTooShort: 'Too short: hold the button while you speak.',
-    noKey: 'No API key: open this page with ?key=mak_… or provide kiosk-config.json.',
+    noKey: 'No API key: open this page with ?key=mak_….',
     micDenied: 'Microphone unavailable: ', sessionWarn: 'The session will expire soon.', shutdown: 'The server ended the session: ',
-    period: 'Period', material: 'Material', gallery: 'Gallery', directions: 'Go to', unknownExhibit: 'This kiosk’s catalogue has no details for this exhibit.',
-    close: 'Close', exhibits: 'Exhibits', error: 'Something went wrong', errorRetry: ' (you can try again)', noSpeech: 'Sorry, I did not catch that. Please say it again.',
+    maker: 'Maker', date: 'Date', material: 'Material', gallery: 'Gallery', directions: 'Go to', galleryHere: 'On show here:',
+    unknownExhibit: 'The collection has no record of this exhibit.', cardUnavailable: 'The exhibit’s details cannot be loaded right now.',
+    close: 'Close', exhibits: 'Exhibits', error: 'Something went wrong', errorRetry: 'Please try again in a moment.', noSpeech: 'Sorry, I did not catch that. Please say it again.',
+    welcome: 'Welcome! I am the museum’s guide.', suggest: 'You could ask:', newVisitor: 'New visitor',
+    askAbout: (title) => `Tell me about “${title}”`,
+    err: {
+      AUTH_FAILED: 'This kiosk’s access key is not valid; please tell a member of staff.', SESSION_INVALID: 'The session expired; reconnecting.',
+      STREAM_SEQ_ERROR: 'The recording was cut off; please say it again.', PAYLOAD_TOO_LARGE: 'That was too long; please ask more briefly.',
+      SERVER_BUSY: 'The server is busy; please try again in a moment.', MALFORMED_PAYLOAD: 'That request could not be handled.',
+      INTERNAL_ERROR: 'The server ran into a problem.', REQUEST_TIMEOUT: 'The answer took too long.',
+      noSpeechInput: 'Spoken questions are not available here; please type your question below.',
+    },
+    reason: {
+      timeout: 'The session timed out.', shutdown: 'The server is being serviced.', revoked: 'This kiosk’s access key was withdrawn.',
+      heartbeat: 'The connection was lost.', other: 'The connection ended.',
+    },
   },
 };
 
 const $ = (id) => document.getElementById(id);
 const ui = {
-  log: $('log'), empty: $('empty'), cards: $('cards'), status: $('status'), statusText: $('status-text'),
+  log: $('log'), welcome: $('welcome'), suggestions: $('suggestions'), suggestLabel: $('suggest-label'),
+  cards: $('cards'), status: $('status'), statusText: $('status-text'),
   banner: $('banner'), form: $('ask'), input: $('question'), send: $('send'), ptt: $('ptt'),
   handsfree: $('handsfree'), speak: $('speak'), stop: $('stop'), lang: $('lang'), level: $('level'),
+  voiceRow: $('voice-row'), newVisitor: $('new-visitor'), hint: $('hint'),
+  conversation: document.querySelector('.conversation'),
 };
 
 let lang = 'zh';
@@ -55,11 +90,15 @@ const t = (k) => I18N[lang][k] ?? k;
 
 async function loadConfig() {
   let file = {};
-  try {
-    const r = await fetch('kiosk-config.json', { cache: 'no-store' });
-    if (r.ok) file = await r.json();
-  } catch { /* no config file */ }
   const q = new URLSearchParams(location.search);
+  const name = q.get('config');
+  // Only a plain file name next to the page (no other origin, no path).
+  if (name && /^[\w.-]+\.json$/.test(name)) {
+    try {
+      const r = await fetch(name, { cache: 'no-store' });
+      if (r.ok) file = await r.json();
+    } catch { /* unreadable config file: URL parameters only */ }
+  }
   let key = q.get('key') ?? file.apiKey ?? sessionStorage.getItem('museum-agent-key') ?? '';
   if (q.has('key')) {
     // Keep the key out of the address bar, history and screenshots of the page.
@@ -75,6 +114,7 @@ async function loadConfig() {
     tts: (q.get('tts') ?? String(file.tts ?? '1')) !== '0',
     handsfree: (q.get('handsfree') ?? String(file.handsfree ?? '0')) === '1',
     ws: q.get('ws') ?? file.ws ?? wsDefault,
+    idleSeconds: Math.max(0, Number(q.get('idle') ?? file.idleSeconds ?? 90) || 0),
   };
 }
 
@@ -91,6 +131,7 @@ function applyLang(l) {
   if (listening) ui.ptt.querySelector('[data-i18n]').textContent = t('pttListening');
   showState(client?.state ?? 'closed');
   for (const card of ui.cards.children) card.render?.();
+  if (!ui.welcome.hidden) showSuggestions();
 }
 
 function showState(state) {
@@ -111,7 +152,7 @@ function banner(text, kind = 'error') {
 const spokenQuestions = new Map();
 
 function addMessage(role, text) {
-  ui.empty.hidden = true;
+  ui.welcome.hidden = true;
   const li = document.createElement('li');
   li.className = `msg ${role}`;
   const body = document.createElement('span');
@@ -133,10 +174,27 @@ function note(li, text) {
   meta.textContent = text;
 }
 
-// ---- exhibit cards (the demo function set) -------------------------------------------------
+// ---- exhibit cards, from the server's collection -----------------------------------------
 
-let catalogue = { exhibits: {}, galleries: {} };
-const pick = (o) => (o ? o[lang] ?? o.zh ?? o.en ?? '' : '');
+let apiKey = '';
+const records = new Map(); // exhibit id -> Promise<record | null> (null: not in the collection)
+
+/** GET a collection endpoint with the session's key; resolves with the JSON body or null on 404. */
+async function api(path) {
+  const r = await fetch(path, { headers: { Authorization: `Bearer ${apiKey}` } });
+  if (r.status === 404) return null;
+  if (!r.ok) throw new Error(`HTTP ${r.status}`);
+  return r.json();
+}
+
+function exhibitRecord(id) {
+  if (!records.has(id)) {
+    const p = api(`/api/exhibits/${encodeURIComponent(id)}`);
+    records.set(id, p);
+    p.catch(() => records.delete(id)); // a failure is retried next time
+  }
+  return records.get(id);
+}
 
 function openCard(id, className, render) {
   let card = ui.cards.querySelector(`[data-card="${CSS.escape(id)}"]`);
@@ -155,51 +213,192 @@ function openCard(id, className, render) {
   };
   card.render();
   ui.cards.prepend(card);
+  ui.cards.scrollTop = 0;
+  // A card above the conversation (portrait) takes height from it: keep the latest answer in view.
+  requestAnimationFrame(() => { ui.conversation.scrollTop = ui.conversation.scrollHeight; });
   return card;
 }
 
-function showExhibit({ exhibit_id: id }) {
-  if (typeof id !== 'string' && typeof id !== 'number') throw new Error('exhibit_id missing');
-  const ex = catalogue.exhibits[String(id)];
-  openCard(`exhibit-${id}`, 'exhibit-card', (card) => {
-    const g = ex && catalogue.galleries[ex.gallery];
-    card.querySelector('.card-title').textContent = ex ? pick(ex.title) : `#${id}`;
-    card.querySelector('.l-period').textContent = t('period');
-    card.querySelector('.period').textContent = ex ? pick(ex.period) : '—';
-    card.querySelector('.l-material').textContent = t('material');
-    card.querySelector('.material').textContent = ex ? pick(ex.material) : '—';
-    card.querySelector('.l-gallery').textContent = t('gallery');
-    card.querySelector('.gallery').textContent = g ? `${pick(g.name)} · ${pick(g.directions)}` : '—';
-    card.querySelector('.description').textContent = ex ? pick(ex.description) : t('unknownExhibit');
-  });
-  return { shown: String(id), known: !!ex };
+/** Fills one `dt`/`dd` pair, hiding both when the record has no value. */
+function field(card, name, value) {
+  card.querySelector(`.l-${name}`).textContent = t(name);
+  card.querySelector(`.l-${name}`).hidden = !value;
+  const dd = card.querySelector(`.${name}`);
+  dd.textContent = value ?? '';
+  dd.hidden = !value;
 }
 
-function navigateToGallery({ gallery_id: id }) {
-  if (typeof id !== 'string') throw new Error('gallery_id missing');
-  const g = catalogue.galleries[id];
-  openCard(`gallery-${id}`, 'gallery-card', (card) => {
-    card.querySelector('.card-title').textContent = `${t('directions')}: ${g ? pick(g.name) : id}`;
-    card.querySelector('dl').hidden = true;
-    card.querySelector('.description').textContent = g ? pick(g.directions) : '—';
+function showExhibit({ exhibit_id: raw }) {
+  if (typeof raw !== 'string' && typeof raw !== 'number') throw new Error('exhibit_id missing');
+  const id = String(raw);
+  let state = { loading: true };
+  const card = openCard(`exhibit-${id}`, 'exhibit-card', (c) => {
+    const ex = state.record;
+    c.querySelector('.card-title').textContent = ex?.title ?? (state.loading ? '…' : id);
+    field(c, 'maker', ex?.maker);
+    field(c, 'date', [ex?.date, ex?.period].filter(Boolean).join(' · '));
+    field(c, 'material', ex?.medium);
+    field(c, 'gallery', ex?.gallery);
+    c.querySelector('.description').textContent = ex
+      ? ex.display_description
+      : state.loading ? '' : state.failed ? t('cardUnavailable') : t('unknownExhibit');
+    c.dataset.state = ex ? 'ready' : state.loading ? 'loading' : 'missing';
+    if (!state.loading) requestAnimationFrame(() => { ui.conversation.scrollTop = ui.conversation.scrollHeight; });
   });
-  return { shown: id, known: !!g };
+  const done = exhibitRecord(id).then(
+    (record) => { state = { record }; },
+    () => { state = { failed: true }; },
+  ).then(() => card.render());
+  return done.then(() => ({ shown: id, known: !!state.record }));
+}
+
+function navigateToGallery({ gallery_id: raw, gallery }) {
+  const id = String(raw ?? gallery ?? '');
+  if (!id) throw new Error('gallery_id missing');
+  let hits = null;
+  const card = openCard(`gallery-${id}`, 'gallery-card', (c) => {
+    c.querySelector('.card-title').textContent = `${t('directions')}: ${id}`;
+    c.querySelector('dl').hidden = true;
+    const names = (hits ?? []).map((h) => h.exhibit.title);
+    c.querySelector('.description').textContent = names.length ? `${t('galleryHere')} ${names.join(' · ')}` : '';
+  });
+  return api(`/api/exhibits?q=${encodeURIComponent(id)}&k=3`).then((r) => {
+    hits = r?.hits ?? [];
+    card.render();
+    return { shown: id, exhibits: hits.map((h) => h.exhibit.id) };
+  });
 }
 
 const FUNCTIONS = [
   {
     name: 'show_exhibit',
-    description: 'Show an exhibit card (title, period, material, gallery, description) on the kiosk screen. 在屏幕上展示展品卡片。',
-    parameters: [{ name: 'exhibit_id', type: 'string', description: 'The exhibit id in the collection, e.g. "1001"', required: true }],
+    description: 'Show an exhibit card (title, maker, date, material, gallery, description) on the kiosk screen. 在屏幕上展示展品卡片。',
+    parameters: [{ name: 'exhibit_id', type: 'string', description: 'The exhibit id in the collection, as given with the exhibit (e.g. "walters-33094")', required: true }],
     handler: showExhibit,
   },
   {
     name: 'navigate_to_gallery',
-    description: 'Show directions to a gallery on the kiosk screen. 显示前往某展厅的路线。',
-    parameters: [{ name: 'gallery_id', type: 'string', description: 'bronze | lacquer | ceramics | painting', required: true }],
+    description: 'Show the way to a gallery or department of the museum on the kiosk screen. 显示前往某展区的路线。',
+    parameters: [{ name: 'gallery_id', type: 'string', description: 'The gallery or department, as named in the exhibit record', required: true }],
     handler: navigateToGallery,
   },
 ];
+
+// ---- welcome screen and the reset between visitors ---------------------------------------
+
+/** Topics searched to draw suggested questions from the collection, per language. */
+const TOPICS = { zh: ['书法', '瓷器', '文献', '绘画'], en: ['lacquer box', 'vase', 'armor', 'painting'] };
+const suggestionCache = {};
+
+async function suggestionsFor(l) {
+  if (!suggestionCache[l]) {
+    suggestionCache[l] = (async () => {
+      const out = [];
+      for (const topic of TOPICS[l] ?? []) {
+        const r = await api(`/api/exhibits?q=${encodeURIComponent(topic)}&k=5`).catch(() => null);
+        const hit = (r?.hits ?? []).find((h) => h.exhibit.language?.startsWith(l) && h.exhibit.title.length <= 60
+          && !out.some((o) => o.id === h.exhibit.id));
+        if (hit) out.push({ id: hit.exhibit.id, title: hit.exhibit.title });
+        if (out.length >= 3) break;
+      }
+      return out;
+    })();
+    suggestionCache[l].then((v) => { if (!v.length) delete suggestionCache[l]; });
+  }
+  return suggestionCache[l];
+}
+
+async function showSuggestions() {
+  if (!apiKey) return;
+  const l = lang;
+  const list = await suggestionsFor(l).catch(() => []);
+  if (l !== lang) return;
+  ui.suggestions.replaceChildren(...list.map(({ title }) => {
+    const li = document.createElement('li');
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.textContent = t('askAbout')(title);
+    b.addEventListener('click', () => ask(b.textContent));
+    li.append(b);
+    return li;
+  }));
+  ui.suggestLabel.hidden = list.length === 0;
+}
+
+/** The next visitor starts afresh: nothing of the last conversation on screen or on the server. */
+function resetForNextVisitor() {
+  if (client) {
+    bargeIn('USER_STOP');
+    if (listening) {
+      listening.abort('USER_STOP');
+      listening = null;
+    }
+    if (client.state === 'ready') client.updateSession({ clearHistory: true });
+  }
+  if (handsFree) setHandsFree(false);
+  player?.stop();
+  bubbles.clear();
+  spokenQuestions.clear();
+  ui.log.replaceChildren();
+  ui.cards.replaceChildren();
+  ui.input.value = '';
+  banner('');
+  ui.welcome.hidden = false;
+  showSuggestions();
+  ui.conversation?.scrollTo?.(0, 0);
+  lastInput = performance.now();
+}
+
+let lastInput = performance.now();
+let idleSeconds = 90;
+const touched = () => { lastInput = performance.now(); };
+
+function idleTick() {
+  if (!idleSeconds || !ui.welcome.hidden) return; // nothing to reset
+  const busy = replies.size > 0 || player?.playing || listening || pttHeld;
+  if (busy) {
+    lastInput = Math.max(lastInput, performance.now() - idleSeconds * 500);
+    return;
+  }
+  if (performance.now() - lastInput >= idleSeconds * 1000) resetForNextVisitor();
+}
+
+/** Shows or hides the voice controls for what this server offers (REGISTER_ACK capabilities). */
+function applyCapabilities(caps) {
+  const input = caps ? !!caps.speech_input : true;
+  const output = caps ? !!caps.speech_output : true;
+  ui.ptt.hidden = !input;
+  ui.handsfree.hidden = !input;
+  ui.level.hidden = !input;
+  ui.speak.hidden = !output;
+  ui.voiceRow.hidden = !input && !output;
+  ui.hint.dataset.i18n = input ? 'hint' : 'hintText';
+  ui.hint.textContent = t(ui.hint.dataset.i18n);
+  if (!input && handsFree) setHandsFree(false);
+  if (!output && speakReplies) {
+    speakReplies = false;
+    ui.speak.setAttribute('aria-pressed', 'false');
+    if (client.state === 'ready') client.updateSession({ requireTts: false });
+  }
+}
+
+/** What to tell the visitor about a server error, in the page's language. */
+function errorText(e) {
+  if (!e) return t('error');
+  if (/^speech input is not available/i.test(e.error_detail ?? '')) return t('err').noSpeechInput;
+  if (e.error_code === 'MALFORMED_PAYLOAD' && /no speech/i.test(e.error_detail ?? '')) return t('noSpeech');
+  const base = t('err')[e.error_code] ?? t('error');
+  return e.retryable ? `${base} ${t('errorRetry')}` : base;
+}
+
+function reasonText(reason = '') {
+  const r = t('reason');
+  if (/超时|timed? ?out/i.test(reason)) return r.timeout;
+  if (/关闭|shutting down/i.test(reason)) return r.shutdown;
+  if (/revoked/i.test(reason)) return r.revoked;
+  if (/heartbeat/i.test(reason)) return r.heartbeat;
+  return r.other;
+}
 
 // ---- conversation ----------------------------------------------------------------------------
 
@@ -380,9 +579,8 @@ function wireClient() {
       note(li, t('interrupted'));
     } else if (d.error) {
       li.classList.add('error');
-      const noSpeech = d.error.error_code === 'MALFORMED_PAYLOAD' && /no speech/i.test(d.error.error_detail ?? '');
-      li.querySelector('.body').textContent ||= noSpeech ? t('noSpeech') : t('error');
-      if (!noSpeech) note(li, `${d.error.error_code}: ${d.error.error_msg ?? ''}${d.error.retryable ? t('errorRetry') : ''}`);
+      li.querySelector('.body').textContent ||= errorText(d.error);
+      note(li, d.error.error_code); // for staff; the sentence above is the visitor's
     } else if (!d.text && d.functionCalls.length === 0) {
       li.remove();
     }
@@ -391,10 +589,11 @@ function wireClient() {
     const p = e.detail;
     if (p.request_id && bubbles.has(p.request_id)) return; // shown in its bubble
     if (p.error_code === 'AUTH_FAILED') return;
-    banner(`${p.error_code}: ${p.error_msg ?? ''} ${p.error_detail ?? ''}`.trim());
+    banner(errorText(p));
   });
+  client.addEventListener('registered', () => applyCapabilities(client.capabilities));
   client.addEventListener('session_warn', () => banner(t('sessionWarn'), 'info'));
-  client.addEventListener('shutdown', (e) => banner(t('shutdown') + (e.detail.reason ?? ''), 'info'));
+  client.addEventListener('shutdown', (e) => banner(t('shutdown') + reasonText(e.detail.reason), 'info'));
 }
 
 function wireUi() {
@@ -444,6 +643,11 @@ function wireUi() {
     }
   });
   ui.lang.addEventListener('click', () => applyLang(lang === 'zh' ? 'en' : 'zh'));
+  ui.newVisitor.addEventListener('click', () => resetForNextVisitor());
+  for (const ev of ['pointerdown', 'keydown', 'input', 'wheel', 'touchstart']) {
+    document.addEventListener(ev, touched, { capture: true, passive: true });
+  }
+  setInterval(idleTick, 1000);
   document.addEventListener('keydown', (e) => {
     if (e.key === 'Escape') ui.stop.click();
   });
@@ -456,11 +660,10 @@ function wireUi() {
 async function main() {
   const cfg = await loadConfig();
   speakReplies = cfg.tts;
+  idleSeconds = cfg.idleSeconds;
+  apiKey = cfg.key;
   ui.speak.setAttribute('aria-pressed', String(speakReplies));
   applyLang(cfg.lang);
-  try {
-    catalogue = await (await fetch('data/exhibits.json')).json();
-  } catch { /* cards then show ids only */ }
   audioCtx = new AudioContext({ latencyHint: 'interactive' });
   player = new PcmPlayer(audioCtx);
   vad = new Vad();
@@ -481,11 +684,14 @@ async function main() {
   });
   wireClient();
   // Diagnostics for the e2e test and for support staff.
-  window.kiosk = { client, player, get mic() { return mic; }, vad, get listening() { return listening; }, replies };
+  window.kiosk = { client, player, get mic() { return mic; }, vad, get listening() { return listening; }, replies, reset: resetForNextVisitor, get idleSeconds() { return idleSeconds; } };
   // Lets an embedding page (analytics, the e2e test) attach listeners before the first frame.
   window.dispatchEvent(new CustomEvent('kiosk:created', { detail: window.kiosk }));
   client.connect();
-  if (cfg.handsfree) setHandsFree(true);
+  if (cfg.handsfree) {
+    await client.ready().catch(() => {});
+    if (client.capabilities?.speech_input !== false) setHandsFree(true);
+  }
 }
 
 main();

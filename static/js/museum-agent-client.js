@@ -328,6 +328,8 @@ export class MuseumAgentClient extends EventTarget {
       this.requireTts = !!opts.requireTts;
     }
     if (opts.enableSrs !== undefined) payload.enable_srs = !!opts.enableSrs;
+    // Extension (README "Kiosk capabilities / visitor reset"): a new conversation history.
+    if (opts.clearHistory) payload.clear_history = true;
     if (opts.functionsOp) {
       payload.function_calling_op = opts.functionsOp;
       payload.function_calling = wireFunctions(opts.functions ?? []);
@@ -501,6 +503,8 @@ export class MuseumAgentClient extends EventTarget {
       case 'REGISTER_ACK':
         this.sessionId = p.session_id || msg.session_id;
         this.sessionTimeoutSeconds = p.session_timeout_seconds;
+        // Extension: {speech_input, speech_output}; null from a server that does not send it.
+        this.capabilities = p.capabilities ?? null;
         this.attempt = 0;
         this.stats.registrations++;
         this.#setState('ready');

@@ -70,6 +70,7 @@ mod support;
 mod architecture;
 mod bad_frames;
 mod cli;
+mod exhibits;
 mod grounding;
 mod hardening;
 mod http;

@@ -720,7 +720,9 @@ async fn without_stt_voice_gets_a_clear_error_and_without_tts_a_notice() {
     let (pcm, _) = fixture("zh-ding");
     let mut c = app.client().await;
     c.send("REQUEST", voice_whole("v1", &pcm, true)).await;
-    let e = expect_error(&mut c, "v1", "INTERNAL_ERROR").await;
+    // Not retryable: asking again cannot help (issue 15; README "Kiosk capabilities").
+    let e = expect_error(&mut c, "v1", "MALFORMED_PAYLOAD").await;
+    assert_eq!(e["retryable"], false, "{e}");
     assert!(e["error_detail"].as_str().unwrap().contains("STT"), "{e}");
     app.llm.push(text_reply(&["好。"]));
     c.text_request("t1", "你好").await;

@@ -106,12 +106,14 @@ export function matchScore(received, fixture) {
 }
 
 // ---- the scripted LLM ---------------------------------------------------------------------
+// Its show_exhibit calls name real records of the demo collection (the page reads the card
+// from the server's /api/exhibits); util.mjs writeSampleCollection puts them in the test's one.
 
 const EXHIBITS = [
-  { re: /鼎|青铜|bronze|ding/i, id: '1001', zh: '这件兽面纹青铜鼎属于商代晚期，距今三千多年，是祭祀用的礼器。', en: 'This bronze ding dates from the late Shang dynasty, over three thousand years ago; it was a ritual vessel.' },
-  { re: /漆|lacquer/i, id: '1002', zh: '这件剔红漆盒是明代永乐年间官办果园厂的工匠制作的。', en: 'This carved lacquer box was made by craftsmen of the Ming imperial Orchard Workshop in the Yongle reign.' },
-  { re: /瓶|vase/i, id: '1003', zh: '这件青花梅瓶烧造于元代景德镇，出土于江西的一处窖藏。', en: 'This vase was made at Jingdezhen in the Yuan dynasty and found in a hoard in Jiangxi.' },
-  { re: /画|painting/i, id: '1004', zh: '这幅山水画摹自北宋范宽的《溪山行旅图》。', en: 'This landscape copies Fan Kuan’s Travellers among Mountains and Streams, Northern Song.' },
+  { re: /鼎|青铜|bronze|ding/i, id: 'walters-38605', zh: '这件兽面纹青铜鼎属于商代晚期，距今三千多年，是祭祀用的礼器。', en: 'This bronze ding dates from the late Shang dynasty, over three thousand years ago; it was a ritual vessel.' },
+  { re: /漆|lacquer/i, id: 'walters-33094', zh: '这件剔红漆盒是明代永乐年间官办果园厂的工匠制作的。', en: 'This carved lacquer box was made by craftsmen of the Ming imperial Orchard Workshop in the Yongle reign.' },
+  { re: /瓶|vase/i, id: 'walters-13582', zh: '这件青花梅瓶烧造于元代景德镇，出土于江西的一处窖藏。', en: 'This vase was made at Jingdezhen in the Yuan dynasty and found in a hoard in Jiangxi.' },
+  { re: /画|painting/i, id: 'walters-13693', zh: '这幅山水画摹自北宋范宽的《溪山行旅图》。', en: 'This landscape copies Fan Kuan’s Travellers among Mountains and Streams, Northern Song.' },
 ];
 
 const LONG_EN = 'Let me tell you the long story of our museum. ';

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import { startFakes, writePaddedWav } from './fakes.mjs';
-import { freePort, waitFor, stopProcess } from './util.mjs';
+import { freePort, waitFor, stopProcess, writeSampleCollection } from './util.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 const BIN = process.env.MUSEUM_AGENT_BIN ?? path.join(ROOT, 'target/debug/museum-agent');
@@ -103,6 +103,7 @@ before(async () => {
   Object.assign(env, {
     MUSEUM_AGENT__SERVER__BIND: `127.0.0.1:${port}`,
     MUSEUM_AGENT__SERVER__STATIC_DIR: path.join(ROOT, 'static'),
+    MUSEUM_AGENT__SRS__DEMO_PATH: writeSampleCollection(ROOT, tmp),
     MUSEUM_AGENT__SESSION__HEARTBEAT_INTERVAL_SECONDS: '1',
     MUSEUM_AGENT__LLM__PROVIDER: 'openai',
     MUSEUM_AGENT__LLM__BASE_URL: fakes.baseUrl,
@@ -177,6 +178,10 @@ test('kiosk connects, registers its functions and keeps the key out of the addre
   const reg = await page.evaluate(() => window.__e2e.frames.find((f) => f.type === 'REGISTER')?.payload);
   assert.equal(reg.platform, 'WEB');
   assert.deepEqual(reg.function_calling.map((f) => f.name).sort(), ['navigate_to_gallery', 'show_exhibit']);
+  // This server has STT and TTS (the fakes): the voice controls are offered.
+  const ack = await page.evaluate(() => window.__e2e.frames.find((f) => f.type === 'REGISTER_ACK')?.payload);
+  assert.deepEqual(ack.capabilities, { speech_input: true, speech_output: true });
+  for (const id of ['ptt', 'handsfree', 'speak']) assert.ok(await page.isVisible(`#${id}`), `#${id} hidden with STT and TTS`);
   // Heartbeats are answered (the server sends one a second here).
   await pageWait('a HEARTBEAT_REPLY', () => window.kiosk.client.stats.heartbeatReplies >= 1, undefined, 5000);
   // Kiosk basics: large text, readable contrast.
@@ -227,10 +232,11 @@ test('typed question: streamed answer, spoken reply and an exhibit card', { time
   // On screen: the visitor's question, the answer, the card with the catalogue's details.
   await page.locator('.msg.visitor', { hasText: question }).waitFor({ timeout: 5000 });
   await page.locator('.msg.agent', { hasText: 'late Shang dynasty' }).waitFor({ timeout: 5000 });
-  const card = page.locator('[data-card="exhibit-1001"]');
+  // The card is the collection's record, read from /api/exhibits by the page.
+  const card = page.locator('[data-card="exhibit-walters-38605"][data-state="ready"]');
   await card.waitFor({ state: 'visible', timeout: 5000 });
-  assert.match(await card.innerText(), /Bronze ding with taotie mask/);
-  assert.match(await card.innerText(), /Bronze Gallery/);
+  assert.match(await card.innerText(), /Vase in the Form of an Ancient Bronze "Gu"/);
+  assert.match(await card.innerText(), /Ceramics/);
   // The LLM saw the question and the page's functions.
   const llm = fakes.state.llm.at(-1);
   assert.equal(llm.lastUser, question);
@@ -269,7 +275,7 @@ test('push-to-talk: the fake microphone question travels through the AudioWorkle
   assert.deepEqual(end.functionCalls, ['show_exhibit']);
   const frames = await page.evaluate(() => window.__e2e.frames.filter((f) => f.type === 'REQUEST' && f.payload?.data_type === 'VOICE').map((f) => f.payload));
   assert.deepEqual(frames.map((p) => [p.stream_flag, p.stream_seq, p.content.voice_mode]), [[true, 0, 'BINARY'], [true, -1, 'BINARY']]);
-  await page.locator('[data-card="exhibit-1002"]').waitFor({ state: 'visible', timeout: 5000 });
+  await page.locator('[data-card="exhibit-walters-33094"]').waitFor({ state: 'visible', timeout: 5000 });
   await page.locator('.msg.agent', { hasText: 'lacquer box' }).waitFor({ timeout: 5000 });
   // The visitor's bubble shows what the server heard (transcript extension).
   await page.locator('.msg.visitor', { hasText: fx.transcript }).waitFor({ timeout: 5000 });
@@ -325,7 +331,7 @@ test('barge-in: typing while the agent talks stops playback at once and interrup
   // The conversation goes on: finish the new question.
   await page.keyboard.type('hen was this vase made?');
   await page.keyboard.press('Enter');
-  await page.locator('[data-card="exhibit-1003"]').waitFor({ state: 'visible', timeout: 10000 });
+  await page.locator('[data-card="exhibit-walters-13582"]').waitFor({ state: 'visible', timeout: 10000 });
   const next = await pageWait('the next reply to end', () => window.__e2e.ends.find((e) => e.kind === 'text' && /vase/.test(e.text)), undefined, 15000).then((h) => h.jsonValue());
   assert.equal(next.interrupted, false);
   await shot('07-after-interrupt');
@@ -387,7 +393,7 @@ test('server shutdown is shown, and the page reconnects by itself when the serve
   await pageWait('a new session', (n) => window.kiosk.client.stats.registrations > n && window.kiosk.client.state === 'ready', regs, 20000);
   await page.fill('#question', 'What is in the painting gallery?');
   await page.press('#question', 'Enter');
-  await page.locator('[data-card="exhibit-1004"]').waitFor({ state: 'visible', timeout: 10000 });
+  await page.locator('[data-card="exhibit-walters-13693"]').waitFor({ state: 'visible', timeout: 10000 });
   await shot('11-reconnected');
   assert.deepEqual(pageErrors, [], 'errors in the page');
 });

@@ -2,12 +2,62 @@
 //! the best-matching exhibit's title, maker and date and its most relevant passage, in the
 //! visitor's language — or says honestly that it does not know. It never states anything that
 //! is not in the records it quotes.
+//!
+//! When the session registered the client function that shows an exhibit (by name,
+//! `[llm] show_exhibit_function`, default `show_exhibit`, with one parameter), the answer starts
+//! with a call to it for the exhibit it answers from, so a kiosk shows the card beside the text.
 
-use super::{ChatRequest, LlmProvider, Metadata, Role, Segment, SegmentStream};
+use serde_json::{Value, json};
+
+use super::{ChatRequest, LlmProvider, Metadata, Role, Segment, SegmentStream, ToolCall, ToolSpec};
 use crate::retrieval::Hit;
 
-#[derive(Debug, Default, Clone)]
-pub struct OfflineProvider;
+#[derive(Debug, Clone)]
+pub struct OfflineProvider {
+    /// The client function that shows an exhibit ("" = never call one).
+    pub show_function: String,
+}
+
+impl Default for OfflineProvider {
+    fn default() -> Self {
+        OfflineProvider::new("show_exhibit")
+    }
+}
+
+impl OfflineProvider {
+    pub fn new(show_function: &str) -> Self {
+        OfflineProvider {
+            show_function: show_function.to_string(),
+        }
+    }
+
+    /// The call showing `hit`'s exhibit, when `tools` offers the show function with exactly
+    /// one parameter (its id).
+    pub fn show_call(&self, tools: &[ToolSpec], hit: &Hit) -> Option<ToolCall> {
+        if self.show_function.is_empty() {
+            return None;
+        }
+        let tool = tools.iter().find(|t| t.name == self.show_function)?;
+        let param = single_parameter(&tool.parameters)?;
+        Some(ToolCall {
+            id: crate::util::random_id("call_offline_"),
+            name: tool.name.clone(),
+            arguments: Ok(json!({ param: hit.exhibit.id })),
+        })
+    }
+}
+
+/// The name of a JSON Schema object's only property (or its only required one).
+fn single_parameter(schema: &Value) -> Option<String> {
+    let props = schema.get("properties")?.as_object()?;
+    if props.len() == 1 {
+        return props.keys().next().cloned();
+    }
+    match schema.get("required")?.as_array()?.as_slice() {
+        [Value::String(one)] if props.contains_key(one) => Some(one.clone()),
+        _ => None,
+    }
+}
 
 /// Whether the text is mostly Chinese (decides the answer's language).
 pub fn is_chinese(text: &str) -> bool {
@@ -144,9 +194,15 @@ impl LlmProvider for OfflineProvider {
             .map(|m| m.content.clone())
             .unwrap_or_default();
         let answer = compose(&question, request.retrieved.as_deref());
-        let mut segs: Vec<Result<Segment, super::LlmError>> = sentences(&answer)
+        let show = request
+            .retrieved
+            .as_deref()
+            .and_then(|hits| hits.first())
+            .and_then(|top| self.show_call(&request.tools, top));
+        let mut segs: Vec<Result<Segment, super::LlmError>> = show
+            .map(|c| Ok(Segment::ToolCall(c)))
             .into_iter()
-            .map(|s| Ok(Segment::Text(s)))
+            .chain(sentences(&answer).into_iter().map(|s| Ok(Segment::Text(s))))
             .collect();
         segs.push(Ok(Segment::Done(Metadata {
             finish_reason: Some("stop".into()),
@@ -215,6 +271,64 @@ mod tests {
         assert!(compose("Do you have the Mona Lisa?", Some(&[])).contains("couldn't find"));
         assert!(compose("你们有兵马俑吗？", Some(&[])).contains("没有找到"));
         assert!(compose("hello", None).contains("collection search is off"));
+    }
+
+    #[test]
+    fn shows_the_exhibit_it_answers_from_when_the_client_can() {
+        let tool = |name: &str, params: Value| ToolSpec {
+            name: name.into(),
+            description: String::new(),
+            parameters: params,
+        };
+        let one = json!({"type": "object", "properties": {"exhibit_id": {"type": "string"}},
+                         "required": ["exhibit_id"]});
+        let top = hit("Inro", "", "", "A box.");
+        let p = OfflineProvider::default();
+        let c = p
+            .show_call(
+                &[
+                    tool("other", one.clone()),
+                    tool("show_exhibit", one.clone()),
+                ],
+                &top,
+            )
+            .unwrap();
+        assert_eq!(c.name, "show_exhibit");
+        assert_eq!(c.arguments, Ok(json!({"exhibit_id": "x"})));
+        assert!(p.show_call(&[tool("other", one.clone())], &top).is_none());
+        let two = json!({"type": "object", "properties": {"a": {}, "b": {}}});
+        assert!(p.show_call(&[tool("show_exhibit", two)], &top).is_none());
+        let custom = OfflineProvider::new("zeige");
+        assert!(
+            custom
+                .show_call(&[tool("zeige", one.clone())], &top)
+                .is_some()
+        );
+        assert!(
+            OfflineProvider::new("")
+                .show_call(&[tool("", one)], &top)
+                .is_none()
+        );
+
+        let request = ChatRequest {
+            messages: vec![super::super::ChatMessage::new(Role::User, "inro?")],
+            tools: vec![tool(
+                "show_exhibit",
+                json!({"type": "object", "properties": {"id": {"type": "string"}}}),
+            )],
+            retrieved: Some(vec![top]),
+        };
+        let segs = futures_executor_block(p.stream(request));
+        assert!(matches!(&segs[0], Segment::ToolCall(c) if c.arguments == Ok(json!({"id": "x"}))));
+        assert!(matches!(&segs[1], Segment::Text(_)));
+    }
+
+    fn futures_executor_block(s: SegmentStream) -> Vec<Segment> {
+        use futures_util::StreamExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(s.map(|r| r.unwrap()).collect())
     }
 
     #[test]

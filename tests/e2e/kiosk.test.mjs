@@ -1,0 +1,251 @@
+// The kiosk as a museum runs it by default (issue 15): the real server binary with the offline
+// answerer (no model), no STT and no TTS, a sample of the real demo collection, and Debian's
+// Chromium with real fonts. At 1280×800, 1920×1080, 1080×1920 and 390×844, in Chinese and in
+// English: the welcome screen with questions drawn from the collection, a typed question
+// answered with the matching card from /api/exhibits, the geometry of the first screen, the
+// voice controls hidden; then the idle reset and the "new visitor" button.
+//
+// Screenshots go to a fresh directory under the system temp dir, printed at the start
+// ("# screenshots: ..."); it is kept after the run so a person can look at them.
+
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+import { freePort, waitFor, stopProcess, writeSampleCollection } from './util.mjs';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const BIN = process.env.MUSEUM_AGENT_BIN ?? path.join(ROOT, 'target/debug/museum-agent');
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const SIZES = [[1280, 800], [1920, 1080], [1080, 1920], [390, 844]];
+
+let tmp, shots, server, serverOut = '', baseUrl, apiKey, browser, collection;
+
+function log(line) {
+  process.stdout.write(`# ${line}\n`);
+}
+
+before(async () => {
+  assert.ok(fs.existsSync(BIN), `server binary ${BIN} missing: run \`cargo build\` first`);
+  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} missing: apt-get install -y chromium fonts-noto-cjk fonts-noto-color-emoji`);
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'museum-agent-kiosk-'));
+  shots = fs.mkdtempSync(path.join(os.tmpdir(), 'museum-agent-kiosk-shots-'));
+  log(`screenshots: ${shots}`);
+  const file = writeSampleCollection(ROOT, tmp, ['walters-33094']);
+  collection = fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const env = {
+    ...process.env,
+    RUST_LOG: 'info',
+    MUSEUM_AGENT__DATABASE__PATH: path.join(tmp, 'kiosk.db'),
+  };
+  const k = spawnSync(BIN, ['key', 'create', '--name', 'kiosk'], { env, encoding: 'utf8' });
+  assert.equal(k.status, 0, k.stderr);
+  apiKey = k.stdout.match(/mak_[A-Za-z0-9_-]+/)[0];
+  const port = await freePort();
+  baseUrl = `http://127.0.0.1:${port}`;
+  Object.assign(env, {
+    MUSEUM_AGENT__SERVER__BIND: `127.0.0.1:${port}`,
+    MUSEUM_AGENT__SERVER__STATIC_DIR: path.join(ROOT, 'static'),
+    MUSEUM_AGENT__SRS__DEMO_PATH: file,
+    // The defaults a museum gets: offline answerer, no speech.
+    MUSEUM_AGENT__LLM__PROVIDER: 'offline',
+    MUSEUM_AGENT__STT__PROVIDER: 'none',
+    MUSEUM_AGENT__TTS__PROVIDER: 'none',
+  });
+  server = spawn(BIN, ['serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  server.stdout.on('data', (d) => { serverOut += d; });
+  server.stderr.on('data', (d) => { serverOut += d; });
+  await waitFor('the server to be ready', async () => {
+    if (server.exitCode !== null) throw new Error(`server exited: ${serverOut}`);
+    try { return (await fetch(`${baseUrl}/readyz`)).ok; } catch { return false; }
+  }, 30000);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+});
+
+after(async () => {
+  await browser?.close().catch(() => {});
+  await stopProcess(server);
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  log(`screenshots kept in ${shots}`);
+});
+
+/** A page at `width`×`height` recording the client's frames and request ends. */
+async function openKiosk(width, height, lang, extra = '') {
+  const context = await browser.newContext({ viewport: { width, height } });
+  const page = await context.newPage();
+  const errors = [];
+  const missing = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  page.on('response', (r) => { if (r.status() === 404 && !r.url().includes('/api/')) missing.push(r.url()); });
+  await page.addInitScript(() => {
+    const r = (window.__e2e = { frames: [], ends: [] });
+    window.addEventListener('kiosk:created', (ev) => {
+      const c = ev.detail.client;
+      c.addEventListener('frame', (e) => r.frames.push({ dir: e.detail.direction, type: e.detail.message.msg_type, payload: e.detail.message.payload }));
+      c.addEventListener('request_end', (e) => r.ends.push({ ...e.detail, functionCalls: e.detail.functionCalls.map((f) => f.name) }));
+    });
+  });
+  await page.goto(`${baseUrl}/?key=${encodeURIComponent(apiKey)}&lang=${lang}${extra}`);
+  await page.waitForFunction(() => document.getElementById('status').dataset.state === 'ready', null, { timeout: 15000 });
+  return { context, page, errors, missing };
+}
+
+/** Layout facts of the first screen. */
+function geometry(page) {
+  return page.evaluate(() => {
+    const box = (sel) => {
+      const el = document.querySelector(sel);
+      if (!el || el.hidden || getComputedStyle(el).display === 'none') return null;
+      const r = el.getBoundingClientRect();
+      return { top: r.top, bottom: r.bottom, left: r.left, right: r.right, height: r.height, width: r.width };
+    };
+    const overflowing = [];
+    for (const el of document.querySelectorAll('header, main, footer, .card, button, input, .msg')) {
+      const r = el.getBoundingClientRect();
+      if (r.width === 0 && r.height === 0) continue;
+      // Inside a scrolling area an element may be scrolled out of view: that is not overflow.
+      const scroller = el.closest('.conversation, .cards');
+      const bound = scroller && scroller !== el ? scroller.getBoundingClientRect() : { left: 0, top: 0, right: innerWidth, bottom: innerHeight };
+      const off = scroller && scroller !== el
+        ? r.right > bound.right + 1 || r.left < bound.left - 1
+        : r.right > innerWidth + 1 || r.bottom > innerHeight + 1 || r.left < -1 || r.top < -1;
+      if (off) overflowing.push(`${el.tagName}#${el.id}.${el.className}`);
+    }
+    return {
+      vw: innerWidth, vh: innerHeight,
+      scrollW: document.documentElement.scrollWidth, scrollH: document.documentElement.scrollHeight,
+      input: box('#question'), send: box('#send'), form: box('#ask'), controls: box('.controls'),
+      cards: box('#cards'), conversation: box('.conversation'), overflowing,
+    };
+  });
+}
+
+function checkGeometry(g, label) {
+  assert.ok(g.input.height < 120, `${label}: the question box is ${g.input.height}px high`);
+  assert.ok(g.send.height < 120, `${label}: Send is ${g.send.height}px high`);
+  assert.ok(g.scrollW <= g.vw && g.scrollH <= g.vh, `${label}: the page scrolls (${g.scrollW}×${g.scrollH} in ${g.vw}×${g.vh})`);
+  assert.deepEqual(g.overflowing, [], `${label}: elements outside the viewport`);
+  assert.ok(g.controls.bottom <= g.vh + 1, `${label}: controls below the fold`);
+  if (g.cards) {
+    const overlap = g.cards.bottom > g.form.top && g.cards.top < g.form.bottom && g.cards.right > g.form.left && g.cards.left < g.form.right;
+    assert.ok(!overlap, `${label}: cards cover the input`);
+  }
+  // The conversation takes the free space: at least a third of the height on every size.
+  assert.ok(g.conversation.height >= g.vh / 4, `${label}: conversation only ${g.conversation.height}px high`);
+}
+
+const zhRecord = () => collection.find((r) => r.language === 'zh' && r.title.length <= 30);
+const enRecord = () => collection.find((r) => r.id === 'walters-33094');
+
+for (const [w, h] of SIZES) {
+  for (const lang of ['zh', 'en']) {
+    test(`${w}×${h} ${lang}: welcome, a typed question answered with its card, no voice controls`, { timeout: 60000 }, async () => {
+      const label = `${w}x${h}-${lang}`;
+      const { context, page, errors, missing } = await openKiosk(w, h, lang, '&idle=0');
+      try {
+        // Real fonts: a CJK face and the page's language.
+        assert.equal(await page.evaluate(() => document.documentElement.lang), lang === 'zh' ? 'zh-CN' : 'en');
+        assert.ok(await page.evaluate(() => document.fonts.check('24px "Noto Sans CJK SC"', '博物馆')), 'no CJK font');
+        // The welcome screen with questions drawn from the collection, in the page's language.
+        await page.waitForFunction(() => document.querySelectorAll('#suggestions button').length >= 1, null, { timeout: 10000 });
+        const suggestions = await page.$$eval('#suggestions button', (bs) => bs.map((b) => b.textContent));
+        for (const s of suggestions) {
+          assert.match(s, lang === 'zh' ? /^请介绍一下《.+》$/ : /^Tell me about “.+”$/, s);
+          const title = s.replace(/^请介绍一下《|》$|^Tell me about “|”$/g, '');
+          const rec = collection.find((r) => r.title === title);
+          assert.ok(rec, `suggestion not from the collection: ${s}`);
+          assert.equal(rec.language, lang, `suggestion in another language: ${s}`);
+        }
+        // No speech on this server: the voice controls are not offered.
+        const ack = await page.evaluate(() => window.__e2e.frames.find((f) => f.type === 'REGISTER_ACK').payload);
+        assert.deepEqual(ack.capabilities, { speech_input: false, speech_output: false });
+        for (const id of ['ptt', 'handsfree', 'speak', 'voice-row']) assert.equal(await page.isVisible(`#${id}`), false, `#${id} visible without STT/TTS`);
+        checkGeometry(await geometry(page), `${label} welcome`);
+        await page.screenshot({ path: path.join(shots, `${label}-1-welcome.png`) });
+
+        // A typed question about a record of the collection, answered by the offline answerer
+        // with the record's card beside it.
+        const rec = lang === 'zh' ? zhRecord() : enRecord();
+        const question = lang === 'zh' ? `这件《${rec.title}》是什么？` : `Who made the ${rec.title}?`;
+        await page.fill('#question', question);
+        await page.press('#question', 'Enter');
+        const end = await page.waitForFunction(() => window.__e2e.ends.find((e) => e.kind === 'text'), null, { timeout: 15000 }).then((x) => x.jsonValue());
+        assert.equal(end.error, undefined, JSON.stringify(end.error));
+        assert.deepEqual(end.functionCalls, ['show_exhibit']);
+        assert.ok(end.text.includes(rec.title.trim()), end.text);
+        assert.match(end.text, lang === 'zh' ? /馆藏中最相关的是/ : /closest match in our collection/);
+        const card = page.locator(`[data-card="exhibit-${rec.id}"][data-state="ready"]`);
+        await card.waitFor({ state: 'visible', timeout: 10000 });
+        assert.ok((await card.innerText()).includes(rec.title.trim()));
+        assert.equal(await page.isVisible('#welcome'), false);
+        checkGeometry(await geometry(page), `${label} answer`);
+        await page.screenshot({ path: path.join(shots, `${label}-2-answer.png`) });
+        assert.deepEqual(errors, [], 'errors in the page');
+        assert.deepEqual(missing, [], 'requests for files that do not exist');
+      } finally {
+        await context.close();
+      }
+    });
+  }
+}
+
+test('a voice request sent anyway gets a non-retryable error shown in the page language', { timeout: 30000 }, async () => {
+  const { context, page } = await openKiosk(1280, 800, 'en', '&idle=0');
+  try {
+    const e = await page.evaluate(() => window.kiosk.client.sendVoice(new Int16Array(8000)).done.then((d) => d.error));
+    assert.equal(e.error_code, 'MALFORMED_PAYLOAD');
+    assert.equal(e.retryable, false);
+    assert.match(e.error_detail, /^speech input is not available/);
+    // The page's own words for it.
+    const text = await page.evaluate((err) => {
+      window.kiosk.client.dispatchEvent(new CustomEvent('error', { detail: { ...err, request_id: undefined } }));
+      return document.getElementById('banner').textContent;
+    }, e);
+    assert.equal(text, 'Spoken questions are not available here; please type your question below.');
+  } finally {
+    await context.close();
+  }
+});
+
+test('idle reset and the "new visitor" button: welcome screen, nothing left on screen or in the server history', { timeout: 60000 }, async () => {
+  const { context, page, errors } = await openKiosk(1280, 800, 'zh', '&idle=2');
+  try {
+    assert.equal(await page.evaluate(() => window.kiosk.idleSeconds), 2);
+    const rec = enRecord();
+    await page.fill('#question', `Who made the ${rec.title}?`);
+    await page.press('#question', 'Enter');
+    await page.locator(`[data-card="exhibit-${rec.id}"][data-state="ready"]`).waitFor({ timeout: 10000 });
+    await page.screenshot({ path: path.join(shots, 'idle-1-before.png') });
+    // Nothing is touched: after 2 s the page is back at its welcome screen.
+    await page.waitForFunction(() => !document.getElementById('welcome').hidden, null, { timeout: 10000 });
+    assert.equal(await page.$$eval('#log > *', (x) => x.length), 0, 'the conversation is still on screen');
+    assert.equal(await page.$$eval('#cards > *', (x) => x.length), 0, 'cards are still on screen');
+    await page.waitForFunction(() => document.querySelectorAll('#suggestions button').length >= 1, null, { timeout: 10000 });
+    // The server was asked to forget the conversation, and confirmed.
+    const clear = await page.waitForFunction(() => window.__e2e.frames.find((f) => f.dir === 'out' && f.type === 'REQUEST' && f.payload.clear_history === true), null, { timeout: 5000 }).then((x) => x.jsonValue());
+    await page.waitForFunction((id) => window.__e2e.frames.some((f) => f.dir === 'in' && f.type === 'RESPONSE' && f.payload.request_id === id && f.payload.text_stream_seq === -1), clear.payload.request_id, { timeout: 5000 });
+    await page.screenshot({ path: path.join(shots, 'idle-2-after-reset.png') });
+
+    // A suggested question works, and "new visitor" resets at once.
+    await page.click('#suggestions button');
+    await page.waitForFunction(() => window.__e2e.ends.filter((e) => e.kind === 'text').length >= 2, null, { timeout: 10000 });
+    await page.waitForFunction(() => document.querySelector('#cards .card[data-state="ready"]'), null, { timeout: 10000 });
+    const clears = () => page.evaluate(() => window.__e2e.frames.filter((f) => f.dir === 'out' && f.payload?.clear_history).length);
+    const before = await clears();
+    await page.click('#new-visitor');
+    assert.equal(await page.isVisible('#welcome'), true);
+    assert.equal(await page.$$eval('#log > *', (x) => x.length), 0);
+    assert.equal(await clears(), before + 1);
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
