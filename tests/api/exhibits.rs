@@ -54,9 +54,7 @@ async fn get(
     key: Option<&str>,
     etag: Option<&str>,
 ) -> reqwest::Response {
-    let client = museum_agent::util::http_client_builder()
-        .build()
-        .unwrap();
+    let client = museum_agent::util::http_client_builder().build().unwrap();
     let mut req = client.get(format!("http://{}{path}", app.addr));
     if let Some(k) = key {
         req = req.bearer_auth(k);
