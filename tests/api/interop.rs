@@ -443,7 +443,7 @@ fn use_gemini(c: &mut Config, gemini: &RealServer) {
     c.llm.model = "gemini-2.0-flash".into();
     c.llm.api_key_env = String::new();
     c.llm.system_prompt = SYSTEM.into();
-    c.llm.max_tokens = Some(24);
+    c.llm.max_tokens = Some(64);
     c.llm.temperature = Some(0.0);
     c.llm.first_token_timeout_seconds = 60.0;
     c.llm.idle_timeout_seconds = 30.0;
@@ -456,7 +456,7 @@ async fn gemini_translator_text_and_function_call_become_response_frames() {
     let Some(install) = require() else { return };
     let mut llm = RealServer::start(&install, Kind::Llm, &[]).await;
     let llm_v1 = format!("{}/v1", llm.url());
-    let gemini = RealServer::start(&install, Kind::Gemini, &["--llm-url", &llm_v1]).await;
+    let mut gemini = RealServer::start(&install, Kind::Gemini, &["--llm-url", &llm_v1]).await;
     let app = spawn_app_with(|c| use_gemini(c, &gemini)).await;
     let mut c = client(&app, false, true).await;
 
@@ -472,6 +472,20 @@ async fn gemini_translator_text_and_function_call_become_response_frames() {
     );
     assert!(r.text_seqs.len() >= 2, "{:?}", r.frames);
     assert!(!r.text.trim().is_empty());
+
+    // The translator killed while it streams (64 tokens: the first frame comes a second or
+    // more before the last).
+    c.send("REQUEST", text_req("g1b", "Tell me a long story.", false))
+        .await;
+    let got = collect_until(&mut c, "g1b", |g| !g.text_seqs.is_empty()).await;
+    assert!(got.error.is_none(), "{:?}", got.error);
+    gemini.kill().await;
+    expect_error(
+        &collect(&mut c, "g1b").await,
+        "g1b",
+        "api-for-gemini killed mid-stream",
+    );
+    gemini.restart().await;
 
     // llama.cpp gone behind the translator: its error reaches the client as an ERROR.
     llm.kill().await;
