@@ -5,8 +5,8 @@
 //! loopback ports through `scripts/interop/serve.py`, one CPU thread each, killed when the test
 //! ends. One interop test runs at a time (`support::real_servers::ONE_AT_A_TIME`).
 //!
-//! Not installed: every test fails with the setup hint, unless `MUSEUM_AGENT_SKIP_INTEROP=1`
-//! (then each prints "skipped" and passes). Run them alone with
+//! `MUSEUM_AGENT_SKIP_INTEROP=1`: each test prints "skipped" and passes. Otherwise, with the
+//! servers not installed, every test fails with the setup hint. Run them alone with
 //! `cargo test --test api -- interop:: --nocapture` to see the word error rates and timings.
 
 use std::path::PathBuf;
