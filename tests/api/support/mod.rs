@@ -5,6 +5,7 @@ pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_speech;
 pub mod nats_server;
+pub mod real_servers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
