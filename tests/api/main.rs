@@ -52,6 +52,17 @@
 //!   unless run with `MUSEUM_AGENT_SKIP_NATS=1`, which makes them print "skipped" and pass.
 //! - `hardening::`, `http::` — TLS, the Origin allow-list, header deadlines, per-address caps;
 //!   health, readiness, metrics. `cli::` — the admin commands of the real binary.
+//! - `exhibits::` — `/api/exhibits` (auth, ETag, bounds, hostile ids), REGISTER_ACK
+//!   capabilities, voice refused without STT, `clear_history`, the offline answerer's
+//!   `show_exhibit`, config paths, admin CLI polish.
+//! - `local_models::`, `tts_command::` — keep-alives of local LLM servers, the STT `model_name`
+//!   field, blank pieces, the `command` TTS provider with flite and espeak-ng (killed on
+//!   INTERRUPT, failing programs).
+//! - `interop::` — the providers against the real servers: llama.cpp, api-for-gemini,
+//!   faster-whisper-server, local-tts-studio + piper, installed by `scripts/interop/setup.sh`
+//!   (cached outside the tree); word error rate on real recordings, the whole voice path with its
+//!   hop timings, servers killed or answering 4xx/5xx. Without the install they fail with the
+//!   setup hint, unless run with `MUSEUM_AGENT_SKIP_INTEROP=1`. One runs at a time.
 //! - `load::` — every load-tool scenario with tiny numbers, and the tool driving the real binary.
 //! - `architecture::` — the invariants of `src/lib.rs` read from the sources (pipeline never
 //!   names session, hub never imports axum/transport/app, only store imports rusqlite, …);
@@ -61,7 +72,9 @@
 //! `cargo build`): the kiosk page in Debian's headless Chromium against the built server and
 //! Node fakes of the LLM, STT and TTS wire formats — registration, a streamed spoken answer,
 //! push-to-talk from a fixture WAV, barge-in by typing and by voice, reconnection after
-//! shutdown; `client.test.mjs` (the client module against a scripted socket) and
+//! shutdown; `kiosk.test.mjs` (the first screen at kiosk and phone sizes in both languages with
+//! geometry checks, cards from the real collection, voice controls by capability, the idle
+//! reset; screenshots in a temporary directory it prints); `client.test.mjs` (the client module against a scripted socket) and
 //! `hub.test.mjs` (the hub's JS client against the real server). Screenshots, logs and what the
 //! fakes saw go to `artifacts/e2e/`.
 
