@@ -238,14 +238,16 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_complete_upload_reaches_the_pipeline() {
-        // No STT configured: the pipeline ends the request with that ERROR, tied to it.
+        // No STT configured: the pipeline ends the request with that ERROR (not retryable: asking
+        // again cannot help), tied to it.
         let mut h = registered().await;
         h.send("REQUEST", binary("v1", 0)).await;
         h.send_inbound(Inbound::Binary(vec![0u8; 3200].into()))
             .await;
         h.send("REQUEST", binary("v1", -1)).await;
-        let e = h.expect_error("INTERNAL_ERROR").await;
+        let e = h.expect_error("MALFORMED_PAYLOAD").await;
         assert_eq!(e["payload"]["request_id"], "v1");
+        assert_eq!(e["payload"]["retryable"], false);
         assert_eq!(
             e["payload"]["error_detail"],
             crate::pipeline::speech::NO_STT
