@@ -14,6 +14,20 @@ pub fn now_ms() -> i64 {
 /// A reqwest client builder for upstream calls (providers, retrieval, the load tool). TLS is
 /// rustls with the `ring` provider (installed here once, process-wide; reqwest is built without
 /// a default provider).
+/// Days since 1970-01-01 → (year, month, day) of the proleptic Gregorian calendar (Howard
+/// Hinnant's `civil_from_days`).
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
 pub fn http_client_builder() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().user_agent(concat!("museum-agent/", env!("CARGO_PKG_VERSION")))

@@ -242,32 +242,23 @@ fn expect_error(g: &Got, id: &str, what: &str) -> Value {
     e
 }
 
-async fn get_json(url: &str) -> Value {
-    museum_agent::providers::http_client_builder()
+async fn get(url: &str) -> reqwest::Response {
+    museum_agent::util::http_client_builder()
         .timeout(Duration::from_secs(10))
         .build()
         .unwrap()
         .get(url)
         .send()
-        .await
-        .unwrap()
-        .json()
         .await
         .unwrap()
 }
 
+async fn get_json(url: &str) -> Value {
+    get(url).await.json().await.unwrap()
+}
+
 async fn get_text(url: &str) -> String {
-    museum_agent::providers::http_client_builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .unwrap()
-        .get(url)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
+    get(url).await.text().await.unwrap()
 }
 
 /// llama.cpp's `/slots`: whether its one slot is generating, and tokens decoded so far.

@@ -159,7 +159,7 @@ impl RealServer {
             .process_group(0)
             .kill_on_drop(true);
         self.child = Some(cmd.spawn().expect("spawning scripts/interop/serve.py"));
-        let client = museum_agent::providers::http_client_builder()
+        let client = museum_agent::util::http_client_builder()
             .timeout(Duration::from_secs(2))
             .build()
             .unwrap();
