@@ -7,6 +7,7 @@
 //! and `hub` (routed messages through the agent hub).
 
 pub mod client;
+pub mod compare;
 pub mod hub;
 pub mod scenarios;
 pub mod stats;
