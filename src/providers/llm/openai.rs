@@ -330,8 +330,10 @@ impl super::sse::SseParser for ChunkParser {
 
     fn push_into(&mut self, data: &str, out: &mut VecDeque<Segment>) -> Result<(), LlmError> {
         let t = data.trim();
-        if t.is_empty() || t == "[DONE]" || !self.push_common_into(t, out) {
+        if t.is_empty() || t == "[DONE]" {
             out.extend(ChunkParser::push(self, data)?);
+        } else if !self.push_common_into(t, out) {
+            out.extend(self.push_value(t)?);
         }
         Ok(())
     }
