@@ -153,10 +153,9 @@ impl ReplyStream {
             }
             return;
         }
-        let frame =
-            ServerMessage::Response(Response::text(&self.ctx.request_id, self.text_seq, delta));
+        let seq = self.text_seq;
         self.text_seq += 1;
-        self.outbox.send_for(&self.ctx, &frame, delta.len()).await;
+        self.outbox.send_text_for(&self.ctx, seq, delta).await;
     }
 
     /// Sends a function call for the client to execute.

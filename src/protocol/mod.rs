@@ -315,17 +315,80 @@ struct WireOut<'a, P: Serialize> {
     timestamp: &'a Number,
 }
 
-/// Encodes a server frame with all five envelope fields.
+/// Encodes a server frame with all five envelope fields, into a buffer sized for the payload
+/// (a voice chunk's base64 is written without the buffer doubling its way up).
 pub fn encode_server(session_id: &str, msg: &ServerMessage, timestamp_ms: i64) -> String {
+    let hint = match msg {
+        ServerMessage::Response(r) => {
+            let c = r.content.as_ref();
+            r.request_id.len()
+                + c.and_then(|c| c.text.as_ref())
+                    .map_or(0, |t| t.len() + t.len() / 8)
+                + c.and_then(|c| c.voice.as_ref()).map_or(0, String::len)
+        }
+        _ => 0,
+    };
+    encode_sized(session_id, msg.msg_type(), msg, timestamp_ms, hint)
+}
+
+/// Room for a frame's envelope and a small payload, so most frames are encoded without
+/// growing the buffer (serde_json's own `to_string` starts at 128 bytes and doubles).
+const ENVELOPE_BYTES: usize = 192;
+
+fn encode_sized<P: Serialize>(
+    session_id: &str,
+    msg_type: &str,
+    payload: &P,
+    timestamp_ms: i64,
+    payload_hint: usize,
+) -> String {
     let ts = Number::from(timestamp_ms);
-    serde_json::to_string(&WireOut {
-        version: PROTOCOL_VERSION,
-        msg_type: msg.msg_type(),
+    let mut buf = Vec::with_capacity(ENVELOPE_BYTES + session_id.len() + payload_hint);
+    serde_json::to_writer(
+        &mut buf,
+        &WireOut {
+            version: PROTOCOL_VERSION,
+            msg_type,
+            session_id,
+            payload,
+            timestamp: &ts,
+        },
+    )
+    .expect("server messages always serialize");
+    String::from_utf8(buf).expect("serde_json writes UTF-8")
+}
+
+/// The RESPONSE frame of one streamed text chunk, encoded from borrowed parts: the same bytes
+/// as [`encode_server`] of [`Response::text`] (a test holds them equal), without building the
+/// owned payload first. This is the frame sent once per streamed token.
+pub fn encode_text_chunk(
+    session_id: &str,
+    request_id: &str,
+    seq: i64,
+    text: &str,
+    timestamp_ms: i64,
+) -> String {
+    #[derive(Serialize)]
+    struct Content<'a> {
+        text: &'a str,
+    }
+    #[derive(Serialize)]
+    struct Chunk<'a> {
+        request_id: &'a str,
+        text_stream_seq: i64,
+        content: Content<'a>,
+    }
+    encode_sized(
         session_id,
-        payload: msg,
-        timestamp: &ts,
-    })
-    .expect("server messages always serialize")
+        "RESPONSE",
+        &Chunk {
+            request_id,
+            text_stream_seq: seq,
+            content: Content { text },
+        },
+        timestamp_ms,
+        request_id.len() + text.len() + text.len() / 8,
+    )
 }
 
 impl ClientFrame {

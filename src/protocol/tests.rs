@@ -1362,3 +1362,26 @@ mod near_valid {
         }
     }
 }
+
+/// The per-token encoder writes the same bytes as the general one.
+#[test]
+fn text_chunks_encode_as_the_general_encoder_does() {
+    for text in [
+        "",
+        "plain",
+        "quote \" backslash \\ newline \n tab \t",
+        "你好 🎨 \u{1}",
+    ] {
+        for (sid, rid, seq) in [("", "r", 0), ("sess-1", "req \"x\"", 41)] {
+            let general = encode_server(
+                sid,
+                &ServerMessage::Response(Response::text(rid, seq, text)),
+                1740000000000,
+            );
+            assert_eq!(
+                encode_text_chunk(sid, rid, seq, text, 1740000000000),
+                general
+            );
+        }
+    }
+}

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::inflight::RequestCtx;
 use crate::metrics::Metrics;
-use crate::protocol::{ServerMessage, encode_server};
+use crate::protocol::{ServerMessage, encode_server, encode_text_chunk};
 use crate::util::now_ms;
 
 /// What the writer sends.
@@ -132,6 +132,23 @@ impl Outbox {
         self.push(OutFrame {
             kind: OutKind::Text(self.encode(msg)),
             guard: Some((ctx.clone(), text_bytes)),
+        })
+        .await
+    }
+
+    /// Queues one streamed text chunk of a request (RESPONSE with `text_stream_seq` `seq`),
+    /// encoded straight from the borrowed text: the per-token path.
+    pub async fn send_text_for(&self, ctx: &Arc<RequestCtx>, seq: i64, text: &str) -> bool {
+        if ctx.token.is_cancelled() {
+            return false;
+        }
+        let encoded = {
+            let sid = self.session_id.read().unwrap_or_else(|p| p.into_inner());
+            encode_text_chunk(&sid, &ctx.request_id, seq, text, now_ms())
+        };
+        self.push(OutFrame {
+            kind: OutKind::Text(encoded),
+            guard: Some((ctx.clone(), text.len())),
         })
         .await
     }

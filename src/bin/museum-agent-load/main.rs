@@ -36,6 +36,24 @@ struct Cli {
     /// Write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also run every scenario against a second server started from this shell command line
+    /// (`{port}`, `{upstream}`, `{upstream_root}` filled in), and print first ÷ second, e.g.
+    /// 'python3 ../shared/peer/py_server.py --port {port} --upstream {upstream_root} --api-key peer-key'
+    #[arg(long, conflicts_with = "compare_url")]
+    compare_spawn: Option<String>,
+    /// Also run every scenario against this already running second server (point its LLM
+    /// base URL at the fake upstream the tool prints).
+    #[arg(long)]
+    compare_url: Option<String>,
+    /// API key for REGISTER on the second server.
+    #[arg(long)]
+    compare_api_key: Option<String>,
+    /// With --compare-url: the second server's pid, to read its RSS and CPU.
+    #[arg(long)]
+    compare_pid: Option<u32>,
+    /// With --compare-spawn: the WebSocket path of the second server.
+    #[arg(long, default_value = "/ws/agent/stream")]
+    compare_path: String,
     #[command(subcommand)]
     scenario: Scenario,
 }
@@ -157,7 +175,37 @@ fn main() -> anyhow::Result<()> {
                 || target.url.contains("://[::1]"),
             "loopback targets only"
         );
-        if spawned.is_none() {
+        let mut compare_server = None;
+        let compare = match (&cli.compare_spawn, &cli.compare_url) {
+            (Some(cmd), _) => {
+                let key = cli.compare_api_key.clone().unwrap_or_default();
+                let s = load::compare::CommandServer::start(
+                    cmd,
+                    &up.base_url(),
+                    &key,
+                    &cli.compare_path,
+                )
+                .await?;
+                let t = s.target.clone();
+                compare_server = Some(s);
+                Some(t)
+            }
+            (None, Some(url)) => Some(Target {
+                url: url.clone(),
+                api_key: cli.compare_api_key.clone().ok_or_else(|| {
+                    anyhow::anyhow!("--compare-api-key is required with --compare-url")
+                })?,
+                pid: cli.compare_pid,
+            }),
+            (None, None) => None,
+        };
+        if let Some(c) = &compare {
+            anyhow::ensure!(
+                c.url.contains("://127.") || c.url.contains("://localhost"),
+                "loopback targets only"
+            );
+        }
+        if spawned.is_none() || cli.compare_url.is_some() {
             eprintln!(
                 "fake upstream for the server under test: {} (point its [llm] base_url here)",
                 up.base_url()
@@ -198,7 +246,15 @@ fn main() -> anyhow::Result<()> {
             ],
             s => vec![s],
         };
-        for s in scenarios {
+        let mut ratios = Vec::new();
+        let runs: Vec<(&str, Target)> = std::iter::once(("first", target.clone()))
+            .chain(compare.clone().map(|c| ("second", c)))
+            .collect();
+        let pairs = scenarios
+            .into_iter()
+            .flat_map(|s| runs.iter().map(move |(w, t)| (s.clone(), *w, t.clone())));
+        let mut pair: Vec<Report> = Vec::new();
+        for (s, which, target) in pairs {
             let r = match s {
                 Scenario::Echo { conns, messages } => scenarios::echo(conns, messages).await?,
                 Scenario::Idle {
@@ -242,7 +298,7 @@ fn main() -> anyhow::Result<()> {
                     processes,
                 } => {
                     let mut targets = vec![target.clone()];
-                    if processes > 1 {
+                    if processes > 1 && which == "first" {
                         let (Some(bin), Some(_)) = (&cli.spawn, &cli.hub_nats) else {
                             anyhow::bail!("--processes needs --spawn and --hub-nats");
                         };
@@ -269,18 +325,34 @@ fn main() -> anyhow::Result<()> {
                 }
                 Scenario::All => unreachable!(),
             };
+            if compare.is_some() {
+                println!("-- {which} server: {}", target.url);
+            }
             print!("{}", r.table());
-            reports.push(r);
+            pair.push(r);
+            if pair.len() == runs.len() {
+                if let [a, b] = &pair[..] {
+                    let (text, v) = load::compare::ratio_table(a, b, ("first", "second"));
+                    print!("{text}");
+                    ratios.push(v);
+                }
+                reports.append(&mut pair);
+            }
         }
         if let Some(path) = &cli.json {
             let v = serde_json::json!({
                 "date": museum_agent::util::now_ms(),
                 "target": target.url,
+                "compare_target": compare.as_ref().map(|c| c.url.clone()),
                 "reports": reports.iter().map(Report::json).collect::<Vec<_>>(),
+                "ratios": ratios,
             });
             std::fs::write(path, serde_json::to_string_pretty(&v)?)?;
         }
         if let Some(mut s) = spawned {
+            let _ = s.child.kill().await;
+        }
+        if let Some(mut s) = compare_server {
             let _ = s.child.kill().await;
         }
         for mut s in extra_servers {

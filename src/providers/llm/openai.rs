@@ -6,7 +6,7 @@
 //! call carries `id` and `function.name`, later ones append to `function.arguments`. They are
 //! accumulated and emitted as complete [`Segment::ToolCall`]s when the choice finishes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use serde_json::{Value, json};
 
@@ -129,6 +129,14 @@ impl ChunkParser {
         if data.is_empty() {
             return Ok(Vec::new());
         }
+        if let Some(out) = self.push_common(data) {
+            return Ok(out);
+        }
+        self.push_value(data)
+    }
+
+    /// Any chunk, read as a `Value` tree: the general path.
+    fn push_value(&mut self, data: &str) -> Result<Vec<Segment>, LlmError> {
         let v: Value = serde_json::from_str(data).map_err(|e| {
             LlmError::Malformed(format!("chunk is not JSON ({e}): {}", snippet(data)))
         })?;
@@ -238,9 +246,96 @@ impl ChunkParser {
     }
 }
 
+/// The common chunk (text delta, role, finish reason) read without building a `Value` tree:
+/// borrowed strings, unknown fields skipped. Anything else (an `error`, `usage`, `tool_calls`,
+/// or a field of an unexpected type) makes [`ChunkParser::push`] read the chunk the general
+/// way, so the fast path changes no outcome, only the allocations per streamed token.
+#[derive(serde::Deserialize)]
+struct FastChunk<'a> {
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+    #[serde(default, deserialize_with = "present")]
+    usage: bool,
+    #[serde(borrow, default)]
+    choices: Option<Vec<FastChoice<'a>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastChoice<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(borrow, default)]
+    delta: Option<FastDelta<'a>>,
+    #[serde(borrow, default)]
+    finish_reason: Option<std::borrow::Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct FastDelta<'a> {
+    #[serde(borrow, default)]
+    content: Option<std::borrow::Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    tool_calls: bool,
+}
+
+/// True when the field is there, whatever its value (`null` included).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    <serde::de::IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| true)
+}
+
+impl ChunkParser {
+    /// The fast path of [`ChunkParser::push`]; None when the chunk needs the general one.
+    fn push_common(&mut self, data: &str) -> Option<Vec<Segment>> {
+        let mut out = VecDeque::new();
+        self.push_common_into(data, &mut out).then(|| out.into())
+    }
+
+    /// The fast path, appending to `out`; false (and nothing changed) when the chunk needs the
+    /// general path.
+    fn push_common_into(&mut self, data: &str, out: &mut VecDeque<Segment>) -> bool {
+        let Ok(chunk) = serde_json::from_str::<FastChunk>(data) else {
+            return false;
+        };
+        if chunk.error || chunk.usage {
+            return false;
+        }
+        let Some(choices) = chunk.choices else {
+            return true;
+        };
+        if choices
+            .iter()
+            .any(|c| c.delta.as_ref().is_some_and(|d| d.tool_calls))
+        {
+            return false;
+        }
+        if let Some(choice) = choices.into_iter().find(|c| c.index.unwrap_or(0) == 0) {
+            if let Some(text) = choice.delta.and_then(|d| d.content)
+                && !text.is_empty()
+            {
+                out.push_back(Segment::Text(text.into_owned()));
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.meta.finish_reason = Some(reason.into_owned());
+                out.extend(self.flush_calls());
+            }
+        }
+        true
+    }
+}
+
 impl super::sse::SseParser for ChunkParser {
     fn push(&mut self, data: &str) -> Result<Vec<Segment>, LlmError> {
         ChunkParser::push(self, data)
+    }
+
+    fn push_into(&mut self, data: &str, out: &mut VecDeque<Segment>) -> Result<(), LlmError> {
+        let t = data.trim();
+        if t.is_empty() || t == "[DONE]" {
+            out.extend(ChunkParser::push(self, data)?);
+        } else if !self.push_common_into(t, out) {
+            out.extend(self.push_value(t)?);
+        }
+        Ok(())
     }
 
     fn finished(&self) -> bool {
@@ -270,6 +365,53 @@ impl LlmProvider for OpenAiProvider {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// The fast path agrees with the general one on every chunk, ordinary or odd: where it
+    /// cannot, it must hand the chunk over (same segments, same error, same metadata).
+    #[test]
+    fn the_fast_path_reads_chunks_exactly_as_the_general_path() {
+        let chunks = [
+            r#"{"object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a \"quoted\" \u4f60 line\n"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":null},"finish_reason":"stop"}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"second"}},{"delta":{"content":"first"}}]}"#,
+            r#"{"choices":[{"index":1,"delta":{"content":"only other"}}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":null}"#,
+            r#"{"id":"x"}"#,
+            r#"{"choices":{"index":0}}"#,
+            r#"{"choices":["text"]}"#,
+            r#"{"choices":[{"index":"0","delta":{"content":"str index"}}]}"#,
+            r#"{"choices":[{"index":0.0,"delta":{"content":"float index"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":5}}]}"#,
+            r#"{"choices":[{"index":0,"delta":"text"}]}"#,
+            r#"{"choices":[{"index":0,"delta":null,"finish_reason":7}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4}}"#,
+            r#"{"choices":[],"usage":null}"#,
+            r#"{"error":{"message":"overloaded"}}"#,
+            r#"{"error":null,"choices":[]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":"no"}}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}]}"#,
+            r#"not json"#,
+            r#"[1,2]"#,
+        ];
+        for c in chunks {
+            let (mut fast, mut general) = (ChunkParser::default(), ChunkParser::default());
+            let a = fast.push(c);
+            let b = general.push_value(c);
+            assert_eq!(a, b, "{c}");
+            assert_eq!(fast.meta, general.meta, "{c}");
+        }
+        // The ordinary chunk does take the fast path.
+        assert!(
+            ChunkParser::default()
+                .push_common(chunks[0])
+                .is_some_and(|s| s == vec![Segment::Text("Hi".into())])
+        );
+    }
 
     fn feed(parser: &mut ChunkParser, lines: &[&str]) -> Vec<Segment> {
         let mut out = Vec::new();

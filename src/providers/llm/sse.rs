@@ -40,6 +40,12 @@ pub fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, LlmErro
 pub trait SseParser: Send + 'static {
     /// One event's data; the segments it completes.
     fn push(&mut self, data: &str) -> Result<Vec<Segment>, LlmError>;
+    /// [`SseParser::push`] appending to `out` (a parser can skip the `Vec` per event); on an
+    /// error nothing of this event is appended.
+    fn push_into(&mut self, data: &str, out: &mut VecDeque<Segment>) -> Result<(), LlmError> {
+        out.extend(self.push(data)?);
+        Ok(())
+    }
     /// True once the vendor signalled the end in-band (e.g. OpenAI's `[DONE]`).
     fn finished(&self) -> bool;
     /// The body ended (or `finished`): the remaining segments, the last being `Done`.
@@ -87,8 +93,14 @@ pub struct SseLines {
 impl SseLines {
     /// Feeds bytes as they arrive; returns the items they complete.
     pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseItem>, LlmError> {
-        self.buf.extend_from_slice(bytes);
         let mut out = Vec::new();
+        self.push_into(bytes, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`SseLines::push`] appending to `out`, so a caller can reuse one `Vec` for a stream.
+    pub fn push_into(&mut self, bytes: &[u8], out: &mut Vec<SseItem>) -> Result<(), LlmError> {
+        self.buf.extend_from_slice(bytes);
         let mut start = 0;
         while let Some(nl) = self.buf[start..].iter().position(|&b| b == b'\n') {
             let mut line = &self.buf[start..start + nl];
@@ -126,7 +138,7 @@ impl SseLines {
                 "an event-stream line is longer than {MAX_LINE_BYTES} bytes"
             )));
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -135,7 +147,8 @@ const MAX_LINE_BYTES: usize = 4 << 20;
 
 enum State<P> {
     Start(Box<reqwest::RequestBuilder>, P),
-    Streaming(Body, SseLines, P, VecDeque<Segment>),
+    /// The body, its lines, the parser, segments ready, and the items buffer reused per read.
+    Streaming(Body, SseLines, P, VecDeque<Segment>, Vec<SseItem>),
     Draining(VecDeque<Segment>),
     Finished,
 }
@@ -173,11 +186,18 @@ pub fn segments<P: SseParser>(builder: reqwest::RequestBuilder, parser: P) -> Se
                             return Some((Err(e), State::Finished));
                         }
                         let body: Body = Box::pin(resp.bytes_stream());
-                        State::Streaming(body, SseLines::default(), parser, VecDeque::new())
+                        State::Streaming(
+                            body,
+                            SseLines::default(),
+                            parser,
+                            VecDeque::new(),
+                            Vec::new(),
+                        )
                     }
-                    State::Streaming(mut body, mut lines, mut parser, mut pending) => {
+                    State::Streaming(mut body, mut lines, mut parser, mut pending, mut items) => {
                         if let Some(seg) = pending.pop_front() {
-                            return Some((Ok(seg), State::Streaming(body, lines, parser, pending)));
+                            let state = State::Streaming(body, lines, parser, pending, items);
+                            return Some((Ok(seg), state));
                         }
                         let next = if parser.finished() {
                             None
@@ -186,15 +206,14 @@ pub fn segments<P: SseParser>(builder: reqwest::RequestBuilder, parser: P) -> Se
                         };
                         match next {
                             Some(Ok(bytes)) => {
-                                let items = match lines.push(&bytes) {
-                                    Ok(items) => items,
-                                    Err(e) => return Some((Err(e), State::Finished)),
-                                };
-                                for item in items {
+                                items.clear();
+                                if let Err(e) = lines.push_into(&bytes, &mut items) {
+                                    return Some((Err(e), State::Finished));
+                                }
+                                for item in items.drain(..) {
                                     let SseItem::Data(data) = item else { continue };
-                                    match parser.push(&data) {
-                                        Ok(segs) => pending.extend(segs),
-                                        Err(e) => return Some((Err(e), State::Finished)),
+                                    if let Err(e) = parser.push_into(&data, &mut pending) {
+                                        return Some((Err(e), State::Finished));
                                     }
                                     if parser.finished() {
                                         break;
@@ -203,7 +222,7 @@ pub fn segments<P: SseParser>(builder: reqwest::RequestBuilder, parser: P) -> Se
                                 if pending.is_empty() {
                                     pending.push_back(Segment::KeepAlive);
                                 }
-                                State::Streaming(body, lines, parser, pending)
+                                State::Streaming(body, lines, parser, pending, items)
                             }
                             Some(Err(e)) => {
                                 return Some((Err(map_reqwest(e)), State::Finished));

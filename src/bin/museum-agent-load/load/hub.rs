@@ -347,6 +347,14 @@ pub async fn hub(targets: &[Target], p: HubParams) -> anyhow::Result<Report> {
         pct(cpu_start, cpu_end),
         "% of one core",
     );
+    r.add(
+        "server CPU per hub message",
+        match (cpu_start, cpu_end) {
+            (Some(a), Some(b)) if n > 0.0 => (b - a) * 1e6 / n,
+            _ => f64::NAN,
+        },
+        "us",
+    );
     r.add("load tool CPU", pct(own_start, own_end), "% of one core");
     r.add("server RSS, agents connected", rss_connected, "KiB");
     r.add("server RSS, under load", rss_loaded, "KiB");

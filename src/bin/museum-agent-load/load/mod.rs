@@ -10,6 +10,7 @@
 //! so it reaches the server only as `museum_agent::…`, never `crate::…`.
 
 pub mod client;
+pub mod compare;
 pub mod hub;
 pub mod scenarios;
 pub mod stats;
