@@ -24,6 +24,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::abstain::{AbstentionModel, Features};
 use super::embeddings::{Embedder, nearest, rrf};
 use super::ingest::{Rejected, content_hash, file_sha256, parse_file};
 use super::text::{self, QueryTerm};
@@ -49,6 +50,8 @@ pub struct EmbeddedOptions {
     pub max_query_chars: usize,
     pub embedding_min_similarity: f64,
     pub rrf_k: f64,
+    /// The no-answer decision of lexical search (None: drop hits under `no_answer_threshold`).
+    pub abstention: Option<Arc<AbstentionModel>>,
 }
 
 impl Default for EmbeddedOptions {
@@ -66,6 +69,9 @@ impl From<&crate::config::SrsConfig> for EmbeddedOptions {
             max_query_chars: c.max_query_chars.max(1),
             embedding_min_similarity: c.embeddings_min_similarity,
             rrf_k: c.rrf_k,
+            abstention: c
+                .abstention_model
+                .then(|| Arc::new(AbstentionModel::shipped())),
         }
     }
 }
@@ -80,6 +86,8 @@ pub struct EmbeddedRetriever {
     embedder: Option<Embedder>,
     /// Vectors of the configured model, with the collection generation they were read at.
     vectors: VectorCache,
+    /// The museum's own abstention fit stored with the index (replaces the shipped one).
+    fitted: Arc<Mutex<Option<Arc<AbstentionModel>>>>,
 }
 
 /// What one ingest did.
@@ -217,6 +225,16 @@ pub fn ingest_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCou
 /// Re-analyses every stored exhibit when the analyzer changed since the index was built.
 /// Returns how many rows were re-indexed.
 pub fn ensure_index_current(store: &CollectionStore) -> Result<usize, StoreError> {
+    let problem = store
+        .fts_problem()
+        .unwrap_or_else(|e| Some(format!("index check failed: {e}")));
+    if let Some(reason) = problem {
+        tracing::warn!(%reason, "the collection's search index is corrupt or incomplete; rebuilding it from the stored records");
+        let n = rebuild_index(store)?;
+        store.set_collection_meta("analyzer_version", text::ANALYZER_VERSION)?;
+        tracing::info!(rows = n, "search index rebuilt from the stored records");
+        return Ok(n);
+    }
     let stored = store.collection_meta("analyzer_version")?;
     if stored.as_deref() == Some(text::ANALYZER_VERSION) {
         return Ok(0);
@@ -234,6 +252,21 @@ pub fn ensure_index_current(store: &CollectionStore) -> Result<usize, StoreError
     store.set_collection_meta("analyzer_version", text::ANALYZER_VERSION)?;
     Ok(n)
 }
+
+/// Recreates the full-text index from the stored records (after corruption). Returns the
+/// number of rows indexed.
+pub fn rebuild_index(store: &CollectionStore) -> Result<usize, StoreError> {
+    let docs: Vec<(i64, [String; 7])> = store
+        .all_exhibits_with_pk()?
+        .into_iter()
+        .map(|(pk, r)| (pk, analyze(&Exhibit::from(r))))
+        .collect();
+    store.recreate_fts(&docs)?;
+    Ok(docs.len())
+}
+
+/// `collection_meta` key of a museum's own abstention fit (`museum-agent eval --fit`).
+pub const ABSTENTION_META_KEY: &str = "abstention_model";
 
 fn idf(n: f64, df: f64) -> f64 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
@@ -310,6 +343,72 @@ pub fn coverage(w: &WeightedTerms, indexed: &str) -> f64 {
 struct Lexical {
     pk: i64,
     score: f64,
+    coverage: f64,
+    /// Coverage of the rarest question terms (names, titles).
+    entity: f64,
+}
+
+/// The `n` terms of highest IDF (found in the collection or not).
+fn rarest(w: &WeightedTerms, n: usize) -> WeightedTerms {
+    let mut idx: Vec<usize> = (0..w.terms.len()).collect();
+    idx.sort_by(|a, b| w.terms[*b].1.total_cmp(&w.terms[*a].1).then(a.cmp(b)));
+    idx.truncate(n);
+    idx.sort_unstable();
+    let terms: Vec<(QueryTerm, f64)> = idx.iter().map(|&i| w.terms[i].clone()).collect();
+    WeightedTerms {
+        total: terms.iter().map(|t| t.1).sum(),
+        dfs: idx.iter().map(|&i| w.dfs[i]).collect(),
+        terms,
+        docs: w.docs,
+    }
+}
+
+/// The abstention signals of a lexical ranking (see [`super::abstain::FEATURES`]).
+fn features(query: &str, w: &WeightedTerms, lex: &[Lexical]) -> Features {
+    let top = lex.first();
+    let s1 = top.map_or(0.0, |l| l.score);
+    let s2 = lex.get(1).map_or(0.0, |l| l.score);
+    let unknown: f64 = w
+        .terms
+        .iter()
+        .zip(&w.dfs)
+        .filter(|(_, df)| **df <= 0.0)
+        .map(|((_, idf), _)| idf)
+        .sum();
+    [
+        s1,
+        top.map_or(0.0, |l| l.coverage),
+        s1 - s2,
+        if w.total > 0.0 { unknown / w.total } else { 1.0 },
+        top.map_or(0.0, |l| l.entity),
+        f64::from(u8::from(query.chars().any(text::is_cjk))),
+        (1.0 + w.terms.len() as f64).ln(),
+    ]
+}
+
+/// The lexical ranking of a question without any no-answer decision, with the abstention
+/// signals: what `eval` fits and cross-validates the abstention model on. Blocking.
+pub fn rank_with_features(
+    store: &CollectionStore,
+    query: &str,
+    k: usize,
+    opts: &EmbeddedOptions,
+) -> Result<(Vec<String>, Option<Features>), StoreError> {
+    let query = text::clip(query, opts.max_query_chars);
+    let terms = text::query_terms(&query);
+    if terms.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let w = weigh(store, terms)?;
+    let lex = lexical(store, &w, opts, &[])?;
+    let f = features(&query, &w, &lex);
+    let pks: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).take(k).map(|l| l.pk).collect();
+    let rows = store.exhibits_by_pk(&pks)?;
+    let ids = pks
+        .iter()
+        .filter_map(|pk| rows.iter().find(|(p, _)| p == pk).map(|(_, r)| r.id.clone()))
+        .collect();
+    Ok((ids, Some(f)))
 }
 
 fn lexical(
@@ -343,6 +442,7 @@ fn lexical(
     }
     let texts = store.indexed_text(&pks)?;
     let mut out = Vec::with_capacity(texts.len());
+    let rare = rarest(w, 3);
     for (pk, t) in texts {
         let cov = coverage(w, &t);
         let bm25 = cands
@@ -352,6 +452,8 @@ fn lexical(
         out.push(Lexical {
             pk,
             score: cov * (0.5 + 0.5 * bm25 / best),
+            coverage: cov,
+            entity: coverage(&rare, &t),
         });
     }
     out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.pk.cmp(&b.pk)));
@@ -449,6 +551,16 @@ pub fn search_blocking(
             .map(|(pk, s)| (pk, (s / best).min(1.0)))
             .take(k)
             .collect()
+    } else if let Some(model) = &opts.abstention {
+        if lex.is_empty() || !model.answers(&features(&query, &w, &lex)) {
+            Vec::new()
+        } else {
+            lex.iter()
+                .filter(|l| l.score > 0.0)
+                .take(k)
+                .map(|l| (l.pk, l.score))
+                .collect()
+        }
     } else {
         lex.iter()
             .filter(|l| l.score >= opts.no_answer_threshold)
@@ -482,6 +594,7 @@ impl EmbeddedRetriever {
             opts,
             embedder,
             vectors: Arc::new(Mutex::new(None)),
+            fitted: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -495,13 +608,46 @@ impl EmbeddedRetriever {
     }
 
     /// Loads the dictionaries and brings the index up to the current analyzer.
+    /// Also checks the full-text index (a corrupt or truncated one is rebuilt from the stored
+    /// records) and loads the museum's own abstention fit when one is stored.
     pub async fn prepare(&self) -> Result<usize, StoreError> {
-        self.store
+        let (n, fitted) = self
+            .store
             .call(|s| {
                 text::warm_up();
-                ensure_index_current(s)
+                let n = ensure_index_current(s)?;
+                Ok((n, s.collection_meta(ABSTENTION_META_KEY)?))
             })
-            .await
+            .await?;
+        if let Some(json) = fitted {
+            match AbstentionModel::from_json(&json) {
+                Some(m) => {
+                    tracing::info!(fitted_on = %m.fitted_on, "using the museum's own abstention fit");
+                    *self.fitted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(m));
+                }
+                None => tracing::warn!(
+                    "the stored abstention fit is unreadable or for another version; using the shipped fit"
+                ),
+            }
+        }
+        Ok(n)
+    }
+
+    /// Stores a fitted abstention model with the index and uses it from now on.
+    pub async fn store_abstention(&self, model: AbstentionModel) -> Result<(), StoreError> {
+        let json = model.to_json();
+        self.store
+            .call(move |s| s.set_collection_meta(ABSTENTION_META_KEY, &json))
+            .await?;
+        *self.fitted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(model));
+        Ok(())
+    }
+
+    /// The abstention model searches use now (None: threshold only).
+    pub fn abstention(&self) -> Option<Arc<AbstentionModel>> {
+        self.opts.abstention.as_ref()?;
+        let fitted = self.fitted.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        fitted.or_else(|| self.opts.abstention.clone())
     }
 
     /// Stores rows (idempotent), then embeds what lacks a vector when embeddings are on.
@@ -675,7 +821,8 @@ impl Retriever for EmbeddedRetriever {
             let qvec = self.query_vector(query).await;
             let model = self.embedder.as_ref().map(|e| e.model().to_string());
             let cache = self.vectors.clone();
-            let opts = self.opts.clone();
+            let mut opts = self.opts.clone();
+            opts.abstention = self.abstention();
             let query = query.to_string();
             self.store
                 .call(move |s| {

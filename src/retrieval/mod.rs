@@ -23,6 +23,7 @@
 //! eval.rs        recall@1, recall@5, MRR over a query file
 //! ```
 
+pub mod abstain;
 pub mod embedded;
 pub mod embeddings;
 pub mod eval;
