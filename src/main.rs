@@ -511,7 +511,7 @@ async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
             serde_json::json!({
                 "queries": files, "collection": path, "folds": folds,
                 "current_model": k_current, "in_sample": k_in, "cross_validated": k_cv,
-                "fitted": fitted, "outcomes_cross_validated": cv,
+                "fitted": fitted, "outcomes_cross_validated": cv, "ranked": ranked,
             })
         );
         return Ok(());

@@ -363,8 +363,38 @@ fn rarest(w: &WeightedTerms, n: usize) -> WeightedTerms {
     }
 }
 
+/// Share of the question's named things ([`text::named_phrases`]) missing from the exhibit.
+fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
+    let names = text::named_phrases(query);
+    if names.is_empty() {
+        return 0.0;
+    }
+    let Some(e) = top else { return 1.0 };
+    let mut doc = String::new();
+    for f in [&e.title, &e.maker, &e.period, &e.date, &e.medium, &e.description] {
+        doc.push_str(f);
+        doc.push(' ');
+    }
+    e.extra.values().for_each(|v| extra_text(v, &mut doc));
+    let doc = text::normalize(&doc);
+    let missing = names.iter().filter(|n| !doc.contains(n.as_str())).count();
+    missing as f64 / names.len() as f64
+}
+
 /// The abstention signals of a lexical ranking (see [`super::abstain::FEATURES`]).
-fn features(query: &str, w: &WeightedTerms, lex: &[Lexical]) -> Features {
+fn features(
+    store: &CollectionStore,
+    query: &str,
+    w: &WeightedTerms,
+    lex: &[Lexical],
+) -> Result<Features, StoreError> {
+    let top_exhibit = match lex.first() {
+        Some(l) => store
+            .exhibits_by_pk(&[l.pk])?
+            .pop()
+            .map(|(_, r)| Exhibit::from(r)),
+        None => None,
+    };
     let top = lex.first();
     let s1 = top.map_or(0.0, |l| l.score);
     let s2 = lex.get(1).map_or(0.0, |l| l.score);
@@ -375,7 +405,7 @@ fn features(query: &str, w: &WeightedTerms, lex: &[Lexical]) -> Features {
         .filter(|(_, df)| **df <= 0.0)
         .map(|((_, idf), _)| idf)
         .sum();
-    [
+    Ok([
         s1,
         top.map_or(0.0, |l| l.coverage),
         s1 - s2,
@@ -383,7 +413,8 @@ fn features(query: &str, w: &WeightedTerms, lex: &[Lexical]) -> Features {
         top.map_or(0.0, |l| l.entity),
         f64::from(u8::from(query.chars().any(text::is_cjk))),
         (1.0 + w.terms.len() as f64).ln(),
-    ]
+        names_missing(query, top_exhibit.as_ref()),
+    ])
 }
 
 /// The lexical ranking of a question without any no-answer decision, with the abstention
@@ -401,7 +432,7 @@ pub fn rank_with_features(
     }
     let w = weigh(store, terms)?;
     let lex = lexical(store, &w, opts, &[])?;
-    let f = features(&query, &w, &lex);
+    let f = features(store, &query, &w, &lex)?;
     let pks: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).take(k).map(|l| l.pk).collect();
     let rows = store.exhibits_by_pk(&pks)?;
     let ids = pks
@@ -552,7 +583,7 @@ pub fn search_blocking(
             .take(k)
             .collect()
     } else if let Some(model) = &opts.abstention {
-        if lex.is_empty() || !model.answers(&features(&query, &w, &lex)) {
+        if lex.is_empty() || !model.answers(&features(store, &query, &w, &lex)?) {
             Vec::new()
         } else {
             lex.iter()

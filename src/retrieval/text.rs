@@ -19,7 +19,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 /// Bumped whenever the analysis below changes: the index is then rebuilt from the stored rows.
-pub const ANALYZER_VERSION: &str = "2";
+pub const ANALYZER_VERSION: &str = "3";
 
 /// Most terms one query contributes (a very long question is cut, never an error).
 pub const MAX_QUERY_TERMS: usize = 48;
@@ -84,7 +84,20 @@ pub fn normalize(text: &str) -> String {
     } else {
         simplified
     };
-    folded.to_lowercase()
+    fold_variants(&folded.to_lowercase())
+}
+
+/// Variant characters OpenCC's Traditional → Simplified tables leave apart, folded to one form
+/// (the records themselves mix them: 溥心畬/溥心畲, 衮/袞, 凌鴻勳/淩鴻勛).
+const VARIANTS: &[(char, char)] = &[('畬', '畲'), ('袞', '衮'), ('勛', '勋'), ('勳', '勋'), ('淩', '凌')];
+
+fn fold_variants(s: &str) -> String {
+    if !s.chars().any(|c| VARIANTS.iter().any(|(v, _)| *v == c)) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| VARIANTS.iter().find(|(v, _)| *v == c).map_or(c, |(_, f)| *f))
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,6 +384,20 @@ const ZH_STOP: &[&str] = &[
     "他们",
     "她们",
     "有没有",
+    "是不是",
+    "是否",
+    "哪一年",
+    "哪年",
+    "哪一个",
+    "哪几个",
+    "一共",
+    "总共",
+    "讲的是",
+    "讲",
+    "那种",
+    "这种",
+    "当初",
+    "到底是",
     "没有",
     "可以",
     "能",
@@ -623,6 +650,100 @@ pub fn sentences(text: &str) -> Vec<String> {
     out
 }
 
+/// Bracket and quote pairs whose content is a name or title (《寒食帖》, “石虎”, "Night Watch").
+const QUOTES: &[(char, char)] = &[
+    ('《', '》'),
+    ('〈', '〉'),
+    ('「', '」'),
+    ('『', '』'),
+    ('“', '”'),
+    ('‘', '’'),
+    ('"', '"'),
+];
+
+/// Words that may join capitalised words into one name ("Book of Kells", "Venus de Milo").
+const NAME_JOINERS: &[&str] = &["of", "de", "da", "del", "der", "van", "von", "la", "le", "du", "the"];
+
+/// The named things a question asks about, normalised: quoted or bracketed spans, and runs of
+/// capitalised Latin words that are not stop or question words ("Rembrandt's Night Watch" →
+/// `rembrandt`, `night watch`). Used to check that the best hit is about the thing named.
+pub fn named_phrases(query: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let chars: Vec<char> = query.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if let Some(&(_, close)) = QUOTES.iter().find(|(o, _)| *o == chars[i])
+            && let Some(len) = chars[i + 1..].iter().position(|c| *c == close)
+        {
+            let inner: String = chars[i + 1..i + 1 + len].iter().collect();
+            let n = normalize(inner.trim());
+            if (1..=40).contains(&n.chars().count()) {
+                out.push(n);
+            }
+            i += len + 2;
+            continue;
+        }
+        i += 1;
+    }
+    // Capitalised runs (Latin script only).
+    let stops = &stop_sets().0;
+    let mut run: Vec<String> = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let flush = |run: &mut Vec<String>, pending: &mut Vec<String>, out: &mut Vec<String>| {
+        pending.clear();
+        if !run.is_empty() {
+            out.push(normalize(&run.join(" ")));
+            run.clear();
+        }
+    };
+    // Words (Latin letters and digits, with inner apostrophes and hyphens); None = punctuation.
+    let mut toks: Vec<Option<String>> = Vec::new();
+    let mut cur = String::new();
+    for c in query.chars() {
+        let apos = matches!(c, '\'' | '’' | '-') && !cur.is_empty();
+        if (c.is_alphanumeric() && !is_cjk(c)) || apos {
+            cur.push(c);
+        } else {
+            if !cur.is_empty() {
+                toks.push(Some(std::mem::take(&mut cur)));
+            }
+            if !c.is_whitespace() {
+                toks.push(None);
+            }
+        }
+    }
+    if !cur.is_empty() {
+        toks.push(Some(cur));
+    }
+    for tok in toks {
+        let Some(w) = tok else {
+            flush(&mut run, &mut pending, &mut out);
+            continue;
+        };
+        let (stem, possessive) = match w.strip_suffix("'s").or_else(|| w.strip_suffix("’s")) {
+            Some(s) => (s, true),
+            None => (w.as_str(), false),
+        };
+        let lower = stem.to_lowercase();
+        let capital = stem.chars().next().is_some_and(|c| c.is_uppercase());
+        if capital && !stops.contains(lower.as_str()) {
+            run.append(&mut pending);
+            run.push(stem.to_string());
+            if possessive {
+                flush(&mut run, &mut pending, &mut out);
+            }
+        } else if !run.is_empty() && NAME_JOINERS.contains(&lower.as_str()) {
+            pending.push(stem.to_string());
+        } else {
+            flush(&mut run, &mut pending, &mut out);
+        }
+    }
+    flush(&mut run, &mut pending, &mut out);
+    let mut seen = HashSet::new();
+    out.retain(|p| !p.is_empty() && seen.insert(p.clone()));
+    out
+}
+
 /// At most `max_chars` characters of `s`, with an ellipsis when cut.
 pub fn clip(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
@@ -647,6 +768,10 @@ mod tests {
         assert_eq!(normalize("Bronze DING"), "bronze ding");
         // Simplified input is unchanged.
         assert_eq!(normalize("青铜鼎"), "青铜鼎");
+        // Variants OpenCC leaves apart fold to one form.
+        assert_eq!(normalize("溥心畬"), normalize("溥心畲"));
+        assert_eq!(normalize("凌鴻勳"), normalize("淩鴻勛"));
+        assert_eq!(normalize("袞"), normalize("衮"));
     }
 
     #[test]
@@ -746,6 +871,19 @@ mod tests {
             s[1].starts_with("It was") && s[1].ends_with("短。"),
             "{s:?}"
         );
+    }
+
+    #[test]
+    fn named_phrases_are_quoted_spans_and_capitalised_runs() {
+        assert_eq!(
+            named_phrases("Can I see Rembrandt's Night Watch?"),
+            vec!["rembrandt", "night watch"]
+        );
+        assert_eq!(named_phrases("Is the Book of Kells here?"), vec!["book of kells"]);
+        assert_eq!(named_phrases("苏轼的《寒食帖》你们有没有？"), vec!["寒食帖"]);
+        assert_eq!(named_phrases("“石虎”那两个大字相传是谁刻的？"), vec!["石虎"]);
+        assert!(named_phrases("Who made the little lacquer box?").is_empty());
+        assert!(named_phrases("").is_empty());
     }
 
     #[test]
