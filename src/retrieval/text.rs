@@ -805,6 +805,11 @@ mod tests {
         assert_eq!(texts(&t), vec!["paint", "portrait", "young", "woman"]);
         let t = query_terms("这件青铜鼎是什么年代的");
         assert_eq!(texts(&t), vec!["青铜", "铜鼎", "年代"]);
+        // Question frames do not become terms.
+        let t = query_terms("这件青铜鼎是不是唐代的？");
+        assert_eq!(texts(&t), vec!["青铜", "铜鼎", "唐代"]);
+        let t = query_terms("峄山刻石一共有几个字？");
+        assert!(!texts(&t).iter().any(|x| x.contains('共')), "{t:?}");
         // Traditional and Simplified questions give the same terms.
         assert_eq!(
             query_terms("這件青銅鼎是什麼年代的"),
