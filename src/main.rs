@@ -481,7 +481,10 @@ async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
         .call(move |s| eval::rank_all(s, &q2, &opts))
         .await?;
     let folds = a.folds.max(2);
-    let fitted = eval::fit_all(&ranked, &format!("{} questions of {}", qs.len(), files.join(", ")));
+    let fitted = eval::fit_all(
+        &ranked,
+        &format!("{} questions of {}", qs.len(), files.join(", ")),
+    );
     let current_out: Vec<_> = ranked.iter().map(|x| eval::decide(&current, x)).collect();
     let in_sample: Vec<_> = ranked.iter().map(|x| eval::decide(&fitted, x)).collect();
     let cv = eval::cross_validate(&ranked, folds);

@@ -73,7 +73,11 @@ impl AbstentionModel {
             && m.mean.len() == N_FEATURES
             && m.scale.len() == N_FEATURES
             && m.weights.len() == N_FEATURES
-            && m.mean.iter().chain(&m.scale).chain(&m.weights).all(|x| x.is_finite())
+            && m.mean
+                .iter()
+                .chain(&m.scale)
+                .chain(&m.weights)
+                .all(|x| x.is_finite())
             && m.bias.is_finite()
             && m.threshold.is_finite();
         ok.then_some(m)
@@ -121,7 +125,11 @@ pub fn fit(examples: &[(Features, bool)], fitted_on: &str) -> AbstentionModel {
     }
     let xs: Vec<Vec<f64>> = examples
         .iter()
-        .map(|(f, _)| (0..N_FEATURES).map(|i| (f[i] - mean[i]) / scale[i]).collect())
+        .map(|(f, _)| {
+            (0..N_FEATURES)
+                .map(|i| (f[i] - mean[i]) / scale[i])
+                .collect()
+        })
         .collect();
     // Classes weighted equally (there are far more answerable questions than negatives).
     let pos = examples.iter().filter(|e| e.1).count().max(1) as f64;
@@ -129,7 +137,7 @@ pub fn fit(examples: &[(Features, bool)], fitted_on: &str) -> AbstentionModel {
     let mut w = vec![0.0; N_FEATURES];
     let mut b = 0.0;
     for _ in 0..ITERATIONS {
-        let mut gw = vec![0.0; N_FEATURES];
+        let mut gw = [0.0; N_FEATURES];
         let mut gb = 0.0;
         let mut total = 0.0;
         for (x, (_, y)) in xs.iter().zip(examples) {

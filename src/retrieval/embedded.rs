@@ -371,7 +371,14 @@ fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
     }
     let Some(e) = top else { return 1.0 };
     let mut doc = String::new();
-    for f in [&e.title, &e.maker, &e.period, &e.date, &e.medium, &e.description] {
+    for f in [
+        &e.title,
+        &e.maker,
+        &e.period,
+        &e.date,
+        &e.medium,
+        &e.description,
+    ] {
         doc.push_str(f);
         doc.push(' ');
     }
@@ -409,7 +416,11 @@ fn features(
         s1,
         top.map_or(0.0, |l| l.coverage),
         s1 - s2,
-        if w.total > 0.0 { unknown / w.total } else { 1.0 },
+        if w.total > 0.0 {
+            unknown / w.total
+        } else {
+            1.0
+        },
         top.map_or(0.0, |l| l.entity),
         f64::from(u8::from(query.chars().any(text::is_cjk))),
         (1.0 + w.terms.len() as f64).ln(),
@@ -433,11 +444,20 @@ pub fn rank_with_features(
     let w = weigh(store, terms)?;
     let lex = lexical(store, &w, opts, &[])?;
     let f = features(store, &query, &w, &lex)?;
-    let pks: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).take(k).map(|l| l.pk).collect();
+    let pks: Vec<i64> = lex
+        .iter()
+        .filter(|l| l.score > 0.0)
+        .take(k)
+        .map(|l| l.pk)
+        .collect();
     let rows = store.exhibits_by_pk(&pks)?;
     let ids = pks
         .iter()
-        .filter_map(|pk| rows.iter().find(|(p, _)| p == pk).map(|(_, r)| r.id.clone()))
+        .filter_map(|pk| {
+            rows.iter()
+                .find(|(p, _)| p == pk)
+                .map(|(_, r)| r.id.clone())
+        })
         .collect();
     Ok((ids, Some(f)))
 }
@@ -677,7 +697,11 @@ impl EmbeddedRetriever {
     /// The abstention model searches use now (None: threshold only).
     pub fn abstention(&self) -> Option<Arc<AbstentionModel>> {
         self.opts.abstention.as_ref()?;
-        let fitted = self.fitted.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let fitted = self
+            .fitted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         fitted.or_else(|| self.opts.abstention.clone())
     }
 
@@ -992,7 +1016,11 @@ mod tests {
             search_blocking(&s, q, 5, &o, None).unwrap_or_else(|e| panic!("{q:?}: {e}"));
         }
         // 10,000 characters of mixed scripts and syntax: quick, no error.
-        let long: String = "geese 青铜 \"NEAR( 😀 ".chars().cycle().take(10_000).collect();
+        let long: String = "geese 青铜 \"NEAR( 😀 "
+            .chars()
+            .cycle()
+            .take(10_000)
+            .collect();
         let t = Instant::now();
         search_blocking(&s, &long, 5, &o, None).unwrap();
         assert!(t.elapsed().as_secs_f64() < 2.0, "{:?}", t.elapsed());

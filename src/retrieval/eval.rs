@@ -208,7 +208,10 @@ fn ratio(a: f64, b: usize) -> Option<f64> {
 }
 
 fn group(kind: &str, of: &[&QueryOutcome]) -> KindMetrics {
-    let ans: Vec<&&QueryOutcome> = of.iter().filter(|o| !o.query.relevant_ids.is_empty()).collect();
+    let ans: Vec<&&QueryOutcome> = of
+        .iter()
+        .filter(|o| !o.query.relevant_ids.is_empty())
+        .collect();
     let refused = of.iter().filter(|o| o.returned.is_empty()).count();
     let negatives = of.len() - ans.len();
     let negatives_refused = of
@@ -245,8 +248,10 @@ pub fn by_kind(outcomes: &[QueryOutcome]) -> Vec<KindMetrics> {
     let mut out: Vec<KindMetrics> = kinds
         .iter()
         .map(|k| {
-            let of: Vec<&QueryOutcome> =
-                outcomes.iter().filter(|o| &kind_of(&o.query) == k).collect();
+            let of: Vec<&QueryOutcome> = outcomes
+                .iter()
+                .filter(|o| &kind_of(&o.query) == k)
+                .collect();
             group(k, &of)
         })
         .collect();
@@ -295,7 +300,11 @@ pub fn examples(ranked: &[&Ranked]) -> Vec<(Features, bool)> {
             if r.query.relevant_ids.is_empty() {
                 return Some((f, false));
             }
-            let found = r.ids.iter().take(5).any(|id| r.query.relevant_ids.contains(id));
+            let found = r
+                .ids
+                .iter()
+                .take(5)
+                .any(|id| r.query.relevant_ids.contains(id));
             found.then_some((f, true))
         })
         .collect()
@@ -306,7 +315,10 @@ pub fn decide(model: &AbstentionModel, r: &Ranked) -> QueryOutcome {
     let p = r.features.map(|f| model.probability(&f));
     let answer = p.is_some_and(|p| p >= model.threshold);
     let returned: Vec<(String, f64)> = if answer {
-        r.ids.iter().map(|id| (id.clone(), p.unwrap_or(0.0))).collect()
+        r.ids
+            .iter()
+            .map(|id| (id.clone(), p.unwrap_or(0.0)))
+            .collect()
     } else {
         Vec::new()
     };

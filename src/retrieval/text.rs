@@ -89,14 +89,25 @@ pub fn normalize(text: &str) -> String {
 
 /// Variant characters OpenCC's Traditional → Simplified tables leave apart, folded to one form
 /// (the records themselves mix them: 溥心畬/溥心畲, 衮/袞, 凌鴻勳/淩鴻勛).
-const VARIANTS: &[(char, char)] = &[('畬', '畲'), ('袞', '衮'), ('勛', '勋'), ('勳', '勋'), ('淩', '凌')];
+const VARIANTS: &[(char, char)] = &[
+    ('畬', '畲'),
+    ('袞', '衮'),
+    ('勛', '勋'),
+    ('勳', '勋'),
+    ('淩', '凌'),
+];
 
 fn fold_variants(s: &str) -> String {
     if !s.chars().any(|c| VARIANTS.iter().any(|(v, _)| *v == c)) {
         return s.to_string();
     }
     s.chars()
-        .map(|c| VARIANTS.iter().find(|(v, _)| *v == c).map_or(c, |(_, f)| *f))
+        .map(|c| {
+            VARIANTS
+                .iter()
+                .find(|(v, _)| *v == c)
+                .map_or(c, |(_, f)| *f)
+        })
         .collect()
 }
 
@@ -662,7 +673,9 @@ const QUOTES: &[(char, char)] = &[
 ];
 
 /// Words that may join capitalised words into one name ("Book of Kells", "Venus de Milo").
-const NAME_JOINERS: &[&str] = &["of", "de", "da", "del", "der", "van", "von", "la", "le", "du", "the"];
+const NAME_JOINERS: &[&str] = &[
+    "of", "de", "da", "del", "der", "van", "von", "la", "le", "du", "the",
+];
 
 /// The named things a question asks about, normalised: quoted or bracketed spans, and runs of
 /// capitalised Latin words that are not stop or question words ("Rembrandt's Night Watch" →
@@ -884,9 +897,18 @@ mod tests {
             named_phrases("Can I see Rembrandt's Night Watch?"),
             vec!["rembrandt", "night watch"]
         );
-        assert_eq!(named_phrases("Is the Book of Kells here?"), vec!["book of kells"]);
-        assert_eq!(named_phrases("苏轼的《寒食帖》你们有没有？"), vec!["寒食帖"]);
-        assert_eq!(named_phrases("“石虎”那两个大字相传是谁刻的？"), vec!["石虎"]);
+        assert_eq!(
+            named_phrases("Is the Book of Kells here?"),
+            vec!["book of kells"]
+        );
+        assert_eq!(
+            named_phrases("苏轼的《寒食帖》你们有没有？"),
+            vec!["寒食帖"]
+        );
+        assert_eq!(
+            named_phrases("“石虎”那两个大字相传是谁刻的？"),
+            vec!["石虎"]
+        );
         assert!(named_phrases("Who made the little lacquer box?").is_empty());
         assert!(named_phrases("").is_empty());
     }

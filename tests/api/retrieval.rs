@@ -464,13 +464,20 @@ async fn a_corrupt_or_truncated_index_is_rebuilt_at_start() {
             c.execute_batch(damage).unwrap();
         }
         let store = Store::open(&db).unwrap();
-        assert!(store.collection().fts_problem().unwrap().is_some(), "{damage}");
+        assert!(
+            store.collection().fts_problem().unwrap().is_some(),
+            "{damage}"
+        );
         let r = retrieval::embedded_from_config(&Config::default(), &store)
             .await
             .unwrap();
         assert_eq!(store.collection().fts_problem().unwrap(), None, "{damage}");
         let hits = r.search(&title, 3).await.unwrap();
-        assert_eq!(hits[0].exhibit.id, first["id"].as_str().unwrap(), "{damage}");
+        assert_eq!(
+            hits[0].exhibit.id,
+            first["id"].as_str().unwrap(),
+            "{damage}"
+        );
     }
 }
 
@@ -584,7 +591,12 @@ fn ingest_search_and_eval_commands() {
     );
     assert!(ok, "{err}");
     let v: Value = serde_json::from_str(&out).unwrap();
-    let all = v["current_model"].as_array().unwrap().last().unwrap().clone();
+    let all = v["current_model"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
     assert_eq!(all["kind"], "all");
     assert_eq!(all["recall_at_1"], 1.0);
     assert_eq!(all["mrr"], 1.0);
@@ -593,11 +605,26 @@ fn ingest_search_and_eval_commands() {
     // A museum refits abstention on its own questions; the fit is stored with the index.
     let (ok, _, err) = bin(
         d,
-        &["eval", "--queries", "q.jsonl", "--collection", "c.csv", "--fit", "--out", "fit.json"],
+        &[
+            "eval",
+            "--queries",
+            "q.jsonl",
+            "--collection",
+            "c.csv",
+            "--fit",
+            "--out",
+            "fit.json",
+        ],
     );
-    assert!(ok && err.contains("abstention model fitted on 2 questions stored"), "{err}");
+    assert!(
+        ok && err.contains("abstention model fitted on 2 questions stored"),
+        "{err}"
+    );
     let fit = std::fs::read_to_string(d.join("fit.json")).unwrap();
-    assert!(retrieval::abstain::AbstentionModel::from_json(&fit).is_some(), "{fit}");
+    assert!(
+        retrieval::abstain::AbstentionModel::from_json(&fit).is_some(),
+        "{fit}"
+    );
     let stored = Store::open(&d.join("cli.db"))
         .unwrap()
         .collection()
