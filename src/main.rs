@@ -464,14 +464,16 @@ async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
         rep.seconds
     );
     // The museum's own fit, when one is stored in the configured database.
-    let current = match Store::open(&config.database.path) {
-        Ok(db) => db
+    // (Only an existing database: eval never creates one.)
+    let existing = config.database.path.exists();
+    let current = match existing.then(|| Store::open(&config.database.path)) {
+        Some(Ok(db)) => db
             .collection()
             .collection_meta(retrieval::embedded::ABSTENTION_META_KEY)
             .ok()
             .flatten()
             .and_then(|j| retrieval::abstain::AbstentionModel::from_json(&j)),
-        Err(_) => None,
+        _ => None,
     }
     .unwrap_or_else(retrieval::abstain::AbstentionModel::shipped);
     let opts = r.options().clone();

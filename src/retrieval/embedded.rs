@@ -428,6 +428,40 @@ fn features(
     ])
 }
 
+/// Hits within this share of the best score may be reordered for a "who is X" question.
+const BIOGRAPHY_NEAR_TIE: f64 = 0.9;
+
+/// For a "who is X" question ([`text::is_who_is`]), moves the near-tied top hits whose
+/// description reads like a biography (a life span) ahead of those that merely carry X's name
+/// (a name card, a letter), keeping their order otherwise. Scores are unchanged.
+fn prefer_biographies(
+    store: &CollectionStore,
+    query: &str,
+    lex: &mut [Lexical],
+) -> Result<(), StoreError> {
+    if lex.len() < 2 || !text::is_who_is(query) {
+        return Ok(());
+    }
+    let best = lex[0].score;
+    let n = lex
+        .iter()
+        .take(10)
+        .take_while(|l| l.score >= BIOGRAPHY_NEAR_TIE * best)
+        .count();
+    if n < 2 {
+        return Ok(());
+    }
+    let pks: Vec<i64> = lex[..n].iter().map(|l| l.pk).collect();
+    let rows = store.exhibits_by_pk(&pks)?;
+    let bio = |pk: i64| {
+        rows.iter()
+            .find(|(p, _)| *p == pk)
+            .is_some_and(|(_, r)| text::has_life_span(&r.description))
+    };
+    lex[..n].sort_by_key(|l| !bio(l.pk));
+    Ok(())
+}
+
 /// The lexical ranking of a question without any no-answer decision, with the abstention
 /// signals: what `eval` fits and cross-validates the abstention model on. Blocking.
 pub fn rank_with_features(
@@ -442,7 +476,8 @@ pub fn rank_with_features(
         return Ok((Vec::new(), None));
     }
     let w = weigh(store, terms)?;
-    let lex = lexical(store, &w, opts, &[])?;
+    let mut lex = lexical(store, &w, opts, &[])?;
+    prefer_biographies(store, &query, &mut lex)?;
     let f = features(store, &query, &w, &lex)?;
     let pks: Vec<i64> = lex
         .iter()
@@ -580,11 +615,12 @@ pub fn search_blocking(
         .map(|d| nearest(d.query, d.vectors, opts.candidates))
         .unwrap_or_default();
     let dense_pks: Vec<i64> = dense_ranked.iter().map(|x| x.0).collect();
-    let lex = if w.terms.is_empty() {
+    let mut lex = if w.terms.is_empty() {
         Vec::new()
     } else {
         lexical(store, &w, opts, &dense_pks)?
     };
+    prefer_biographies(store, &query, &mut lex)?;
     let lex_score = |pk: i64| lex.iter().find(|l| l.pk == pk).map_or(0.0, |l| l.score);
     let chosen: Vec<(i64, f64)> = if dense.is_some() {
         let lex_pks: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).map(|l| l.pk).collect();

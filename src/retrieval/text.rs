@@ -661,6 +661,45 @@ pub fn sentences(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether a question asks who someone is ("溥心畬是谁？", "谁是溥心畬", "Who was Shibata
+/// Zeshin?") rather than who made or did something ("峄山刻石是谁写的" is not).
+pub fn is_who_is(query: &str) -> bool {
+    let n = normalize(query);
+    let t = n.trim_matches(|c: char| !c.is_alphanumeric() && !is_cjk(c));
+    let t = t.trim_end_matches(['呢', '啊', '呀', '吗']);
+    if t.chars().any(is_cjk) {
+        let body = t
+            .strip_suffix("是谁")
+            .or_else(|| t.strip_suffix("是什么人"))
+            .or_else(|| t.strip_prefix("谁是"));
+        return body.is_some_and(|b| (2..=12).contains(&b.chars().count()));
+    }
+    let rest = t
+        .strip_prefix("who is ")
+        .or_else(|| t.strip_prefix("who was "))
+        .or_else(|| t.strip_prefix("who were "));
+    // The rest must be a name: capitalised words in the original question.
+    rest.is_some_and(|_| {
+        let words: Vec<&str> = query.split_whitespace().skip(2).collect();
+        !words.is_empty()
+            && words.len() <= 5
+            && words
+                .iter()
+                .all(|w| w.chars().next().is_some_and(|c| c.is_uppercase()))
+    })
+}
+
+/// Whether a text reads like a biography: it gives a life span such as "(1896－1963)" or
+/// "1896-1963".
+pub fn has_life_span(text: &str) -> bool {
+    let c: Vec<char> = text.chars().collect();
+    c.windows(9).any(|w| {
+        w[..4].iter().all(|d| d.is_ascii_digit())
+            && matches!(w[4], '-' | '－' | '–' | '—' | '~' | '～')
+            && w[5..9].iter().all(|d| d.is_ascii_digit())
+    })
+}
+
 /// Bracket and quote pairs whose content is a name or title (《寒食帖》, “石虎”, "Night Watch").
 const QUOTES: &[(char, char)] = &[
     ('《', '》'),
@@ -911,6 +950,19 @@ mod tests {
         );
         assert!(named_phrases("Who made the little lacquer box?").is_empty());
         assert!(named_phrases("").is_empty());
+    }
+
+    #[test]
+    fn who_is_questions_and_biographies() {
+        assert!(is_who_is("溥心畬是谁？"));
+        assert!(is_who_is("谁是溥心畬"));
+        assert!(is_who_is("Who was Shibata Zeshin?"));
+        assert!(!is_who_is("峄山刻石相传是谁写的？"));
+        assert!(!is_who_is("Who made the little lacquer box?"));
+        assert!(!is_who_is("是谁"));
+        assert!(has_life_span("溥儒(1896－1963)，字心畬"));
+        assert!(has_life_span("born 1820-1891 in Edo"));
+        assert!(!has_life_span("dated 1896, 1963 copies"));
     }
 
     #[test]
