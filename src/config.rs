@@ -468,6 +468,7 @@ pub struct SrsConfig {
     pub top_k: usize,
     /// Hits scoring below this (0–1: the IDF-weighted share of the question found in the
     /// exhibit, discounted by BM25 rank) are dropped; no hit left = "the collection has no answer".
+    /// Used when `abstention_model` is off, and for the lexical half of hybrid search.
     pub no_answer_threshold: f64,
     /// Lexical search decides "the collection has no answer" with the fitted abstention model
     /// (the shipped fit, or the museum's own from `museum-agent eval --fit`) instead of

@@ -9,8 +9,9 @@
 //!    Terms found nowhere in the collection still count in the denominator, so a question about
 //!    something the museum does not have ("Mona Lisa") scores low everywhere.
 //! 3. `score = coverage × (0.5 + 0.5 × bm25 / best bm25)`: the top BM25 hit keeps its coverage,
-//!    the others are discounted by how far their BM25 lags. Hits under `no_answer_threshold`
-//!    are dropped, so the no-answer decision is made on an absolute 0–1 scale.
+//!    the others are discounted by how far their BM25 lags. Whether to answer at all is
+//!    decided by the abstention model ([`super::abstain`]) from signals of this ranking; with
+//!    it off, hits under `no_answer_threshold` are dropped.
 //! 4. With embeddings, the lexical ranking and the cosine ranking are fused with RRF; a hit is
 //!    kept when its lexical score clears the threshold or its cosine clears
 //!    `embeddings_min_similarity`, and its `score` is the RRF score scaled to 0–1.
