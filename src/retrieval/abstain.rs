@@ -10,8 +10,8 @@
 //! - `entity_coverage`: share of the three rarest terms (names and titles, by IDF) in the best hit;
 //! - `cjk`: 1 for a question with Chinese characters (the two scripts score differently);
 //! - `terms`: ln(1 + number of question terms);
-//! - `names_missing`: share of the question's named things (quoted or bracketed titles,
-//!   capitalised names: [`super::text::named_phrases`]) the best hit's text does not contain.
+//! - `names_missing`: 1 when any of the question's named things (quoted or bracketed titles,
+//!   capitalised names: [`super::text::named_phrases`]) is missing from the best hit's text.
 //!
 //! The model is fitted by [`fit`] (standardised features, L2-regularised logistic regression,
 //! full-batch gradient descent, deterministic) on questions labelled answerable (the relevant

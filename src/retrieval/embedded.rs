@@ -364,7 +364,8 @@ fn rarest(w: &WeightedTerms, n: usize) -> WeightedTerms {
     }
 }
 
-/// Share of the question's named things ([`text::named_phrases`]) missing from the exhibit.
+/// 1 when any of the question's named things ([`text::named_phrases`]) is missing from the
+/// exhibit's text, else 0 (also 0 for a question naming nothing).
 fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
     let names = text::named_phrases(query);
     if names.is_empty() {
@@ -385,8 +386,7 @@ fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
     }
     e.extra.values().for_each(|v| extra_text(v, &mut doc));
     let doc = text::normalize(&doc);
-    let missing = names.iter().filter(|n| !doc.contains(n.as_str())).count();
-    missing as f64 / names.len() as f64
+    f64::from(u8::from(names.iter().any(|n| !doc.contains(n.as_str()))))
 }
 
 /// The abstention signals of a lexical ranking (see [`super::abstain::FEATURES`]).

@@ -424,17 +424,18 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
         let m = kind(k);
         assert!(m.recall_at_5.unwrap() >= 0.95, "{m:?}");
     }
-    // Reached 28/34 no-answer questions refused (target 0.90: not reached).
+    // Reached 29/34 no-answer questions refused (target 0.90: not reached).
     let neg = kind("no-answer");
-    assert!(neg.abstention_recall.unwrap() >= 0.82, "{neg:?}");
+    assert!(neg.abstention_recall.unwrap() >= 0.85, "{neg:?}");
     assert_eq!(neg.abstention_precision, Some(1.0), "{neg:?}");
-    // Reached 12/166 answerable refused, 9 of them cross-lingual questions that lexical search
+    // Reached 11/166 answerable refused, 10 of them cross-lingual questions that lexical search
     // cannot find (target 0.02 overall: not reached).
     let all = kind("all");
-    assert!(all.false_abstention_rate.unwrap() <= 0.075, "{all:?}");
-    // The Chinese and English-fact kinds lose at most one question each to abstention.
+    assert!(all.false_abstention_rate.unwrap() <= 0.067, "{all:?}");
+    assert!(all.recall_at_5.unwrap() >= 0.81, "{all:?}");
+    // The Chinese and English-fact kinds lose no question to abstention.
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
-        assert!(kind(k).false_abstentions <= 1, "{:?}", kind(k));
+        assert_eq!(kind(k).false_abstentions, 0, "{:?}", kind(k));
     }
 }
 
