@@ -472,7 +472,12 @@ pub struct SrsConfig {
     pub top_k: usize,
     /// Hits scoring below this (0–1: the IDF-weighted share of the question found in the
     /// exhibit, discounted by BM25 rank) are dropped; no hit left = "the collection has no answer".
+    /// Used when `abstention_model` is off, and for the lexical half of hybrid search.
     pub no_answer_threshold: f64,
+    /// Lexical search decides "the collection has no answer" with the fitted abstention model
+    /// (the shipped fit, or the museum's own from `museum-agent eval --fit`) instead of
+    /// `no_answer_threshold`.
+    pub abstention_model: bool,
     /// BM25 candidates re-ranked per question.
     pub candidates: usize,
     /// Longer questions are cut to this many characters before analysis.
@@ -507,6 +512,7 @@ impl Default for SrsConfig {
             provider: SrsProviderKind::Embedded,
             top_k: 5,
             no_answer_threshold: 0.3,
+            abstention_model: true,
             candidates: 50,
             max_query_chars: 500,
             load_demo: true,

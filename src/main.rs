@@ -58,18 +58,33 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Retrieval quality over a query file: recall@1, recall@5, MRR. The embedded retriever
-    /// runs on a fresh in-memory copy of --collection, so the figures do not depend on the
-    /// database; with [srs] provider = "remote" the remote service is measured instead.
+    /// Retrieval quality per kind of question: recall@1, recall@5, MRR, abstention precision
+    /// and recall, false abstentions; in-sample and cross-validated (stratified k folds). The
+    /// embedded retriever runs on a fresh in-memory copy of --collection, so the figures do not
+    /// depend on the database; with [srs] provider = "remote" the remote service is measured.
     Eval {
-        #[arg(long, default_value = "fixtures/collection/dev_queries.jsonl")]
-        queries: PathBuf,
+        /// Query files (JSONL: query, language, relevant_ids, optional kind).
+        #[arg(long = "queries", num_args = 1.., default_values = [
+            "fixtures/collection/dev_queries.jsonl",
+            "fixtures/collection/dev_queries_v2.jsonl",
+        ])]
+        queries: Vec<PathBuf>,
         /// Collection file to evaluate on (default: [srs] demo_path).
         #[arg(long)]
         collection: Option<PathBuf>,
+        /// Cross-validation folds.
+        #[arg(long, default_value_t = 5)]
+        folds: usize,
+        /// Fit the abstention model on these questions and store it with the index of
+        /// [database] path (used by serve and search from then on).
+        #[arg(long)]
+        fit: bool,
+        /// Also write the fitted abstention model to this JSON file.
+        #[arg(long)]
+        out: Option<PathBuf>,
         #[arg(long)]
         json: bool,
-        /// Also list every query that missed, with what came back.
+        /// Also list every query that missed (cross-validated), with what came back.
         #[arg(long)]
         verbose: bool,
     },
@@ -237,9 +252,23 @@ fn main() -> anyhow::Result<()> {
         Command::Eval {
             queries,
             collection,
+            folds,
+            fit,
+            out,
             json,
             verbose,
-        } => runtime()?.block_on(eval(config, queries, collection, json, verbose)),
+        } => runtime()?.block_on(eval(
+            config,
+            EvalArgs {
+                queries,
+                collection,
+                folds,
+                fit,
+                out,
+                json,
+                verbose,
+            },
+        )),
         Command::Account { cmd } => {
             let store = Store::open(&config.database.path)?;
             match cmd {
@@ -380,7 +409,11 @@ async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::
         return Ok(());
     }
     if hits.is_empty() {
-        println!("no exhibit clears the no-answer threshold");
+        if retrieval::text::query_terms(&query).is_empty() {
+            println!("the query is empty: no searchable words in it");
+        } else {
+            println!("no answer: the collection holds nothing that matches this question");
+        }
     }
     for (i, h) in hits.iter().enumerate() {
         println!(
@@ -400,83 +433,181 @@ async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::
     Ok(())
 }
 
-async fn eval(
-    config: Config,
-    queries: PathBuf,
+struct EvalArgs {
+    queries: Vec<PathBuf>,
     collection: Option<PathBuf>,
+    folds: usize,
+    fit: bool,
+    out: Option<PathBuf>,
     json: bool,
     verbose: bool,
-) -> anyhow::Result<()> {
+}
+
+fn fmt_opt(x: Option<f64>) -> String {
+    x.map_or_else(|| "—".to_string(), |v| format!("{v:.3}"))
+}
+
+fn print_kinds(title: &str, rows: &[retrieval::eval::KindMetrics]) {
+    println!("{title}");
+    println!(
+        "  {:<16} {:>4} {:>6} {:>6} {:>6} {:>9} {:>9} {:>10}",
+        "kind", "n", "R@1", "R@5", "MRR", "abst.P", "abst.R", "false abst"
+    );
+    for m in rows {
+        println!(
+            "  {:<16} {:>4} {:>6} {:>6} {:>6} {:>9} {:>9} {:>4}/{:<5}",
+            m.kind,
+            m.queries,
+            fmt_opt(m.recall_at_1),
+            fmt_opt(m.recall_at_5),
+            fmt_opt(m.mrr),
+            fmt_opt(m.abstention_precision),
+            fmt_opt(m.abstention_recall),
+            m.false_abstentions,
+            m.answerable
+        );
+    }
+}
+
+fn print_misses(outcomes: &[retrieval::eval::QueryOutcome]) {
+    for o in outcomes {
+        let ok = if o.query.relevant_ids.is_empty() {
+            o.returned.is_empty()
+        } else {
+            o.first_relevant.is_some_and(|r| r <= 5)
+        };
+        if ok {
+            continue;
+        }
+        println!(
+            "MISS [{}] {:?} relevant {:?}",
+            retrieval::eval::kind_of(&o.query),
+            o.query.query,
+            o.query.relevant_ids
+        );
+        for (id, score) in o.returned.iter().take(5) {
+            println!("     {score:.4} {id}");
+        }
+        if let Some(e) = &o.error {
+            println!("     error: {e}");
+        }
+    }
+}
+
+async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
     use museum_agent::retrieval::eval;
-    let qs = eval::load_queries(&queries).map_err(anyhow::Error::msg)?;
-    let retriever: std::sync::Arc<dyn retrieval::Retriever> = match config.srs.provider {
-        museum_agent::config::SrsProviderKind::Remote => {
-            std::sync::Arc::new(retrieval::remote_from_config(&config.srs)?)
-        }
-        _ => {
-            let path = collection.unwrap_or_else(|| config.srs.demo_path.clone());
-            let store = Store::open_in_memory()?;
-            let r = retrieval::embedded_from_config(&config, &store).await?;
-            let rep = r.ingest_file(&path).await.map_err(anyhow::Error::msg)?;
-            eprintln!(
-                "collection {}: {} exhibits ({} rejected rows) in {:.2} s",
-                path.display(),
-                rep.rows,
-                rep.rejected.len(),
-                rep.seconds
+    let mut qs = Vec::new();
+    for path in &a.queries {
+        qs.extend(eval::load_queries(path).map_err(anyhow::Error::msg)?);
+    }
+    let files: Vec<String> = a.queries.iter().map(|p| p.display().to_string()).collect();
+    if config.srs.provider == museum_agent::config::SrsProviderKind::Remote {
+        anyhow::ensure!(!a.fit, "--fit needs the embedded retriever");
+        let r = retrieval::remote_from_config(&config.srs)?;
+        let outcomes = eval::run(&r, &qs).await;
+        let kinds = eval::by_kind(&outcomes);
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({"queries": files, "retriever": "remote", "by_kind": kinds, "outcomes": outcomes})
             );
-            std::sync::Arc::new(r)
+        } else {
+            print_kinds("remote retriever, as returned", &kinds);
+            if a.verbose {
+                print_misses(&outcomes);
+            }
         }
-    };
-    let outcomes = eval::run(retriever.as_ref(), &qs).await;
-    let m = eval::metrics(&outcomes);
-    if json {
+        return Ok(());
+    }
+    let path = a.collection.unwrap_or_else(|| config.srs.demo_path.clone());
+    let store = Store::open_in_memory()?;
+    let r = retrieval::embedded_from_config(&config, &store).await?;
+    let rep = r.ingest_file(&path).await.map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "collection {}: {} exhibits ({} rejected rows) in {:.2} s",
+        path.display(),
+        rep.rows,
+        rep.rejected.len(),
+        rep.seconds
+    );
+    // The museum's own fit, when one is stored in the configured database.
+    // (Only an existing database: eval never creates one.)
+    let existing = config.database.path.exists();
+    let current = match existing.then(|| Store::open(&config.database.path)) {
+        Some(Ok(db)) => db
+            .collection()
+            .collection_meta(retrieval::embedded::ABSTENTION_META_KEY)
+            .ok()
+            .flatten()
+            .and_then(|j| retrieval::abstain::AbstentionModel::from_json(&j)),
+        _ => None,
+    }
+    .unwrap_or_else(retrieval::abstain::AbstentionModel::shipped);
+    let opts = r.options().clone();
+    let collection = r.collection().clone();
+    let q2 = qs.clone();
+    let ranked = collection
+        .call(move |s| eval::rank_all(s, &q2, &opts))
+        .await?;
+    let folds = a.folds.max(2);
+    let fitted = eval::fit_all(
+        &ranked,
+        &format!("{} questions of {}", qs.len(), files.join(", ")),
+    );
+    let current_out: Vec<_> = ranked.iter().map(|x| eval::decide(&current, x)).collect();
+    let in_sample: Vec<_> = ranked.iter().map(|x| eval::decide(&fitted, x)).collect();
+    let cv = eval::cross_validate(&ranked, folds);
+    let (k_current, k_in, k_cv) = (
+        eval::by_kind(&current_out),
+        eval::by_kind(&in_sample),
+        eval::by_kind(&cv),
+    );
+    if let Some(out) = &a.out {
+        std::fs::write(out, fitted.to_json() + "\n")
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    if a.fit {
+        let db = Store::open(&config.database.path)
+            .with_context(|| format!("opening database {}", config.database.path.display()))?;
+        let target = retrieval::embedded_from_config(&config, &db).await?;
+        target.store_abstention(fitted.clone()).await?;
+        eprintln!(
+            "abstention model fitted on {} questions stored in {}",
+            qs.len(),
+            config.database.path.display()
+        );
+    }
+    if a.json {
         println!(
             "{}",
-            serde_json::json!({"queries": queries, "metrics": m, "outcomes": outcomes})
+            serde_json::json!({
+                "queries": files, "collection": path, "folds": folds,
+                "current_model": k_current, "in_sample": k_in, "cross_validated": k_cv,
+                "fitted": fitted, "outcomes_cross_validated": cv, "ranked": ranked,
+            })
         );
         return Ok(());
     }
     println!(
-        "{} queries ({} answerable, {} with no answer) from {}, retriever {}, no_answer_threshold {}",
-        m.queries,
-        m.answerable,
-        m.negatives,
-        queries.display(),
-        retriever.name(),
-        config.srs.no_answer_threshold
+        "{} questions from {}; collection {}; lexical retriever",
+        qs.len(),
+        files.join(", "),
+        path.display()
     );
-    println!("recall@1  {:.3}", m.recall_at_1);
-    println!("recall@5  {:.3}", m.recall_at_5);
-    println!("MRR       {:.3}", m.mrr);
+    print_kinds(
+        &format!("current abstention model ({})", current.fitted_on),
+        &k_current,
+    );
+    print_kinds("in-sample (abstention fitted on all questions)", &k_in);
+    print_kinds(
+        &format!("cross-validated ({folds} folds, stratified by kind)"),
+        &k_cv,
+    );
     println!(
-        "answerable recall@5 {:.3}; no-answer queries refused {}/{}; answerable queries with no hit {}",
-        m.answerable_recall_at_5, m.negatives_correct, m.negatives, m.answerable_with_no_hits
+        "recall and MRR are over answerable questions; abst.P/abst.R: abstention precision/recall; false abst: answerable questions refused"
     );
-    for (lang, n, r5) in &m.by_language {
-        println!("  {lang}: {n} queries, recall@5 {r5:.3}");
-    }
-    if verbose {
-        for o in &outcomes {
-            let ok = if o.query.relevant_ids.is_empty() {
-                o.returned.is_empty()
-            } else {
-                o.first_relevant.is_some_and(|r| r <= 5)
-            };
-            if ok {
-                continue;
-            }
-            println!(
-                "MISS {:?} relevant {:?}",
-                o.query.query, o.query.relevant_ids
-            );
-            for (id, score) in o.returned.iter().take(5) {
-                println!("     {score:.4} {id}");
-            }
-            if let Some(e) = &o.error {
-                println!("     error: {e}");
-            }
-        }
+    if a.verbose {
+        print_misses(&cv);
     }
     Ok(())
 }

@@ -9,8 +9,9 @@
 //!    Terms found nowhere in the collection still count in the denominator, so a question about
 //!    something the museum does not have ("Mona Lisa") scores low everywhere.
 //! 3. `score = coverage × (0.5 + 0.5 × bm25 / best bm25)`: the top BM25 hit keeps its coverage,
-//!    the others are discounted by how far their BM25 lags. Hits under `no_answer_threshold`
-//!    are dropped, so the no-answer decision is made on an absolute 0–1 scale.
+//!    the others are discounted by how far their BM25 lags. Whether to answer at all is
+//!    decided by the abstention model ([`super::abstain`]) from signals of this ranking; with
+//!    it off, hits under `no_answer_threshold` are dropped.
 //! 4. With embeddings, the lexical ranking and the cosine ranking are fused with RRF; a hit is
 //!    kept when its lexical score clears the threshold or its cosine clears
 //!    `embeddings_min_similarity`, and its `score` is the RRF score scaled to 0–1.
@@ -24,6 +25,7 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::abstain::{AbstentionModel, Features};
 use super::embeddings::{Embedder, nearest, rrf};
 use super::ingest::{Rejected, content_hash, file_sha256, parse_file};
 use super::text::{self, QueryTerm};
@@ -49,6 +51,8 @@ pub struct EmbeddedOptions {
     pub max_query_chars: usize,
     pub embedding_min_similarity: f64,
     pub rrf_k: f64,
+    /// The no-answer decision of lexical search (None: drop hits under `no_answer_threshold`).
+    pub abstention: Option<Arc<AbstentionModel>>,
 }
 
 impl Default for EmbeddedOptions {
@@ -66,6 +70,9 @@ impl From<&crate::config::SrsConfig> for EmbeddedOptions {
             max_query_chars: c.max_query_chars.max(1),
             embedding_min_similarity: c.embeddings_min_similarity,
             rrf_k: c.rrf_k,
+            abstention: c
+                .abstention_model
+                .then(|| Arc::new(AbstentionModel::shipped())),
         }
     }
 }
@@ -80,6 +87,8 @@ pub struct EmbeddedRetriever {
     embedder: Option<Embedder>,
     /// Vectors of the configured model, with the collection generation they were read at.
     vectors: VectorCache,
+    /// The museum's own abstention fit stored with the index (replaces the shipped one).
+    fitted: Arc<Mutex<Option<Arc<AbstentionModel>>>>,
 }
 
 /// What one ingest did.
@@ -217,6 +226,16 @@ pub fn ingest_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCou
 /// Re-analyses every stored exhibit when the analyzer changed since the index was built.
 /// Returns how many rows were re-indexed.
 pub fn ensure_index_current(store: &CollectionStore) -> Result<usize, StoreError> {
+    let problem = store
+        .fts_problem()
+        .unwrap_or_else(|e| Some(format!("index check failed: {e}")));
+    if let Some(reason) = problem {
+        tracing::warn!(%reason, "the collection's search index is corrupt or incomplete; rebuilding it from the stored records");
+        let n = rebuild_index(store)?;
+        store.set_collection_meta("analyzer_version", text::ANALYZER_VERSION)?;
+        tracing::info!(rows = n, "search index rebuilt from the stored records");
+        return Ok(n);
+    }
     let stored = store.collection_meta("analyzer_version")?;
     if stored.as_deref() == Some(text::ANALYZER_VERSION) {
         return Ok(0);
@@ -234,6 +253,21 @@ pub fn ensure_index_current(store: &CollectionStore) -> Result<usize, StoreError
     store.set_collection_meta("analyzer_version", text::ANALYZER_VERSION)?;
     Ok(n)
 }
+
+/// Recreates the full-text index from the stored records (after corruption). Returns the
+/// number of rows indexed.
+pub fn rebuild_index(store: &CollectionStore) -> Result<usize, StoreError> {
+    let docs: Vec<(i64, [String; 7])> = store
+        .all_exhibits_with_pk()?
+        .into_iter()
+        .map(|(pk, r)| (pk, analyze(&Exhibit::from(r))))
+        .collect();
+    store.recreate_fts(&docs)?;
+    Ok(docs.len())
+}
+
+/// `collection_meta` key of a museum's own abstention fit (`museum-agent eval --fit`).
+pub const ABSTENTION_META_KEY: &str = "abstention_model";
 
 fn idf(n: f64, df: f64) -> f64 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
@@ -310,6 +344,158 @@ pub fn coverage(w: &WeightedTerms, indexed: &str) -> f64 {
 struct Lexical {
     pk: i64,
     score: f64,
+    coverage: f64,
+    /// Coverage of the rarest question terms (names, titles).
+    entity: f64,
+}
+
+/// The `n` terms of highest IDF (found in the collection or not).
+fn rarest(w: &WeightedTerms, n: usize) -> WeightedTerms {
+    let mut idx: Vec<usize> = (0..w.terms.len()).collect();
+    idx.sort_by(|a, b| w.terms[*b].1.total_cmp(&w.terms[*a].1).then(a.cmp(b)));
+    idx.truncate(n);
+    idx.sort_unstable();
+    let terms: Vec<(QueryTerm, f64)> = idx.iter().map(|&i| w.terms[i].clone()).collect();
+    WeightedTerms {
+        total: terms.iter().map(|t| t.1).sum(),
+        dfs: idx.iter().map(|&i| w.dfs[i]).collect(),
+        terms,
+        docs: w.docs,
+    }
+}
+
+/// 1 when any of the question's named things ([`text::named_phrases`]) is missing from the
+/// exhibit's text, else 0 (also 0 for a question naming nothing).
+fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
+    let names = text::named_phrases(query);
+    if names.is_empty() {
+        return 0.0;
+    }
+    let Some(e) = top else { return 1.0 };
+    let mut doc = String::new();
+    for f in [
+        &e.title,
+        &e.maker,
+        &e.period,
+        &e.date,
+        &e.medium,
+        &e.description,
+    ] {
+        doc.push_str(f);
+        doc.push(' ');
+    }
+    e.extra.values().for_each(|v| extra_text(v, &mut doc));
+    let doc = text::normalize(&doc);
+    f64::from(u8::from(names.iter().any(|n| !doc.contains(n.as_str()))))
+}
+
+/// The abstention signals of a lexical ranking (see [`super::abstain::FEATURES`]).
+fn features(
+    store: &CollectionStore,
+    query: &str,
+    w: &WeightedTerms,
+    lex: &[Lexical],
+) -> Result<Features, StoreError> {
+    let top_exhibit = match lex.first() {
+        Some(l) => store
+            .exhibits_by_pk(&[l.pk])?
+            .pop()
+            .map(|(_, r)| Exhibit::from(r)),
+        None => None,
+    };
+    let top = lex.first();
+    let s1 = top.map_or(0.0, |l| l.score);
+    let s2 = lex.get(1).map_or(0.0, |l| l.score);
+    let unknown: f64 = w
+        .terms
+        .iter()
+        .zip(&w.dfs)
+        .filter(|(_, df)| **df <= 0.0)
+        .map(|((_, idf), _)| idf)
+        .sum();
+    Ok([
+        s1,
+        top.map_or(0.0, |l| l.coverage),
+        s1 - s2,
+        if w.total > 0.0 {
+            unknown / w.total
+        } else {
+            1.0
+        },
+        top.map_or(0.0, |l| l.entity),
+        f64::from(u8::from(query.chars().any(text::is_cjk))),
+        (1.0 + w.terms.len() as f64).ln(),
+        names_missing(query, top_exhibit.as_ref()),
+    ])
+}
+
+/// Hits within this share of the best score may be reordered for a "who is X" question.
+const BIOGRAPHY_NEAR_TIE: f64 = 0.9;
+
+/// For a "who is X" question ([`text::is_who_is`]), moves the near-tied top hits whose
+/// description reads like a biography (a life span) ahead of those that merely carry X's name
+/// (a name card, a letter), keeping their order otherwise. Scores are unchanged.
+fn prefer_biographies(
+    store: &CollectionStore,
+    query: &str,
+    lex: &mut [Lexical],
+) -> Result<(), StoreError> {
+    if lex.len() < 2 || !text::is_who_is(query) {
+        return Ok(());
+    }
+    let best = lex[0].score;
+    let n = lex
+        .iter()
+        .take(10)
+        .take_while(|l| l.score >= BIOGRAPHY_NEAR_TIE * best)
+        .count();
+    if n < 2 {
+        return Ok(());
+    }
+    let pks: Vec<i64> = lex[..n].iter().map(|l| l.pk).collect();
+    let rows = store.exhibits_by_pk(&pks)?;
+    let bio = |pk: i64| {
+        rows.iter()
+            .find(|(p, _)| *p == pk)
+            .is_some_and(|(_, r)| text::has_life_span(&r.description))
+    };
+    lex[..n].sort_by_key(|l| !bio(l.pk));
+    Ok(())
+}
+
+/// The lexical ranking of a question without any no-answer decision, with the abstention
+/// signals: what `eval` fits and cross-validates the abstention model on. Blocking.
+pub fn rank_with_features(
+    store: &CollectionStore,
+    query: &str,
+    k: usize,
+    opts: &EmbeddedOptions,
+) -> Result<(Vec<String>, Option<Features>), StoreError> {
+    let query = text::clip(query, opts.max_query_chars);
+    let terms = text::query_terms(&query);
+    if terms.is_empty() {
+        return Ok((Vec::new(), None));
+    }
+    let w = weigh(store, terms)?;
+    let mut lex = lexical(store, &w, opts, &[])?;
+    prefer_biographies(store, &query, &mut lex)?;
+    let f = features(store, &query, &w, &lex)?;
+    let pks: Vec<i64> = lex
+        .iter()
+        .filter(|l| l.score > 0.0)
+        .take(k)
+        .map(|l| l.pk)
+        .collect();
+    let rows = store.exhibits_by_pk(&pks)?;
+    let ids = pks
+        .iter()
+        .filter_map(|pk| {
+            rows.iter()
+                .find(|(p, _)| p == pk)
+                .map(|(_, r)| r.id.clone())
+        })
+        .collect();
+    Ok((ids, Some(f)))
 }
 
 fn lexical(
@@ -343,6 +529,7 @@ fn lexical(
     }
     let texts = store.indexed_text(&pks)?;
     let mut out = Vec::with_capacity(texts.len());
+    let rare = rarest(w, 3);
     for (pk, t) in texts {
         let cov = coverage(w, &t);
         let bm25 = cands
@@ -352,6 +539,8 @@ fn lexical(
         out.push(Lexical {
             pk,
             score: cov * (0.5 + 0.5 * bm25 / best),
+            coverage: cov,
+            entity: coverage(&rare, &t),
         });
     }
     out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.pk.cmp(&b.pk)));
@@ -427,11 +616,12 @@ pub fn search_blocking(
         .map(|d| nearest(d.query, d.vectors, opts.candidates))
         .unwrap_or_default();
     let dense_pks: Vec<i64> = dense_ranked.iter().map(|x| x.0).collect();
-    let lex = if w.terms.is_empty() {
+    let mut lex = if w.terms.is_empty() {
         Vec::new()
     } else {
         lexical(store, &w, opts, &dense_pks)?
     };
+    prefer_biographies(store, &query, &mut lex)?;
     let lex_score = |pk: i64| lex.iter().find(|l| l.pk == pk).map_or(0.0, |l| l.score);
     let chosen: Vec<(i64, f64)> = if dense.is_some() {
         let lex_pks: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).map(|l| l.pk).collect();
@@ -449,6 +639,16 @@ pub fn search_blocking(
             .map(|(pk, s)| (pk, (s / best).min(1.0)))
             .take(k)
             .collect()
+    } else if let Some(model) = &opts.abstention {
+        if lex.is_empty() || !model.answers(&features(store, &query, &w, &lex)?) {
+            Vec::new()
+        } else {
+            lex.iter()
+                .filter(|l| l.score > 0.0)
+                .take(k)
+                .map(|l| (l.pk, l.score))
+                .collect()
+        }
     } else {
         lex.iter()
             .filter(|l| l.score >= opts.no_answer_threshold)
@@ -482,6 +682,7 @@ impl EmbeddedRetriever {
             opts,
             embedder,
             vectors: Arc::new(Mutex::new(None)),
+            fitted: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -495,13 +696,50 @@ impl EmbeddedRetriever {
     }
 
     /// Loads the dictionaries and brings the index up to the current analyzer.
+    /// Also checks the full-text index (a corrupt or truncated one is rebuilt from the stored
+    /// records) and loads the museum's own abstention fit when one is stored.
     pub async fn prepare(&self) -> Result<usize, StoreError> {
-        self.store
+        let (n, fitted) = self
+            .store
             .call(|s| {
                 text::warm_up();
-                ensure_index_current(s)
+                let n = ensure_index_current(s)?;
+                Ok((n, s.collection_meta(ABSTENTION_META_KEY)?))
             })
-            .await
+            .await?;
+        if let Some(json) = fitted {
+            match AbstentionModel::from_json(&json) {
+                Some(m) => {
+                    tracing::info!(fitted_on = %m.fitted_on, "using the museum's own abstention fit");
+                    *self.fitted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(m));
+                }
+                None => tracing::warn!(
+                    "the stored abstention fit is unreadable or for another version; using the shipped fit"
+                ),
+            }
+        }
+        Ok(n)
+    }
+
+    /// Stores a fitted abstention model with the index and uses it from now on.
+    pub async fn store_abstention(&self, model: AbstentionModel) -> Result<(), StoreError> {
+        let json = model.to_json();
+        self.store
+            .call(move |s| s.set_collection_meta(ABSTENTION_META_KEY, &json))
+            .await?;
+        *self.fitted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(model));
+        Ok(())
+    }
+
+    /// The abstention model searches use now (None: threshold only).
+    pub fn abstention(&self) -> Option<Arc<AbstentionModel>> {
+        self.opts.abstention.as_ref()?;
+        let fitted = self
+            .fitted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        fitted.or_else(|| self.opts.abstention.clone())
     }
 
     /// Stores rows (idempotent), then embeds what lacks a vector when embeddings are on.
@@ -675,7 +913,8 @@ impl Retriever for EmbeddedRetriever {
             let qvec = self.query_vector(query).await;
             let model = self.embedder.as_ref().map(|e| e.model().to_string());
             let cache = self.vectors.clone();
-            let opts = self.opts.clone();
+            let mut opts = self.opts.clone();
+            opts.abstention = self.abstention();
             let query = query.to_string();
             self.store
                 .call(move |s| {
@@ -807,13 +1046,31 @@ mod tests {
             "AND",
             "\"wild\" NEAR/2 -geese*",
             "what is it?",
+            "😀🎉🏛️",
+            "wild 鼎 ❤️ geese 青銅",
+            "\u{0}\u{202e}\u{feff}",
         ] {
             search_blocking(&s, q, 5, &o, None).unwrap_or_else(|e| panic!("{q:?}: {e}"));
         }
+        // 10,000 characters of mixed scripts and syntax: quick, no error.
+        let long: String = "geese 青铜 \"NEAR( 😀 "
+            .chars()
+            .cycle()
+            .take(10_000)
+            .collect();
+        let t = Instant::now();
+        search_blocking(&s, &long, 5, &o, None).unwrap();
+        assert!(t.elapsed().as_secs_f64() < 2.0, "{:?}", t.elapsed());
         let h = search_blocking(&s, "\"wild geese*\" -sword^", 5, &o, None).unwrap();
         assert_eq!(ids(&h), vec!["e1"]);
+        // Cut to max_query_chars, still searched (threshold decision: the shipped abstention
+        // fit is for real collections, not this four-record one).
+        let threshold_only = EmbeddedOptions {
+            abstention: None,
+            ..o.clone()
+        };
         let huge = "geese ".repeat(100_000);
-        let h = search_blocking(&s, &huge, 5, &o, None).unwrap();
+        let h = search_blocking(&s, &huge, 5, &threshold_only, None).unwrap();
         assert_eq!(ids(&h), vec!["e1"]);
         assert!(
             search_blocking(&s, "geese", 0, &o, None)

@@ -20,9 +20,11 @@
 //!                Exhibit ↔ store row conversion
 //! embeddings.rs  OpenAI-compatible /embeddings client; cosine and RRF helpers
 //! remote.rs      Retriever over an external HTTP service, the remote SRS (wire format there)
-//! eval.rs        recall@1, recall@5, MRR over a query file
+//! abstain.rs     the no-answer decision: logistic regression over ranking signals. Pure
+//! eval.rs        per-kind recall@1/@5, MRR, abstention figures; in-sample and cross-validated
 //! ```
 
+pub mod abstain;
 pub mod embedded;
 pub mod embeddings;
 pub mod eval;

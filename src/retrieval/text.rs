@@ -19,7 +19,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 /// Bumped whenever the analysis below changes: the index is then rebuilt from the stored rows.
-pub const ANALYZER_VERSION: &str = "2";
+pub const ANALYZER_VERSION: &str = "3";
 
 /// Most terms one query contributes (a very long question is cut, never an error).
 pub const MAX_QUERY_TERMS: usize = 48;
@@ -84,7 +84,31 @@ pub fn normalize(text: &str) -> String {
     } else {
         simplified
     };
-    folded.to_lowercase()
+    fold_variants(&folded.to_lowercase())
+}
+
+/// Variant characters OpenCC's Traditional → Simplified tables leave apart, folded to one form
+/// (the records themselves mix them: 溥心畬/溥心畲, 衮/袞, 凌鴻勳/淩鴻勛).
+const VARIANTS: &[(char, char)] = &[
+    ('畬', '畲'),
+    ('袞', '衮'),
+    ('勛', '勋'),
+    ('勳', '勋'),
+    ('淩', '凌'),
+];
+
+fn fold_variants(s: &str) -> String {
+    if !s.chars().any(|c| VARIANTS.iter().any(|(v, _)| *v == c)) {
+        return s.to_string();
+    }
+    s.chars()
+        .map(|c| {
+            VARIANTS
+                .iter()
+                .find(|(v, _)| *v == c)
+                .map_or(c, |(_, f)| *f)
+        })
+        .collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,6 +395,20 @@ const ZH_STOP: &[&str] = &[
     "他们",
     "她们",
     "有没有",
+    "是不是",
+    "是否",
+    "哪一年",
+    "哪年",
+    "哪一个",
+    "哪几个",
+    "一共",
+    "总共",
+    "讲的是",
+    "讲",
+    "那种",
+    "这种",
+    "当初",
+    "到底是",
     "没有",
     "可以",
     "能",
@@ -623,6 +661,141 @@ pub fn sentences(text: &str) -> Vec<String> {
     out
 }
 
+/// Whether a question asks who someone is ("溥心畬是谁？", "谁是溥心畬", "Who was Shibata
+/// Zeshin?") rather than who made or did something ("峄山刻石是谁写的" is not).
+pub fn is_who_is(query: &str) -> bool {
+    let n = normalize(query);
+    let t = n.trim_matches(|c: char| !c.is_alphanumeric() && !is_cjk(c));
+    let t = t.trim_end_matches(['呢', '啊', '呀', '吗']);
+    if t.chars().any(is_cjk) {
+        let body = t
+            .strip_suffix("是谁")
+            .or_else(|| t.strip_suffix("是什么人"))
+            .or_else(|| t.strip_prefix("谁是"));
+        return body.is_some_and(|b| (2..=12).contains(&b.chars().count()));
+    }
+    let rest = t
+        .strip_prefix("who is ")
+        .or_else(|| t.strip_prefix("who was "))
+        .or_else(|| t.strip_prefix("who were "));
+    // The rest must be a name: capitalised words in the original question.
+    rest.is_some_and(|_| {
+        let words: Vec<&str> = query.split_whitespace().skip(2).collect();
+        !words.is_empty()
+            && words.len() <= 5
+            && words
+                .iter()
+                .all(|w| w.chars().next().is_some_and(|c| c.is_uppercase()))
+    })
+}
+
+/// Whether a text reads like a biography: it gives a life span such as "(1896－1963)" or
+/// "1896-1963".
+pub fn has_life_span(text: &str) -> bool {
+    let c: Vec<char> = text.chars().collect();
+    c.windows(9).any(|w| {
+        w[..4].iter().all(|d| d.is_ascii_digit())
+            && matches!(w[4], '-' | '－' | '–' | '—' | '~' | '～')
+            && w[5..9].iter().all(|d| d.is_ascii_digit())
+    })
+}
+
+/// Bracket and quote pairs whose content is a name or title (《寒食帖》, “石虎”, "Night Watch").
+const QUOTES: &[(char, char)] = &[
+    ('《', '》'),
+    ('〈', '〉'),
+    ('「', '」'),
+    ('『', '』'),
+    ('“', '”'),
+    ('‘', '’'),
+    ('"', '"'),
+];
+
+/// Words that may join capitalised words into one name ("Book of Kells", "Venus de Milo").
+const NAME_JOINERS: &[&str] = &[
+    "of", "de", "da", "del", "der", "van", "von", "la", "le", "du", "the",
+];
+
+/// The named things a question asks about, normalised: quoted or bracketed spans, and runs of
+/// capitalised Latin words that are not stop or question words ("Rembrandt's Night Watch" →
+/// `rembrandt`, `night watch`). Used to check that the best hit is about the thing named.
+pub fn named_phrases(query: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let chars: Vec<char> = query.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if let Some(&(_, close)) = QUOTES.iter().find(|(o, _)| *o == chars[i])
+            && let Some(len) = chars[i + 1..].iter().position(|c| *c == close)
+        {
+            let inner: String = chars[i + 1..i + 1 + len].iter().collect();
+            let n = normalize(inner.trim());
+            if (1..=40).contains(&n.chars().count()) {
+                out.push(n);
+            }
+            i += len + 2;
+            continue;
+        }
+        i += 1;
+    }
+    // Capitalised runs (Latin script only).
+    let stops = &stop_sets().0;
+    let mut run: Vec<String> = Vec::new();
+    let mut pending: Vec<String> = Vec::new();
+    let flush = |run: &mut Vec<String>, pending: &mut Vec<String>, out: &mut Vec<String>| {
+        pending.clear();
+        if !run.is_empty() {
+            out.push(normalize(&run.join(" ")));
+            run.clear();
+        }
+    };
+    // Words (Latin letters and digits, with inner apostrophes and hyphens); None = punctuation.
+    let mut toks: Vec<Option<String>> = Vec::new();
+    let mut cur = String::new();
+    for c in query.chars() {
+        let apos = matches!(c, '\'' | '’' | '-') && !cur.is_empty();
+        if (c.is_alphanumeric() && !is_cjk(c)) || apos {
+            cur.push(c);
+        } else {
+            if !cur.is_empty() {
+                toks.push(Some(std::mem::take(&mut cur)));
+            }
+            if !c.is_whitespace() {
+                toks.push(None);
+            }
+        }
+    }
+    if !cur.is_empty() {
+        toks.push(Some(cur));
+    }
+    for tok in toks {
+        let Some(w) = tok else {
+            flush(&mut run, &mut pending, &mut out);
+            continue;
+        };
+        let (stem, possessive) = match w.strip_suffix("'s").or_else(|| w.strip_suffix("’s")) {
+            Some(s) => (s, true),
+            None => (w.as_str(), false),
+        };
+        let lower = stem.to_lowercase();
+        let capital = stem.chars().next().is_some_and(|c| c.is_uppercase());
+        if capital && !stops.contains(lower.as_str()) {
+            run.append(&mut pending);
+            run.push(stem.to_string());
+            if possessive {
+                flush(&mut run, &mut pending, &mut out);
+            }
+        } else if !run.is_empty() && NAME_JOINERS.contains(&lower.as_str()) {
+            pending.push(stem.to_string());
+        } else {
+            flush(&mut run, &mut pending, &mut out);
+        }
+    }
+    flush(&mut run, &mut pending, &mut out);
+    let mut seen = HashSet::new();
+    out.retain(|p| !p.is_empty() && seen.insert(p.clone()));
+    out
+}
+
 /// At most `max_chars` characters of `s`, with an ellipsis when cut.
 pub fn clip(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
@@ -647,6 +820,10 @@ mod tests {
         assert_eq!(normalize("Bronze DING"), "bronze ding");
         // Simplified input is unchanged.
         assert_eq!(normalize("青铜鼎"), "青铜鼎");
+        // Variants OpenCC leaves apart fold to one form.
+        assert_eq!(normalize("溥心畬"), normalize("溥心畲"));
+        assert_eq!(normalize("凌鴻勳"), normalize("淩鴻勛"));
+        assert_eq!(normalize("袞"), normalize("衮"));
     }
 
     #[test]
@@ -680,6 +857,11 @@ mod tests {
         assert_eq!(texts(&t), vec!["paint", "portrait", "young", "woman"]);
         let t = query_terms("这件青铜鼎是什么年代的");
         assert_eq!(texts(&t), vec!["青铜", "铜鼎", "年代"]);
+        // Question frames do not become terms.
+        let t = query_terms("这件青铜鼎是不是唐代的？");
+        assert_eq!(texts(&t), vec!["青铜", "铜鼎", "唐代"]);
+        let t = query_terms("峄山刻石一共有几个字？");
+        assert!(!texts(&t).iter().any(|x| x.contains('共')), "{t:?}");
         // Traditional and Simplified questions give the same terms.
         assert_eq!(
             query_terms("這件青銅鼎是什麼年代的"),
@@ -746,6 +928,41 @@ mod tests {
             s[1].starts_with("It was") && s[1].ends_with("短。"),
             "{s:?}"
         );
+    }
+
+    #[test]
+    fn named_phrases_are_quoted_spans_and_capitalised_runs() {
+        assert_eq!(
+            named_phrases("Can I see Rembrandt's Night Watch?"),
+            vec!["rembrandt", "night watch"]
+        );
+        assert_eq!(
+            named_phrases("Is the Book of Kells here?"),
+            vec!["book of kells"]
+        );
+        assert_eq!(
+            named_phrases("苏轼的《寒食帖》你们有没有？"),
+            vec!["寒食帖"]
+        );
+        assert_eq!(
+            named_phrases("“石虎”那两个大字相传是谁刻的？"),
+            vec!["石虎"]
+        );
+        assert!(named_phrases("Who made the little lacquer box?").is_empty());
+        assert!(named_phrases("").is_empty());
+    }
+
+    #[test]
+    fn who_is_questions_and_biographies() {
+        assert!(is_who_is("溥心畬是谁？"));
+        assert!(is_who_is("谁是溥心畬"));
+        assert!(is_who_is("Who was Shibata Zeshin?"));
+        assert!(!is_who_is("峄山刻石相传是谁写的？"));
+        assert!(!is_who_is("Who made the little lacquer box?"));
+        assert!(!is_who_is("是谁"));
+        assert!(has_life_span("溥儒(1896－1963)，字心畬"));
+        assert!(has_life_span("born 1820-1891 in Edo"));
+        assert!(!has_life_span("dated 1896, 1963 copies"));
     }
 
     #[test]

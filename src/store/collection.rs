@@ -248,6 +248,70 @@ impl CollectionStore {
         })
     }
 
+    /// Every exhibit with its primary key, in key order (for rebuilding the index).
+    pub fn all_exhibits_with_pk(&self) -> Result<Vec<(i64, ExhibitRow)>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(&format!(
+                "SELECT pk, {EXHIBIT_COLS} FROM exhibits ORDER BY pk"
+            ))?;
+            let rows = st
+                .query_map([], |r| Ok((r.get(0)?, exhibit_row(r, 1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Why the full-text index cannot be trusted, or None when it is sound: FTS5's own
+    /// `integrity-check` fails, or it holds another number of rows than `exhibits` (a
+    /// truncated or partly written index).
+    pub fn fts_problem(&self) -> Result<Option<String>, StoreError> {
+        self.with(|c| {
+            if let Err(e) = c.execute(
+                "INSERT INTO exhibits_fts (exhibits_fts) VALUES ('integrity-check')",
+                [],
+            ) {
+                return Ok(Some(format!("integrity-check failed: {e}")));
+            }
+            let fts: rusqlite::Result<i64> =
+                c.query_row("SELECT count(*) FROM exhibits_fts", [], |r| r.get(0));
+            let rows: i64 = c.query_row("SELECT count(*) FROM exhibits", [], |r| r.get(0))?;
+            Ok(match fts {
+                Err(e) => Some(format!("index unreadable: {e}")),
+                Ok(n) if n != rows => Some(format!("index holds {n} rows, the collection {rows}")),
+                Ok(_) => None,
+            })
+        })
+    }
+
+    /// Drops and recreates the full-text index (and its vocabulary view) from these analysed
+    /// rows, in one transaction; bumps the generation.
+    pub fn recreate_fts(&self, rows: &[(i64, [String; 7])]) -> Result<(), StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            tx.execute_batch(
+                "DROP TABLE IF EXISTS exhibits_vocab;
+                 DROP TABLE IF EXISTS exhibits_fts;
+                 CREATE VIRTUAL TABLE exhibits_fts USING fts5(
+                     title, maker, period, medium, description, extra, meta,
+                     tokenize = 'unicode61 remove_diacritics 0'
+                 );
+                 CREATE VIRTUAL TABLE exhibits_vocab USING fts5vocab(exhibits_fts, 'row');",
+            )?;
+            {
+                let mut ins = tx.prepare(
+                    "INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                )?;
+                for (pk, f) in rows {
+                    ins.execute(params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]])?;
+                }
+            }
+            bump_generation(&tx)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
     pub fn exhibit_count(&self) -> Result<i64, StoreError> {
         self.with(|c| Ok(c.query_row("SELECT count(*) FROM exhibits", [], |r| r.get(0))?))
     }
