@@ -3,7 +3,7 @@
 //! - Passwords: Argon2id PHC strings (random salt, default cost), verified on the blocking pool.
 //!   An unknown account is verified against a dummy hash so its timing matches a wrong password.
 //! - API keys: `mak_` + 43 base64url characters (256 random bits). Only their SHA-256 digest is
-//!   stored (PROTOCOL-NOTES allows a fast hash for long random tokens: no dictionary to try), and
+//!   stored (docs/protocol.md allows a fast hash for long random tokens: no dictionary to try), and
 //!   lookup is by digest, so nothing secret is compared byte by byte in SQL.
 //! - Failures are counted per peer address and per account; past a limit that address or account
 //!   is refused for a while without checking anything. The reply never says which part was wrong.

@@ -1,16 +1,19 @@
 //! museum-agent: a voice-agent streaming server for museums.
 //!
 //! Clients (web kiosks, mobile and TV apps) connect to one WebSocket, `/ws/agent/stream`, speak
-//! the protocol of `seeds/004` (see the README's protocol section for every decision taken where
-//! the spec is open), and receive streamed text, speech and function calls. With `[hub] enabled`
-//! the same server is also an agent hub (README "Agent hub"): environments, agents and humans
-//! exchange Star Protocol messages at `/env/{env}`, `/env/{env}/agent/{id}` and `/human/{id}`.
+//! the museum agent client protocol (a specification in Chinese, not in this repository;
+//! `docs/protocol.md` holds every decision taken where it is open), and receive streamed text,
+//! speech and function calls. With `[hub] enabled` the same server is also an agent hub (its
+//! wire contract is the [`hub`] module's documentation, `src/hub/README.md`): environments,
+//! agents and humans exchange Star Protocol messages at `/env/{env}`, `/env/{env}/agent/{id}`
+//! and `/human/{id}`.
 //!
 //! # Code map
 //! ```text
 //! main.rs        CLI: serve, key and account admin, ingest/search/eval; tracing; signals
 //! bin/museum-agent-load/  the load tool, not in this library (it uses only the public API):
-//!                scenarios, protocol client, timing-controlled fake upstream
+//!                scenarios, protocol client, timing-controlled fake upstream, and compare.rs:
+//!                the same scenario against a second server, with the ratios
 //! lib.rs         this map; run(listener, app, shutdown)
 //! config.rs      typed config: defaults < config.toml < MUSEUM_AGENT__SECTION__KEY; unknown keys refused
 //! app.rs         AppState shared by all connections: config, auth, pipeline deps, counters, shutdown tokens

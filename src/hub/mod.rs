@@ -1,6 +1,6 @@
 //! The agent hub: the product's second face, where guide agents, the halls' systems
-//! (environments), robots and human docents exchange messages (seeds 000, 001, 002; README
-//! "Agent hub" has the wire contract and every decision).
+//! (environments), robots and human docents exchange messages (seeds 000, 001, 002). The wire
+//! contract and every decision follow the module map below (`README.md` beside this file).
 //!
 //! ```text
 //! envelope.rs  Star envelope + ClawOS fields: decode (payload kept raw), delivery bodies, errors. Pure
@@ -26,6 +26,7 @@
 //!   an acknowledgement of `n` covers everything up to `n`.
 //! - Every inbox change of one address (attach, detach, storing for an offline recipient) runs
 //!   under that address's async lock, so nothing slips between "offline" and "online".
+#![doc = include_str!("README.md")]
 
 pub mod client;
 mod cluster;

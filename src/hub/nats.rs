@@ -1,5 +1,5 @@
 //! The hub across processes (`[hub] backend = "nats"`): several server processes share one hub
-//! through NATS with JetStream, via the official `async-nats` client. README "Hub across
+//! through NATS with JetStream, via the official `async-nats` client. src/hub/README.md, "Hub across
 //! processes" has the whole design; in short:
 //!
 //! - **Interest-based routing**: a process subscribes only to the subjects of its own connected

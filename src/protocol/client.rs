@@ -65,7 +65,7 @@ pub enum VoiceMode {
     Binary,
 }
 
-/// `function_calling_op` (spec §4.3, semantics in PROTOCOL-NOTES).
+/// `function_calling_op` (spec §4.3, semantics in docs/protocol.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum FunctionOp {
@@ -75,7 +75,7 @@ pub enum FunctionOp {
     Delete,
 }
 
-/// **Extension** (PROTOCOL-NOTES): what a client function returned, reported back so the model
+/// **Extension** (docs/protocol.md): what a client function returned, reported back so the model
 /// can continue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionResult {

@@ -1,6 +1,6 @@
 //! Client function definitions (REGISTER / REQUEST `function_calling`) and their JSON Schema form.
 //!
-//! The spec shows parameters as a list `[{name, type}]`; PROTOCOL-NOTES also allows a JSON Schema
+//! The spec shows parameters as a list `[{name, type}]`; docs/protocol.md also allows a JSON Schema
 //! object. Both are kept exactly as the client sent them (SESSION_INFO echoes them back) and are
 //! turned into JSON Schema for the LLM by [`FunctionDef::json_schema`].
 

@@ -2,7 +2,7 @@
 //!
 //! Pure: no tokio, no I/O. [`decode_client`] turns one text frame into a typed
 //! [`ClientFrame`] or a [`DecodeError`] that already carries the error code and a detail naming
-//! the offending field (PROTOCOL-NOTES "Frames"). [`encode_server`] writes the five-field
+//! the offending field (docs/protocol.md "Frames"). [`encode_server`] writes the five-field
 //! envelope `{version, msg_type, session_id, payload, timestamp}` that every server frame carries.
 //! The reverse directions ([`ClientFrame::encode`], [`decode_server`]) exist for clients, tests
 //! and the load tool, so both directions round-trip.
@@ -270,7 +270,7 @@ fn typed_payload<T: DeserializeOwned>(payload: Value) -> Result<T, DecodeError> 
     })
 }
 
-/// Decodes one client text frame (PROTOCOL-NOTES "Frames").
+/// Decodes one client text frame (docs/protocol.md "Frames").
 pub fn decode_client(text: &str) -> Result<ClientFrame, DecodeError> {
     let env = decode_envelope(text, &ClientMessage::TYPES)?;
     check_shapes(&env.msg_type, &env.payload)?;
@@ -447,7 +447,7 @@ pub fn decode_server(text: &str) -> Result<ServerFrame, DecodeError> {
     })
 }
 
-/// What a REQUEST asks for, after the per-kind rules of spec §4.3 and PROTOCOL-NOTES are checked.
+/// What a REQUEST asks for, after the per-kind rules of spec §4.3 and docs/protocol.md are checked.
 #[derive(Debug, Clone, PartialEq)]
 pub enum RequestKind {
     /// TEXT with `""` (or only whitespace): attribute update only (spec §4.3.4).

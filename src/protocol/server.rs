@@ -14,7 +14,7 @@ pub struct RegisterAck {
     pub message: String,
     pub session_id: String,
     pub session_timeout_seconds: u64,
-    /// **Extension**: what this server can do beyond text (README "Kiosk capabilities /
+    /// **Extension**: what this server can do beyond text (docs/protocol.md "Kiosk capabilities /
     /// visitor reset"). Clients that do not know it ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
@@ -75,7 +75,7 @@ pub struct Response {
 }
 
 impl Response {
-    /// The final frame of an interrupted request (spec §5.3.3, PROTOCOL-NOTES "Interrupt").
+    /// The final frame of an interrupted request (spec §5.3.3, docs/protocol.md "Interrupt").
     pub fn interrupted(request_id: &str, reason: InterruptReason) -> Self {
         Response {
             request_id: request_id.to_string(),

@@ -431,7 +431,7 @@ mod props {
 /// gets past the first checks and reaches the rule for that field. The server's verdict
 /// (`decode_client`, then [`RequestPayload::kind`] for REQUEST) must be the documented ERROR:
 /// its code, a detail naming the field, and the frame's `request_id` when one could be read.
-/// Valid frames round-trip, and unknown extra members are ignored (PROTOCOL-NOTES: clients may
+/// Valid frames round-trip, and unknown extra members are ignored (docs/protocol.md: clients may
 /// send extensions), so adding one changes nothing.
 mod near_valid {
     use super::*;
@@ -521,7 +521,7 @@ mod near_valid {
             )
     }
 
-    /// Every legal shape of a REQUEST (spec §4.3 + PROTOCOL-NOTES), so `kind()` accepts it.
+    /// Every legal shape of a REQUEST (spec §4.3 + docs/protocol.md), so `kind()` accepts it.
     fn request() -> impl Strategy<Value = ClientMessage> {
         let text = "\\PC{0,60}";
         let b64 = "[A-Za-z0-9+/]{0,40}";
@@ -1137,7 +1137,7 @@ mod near_valid {
         out
     }
 
-    /// The REQUEST rules of spec §4.3 and PROTOCOL-NOTES, one broken at a time.
+    /// The REQUEST rules of spec §4.3 and docs/protocol.md, one broken at a time.
     fn request_breakages(base: &Value, p: &RequestPayload) -> Vec<BoxedStrategy<Broken>> {
         let mut out: Vec<BoxedStrategy<Broken>> = Vec::new();
         let b = base.clone();

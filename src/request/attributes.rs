@@ -11,7 +11,7 @@ pub struct Attributes {
 }
 
 /// Applies `op` to `list` atomically: on error the list is unchanged and the error names the
-/// offending entry (PROTOCOL-NOTES "Requests and responses").
+/// offending entry (docs/protocol.md "Requests and responses").
 pub fn apply_function_op(
     current: &[FunctionDef],
     op: FunctionOp,

@@ -23,6 +23,10 @@
 //! abstain.rs     the no-answer decision: logistic regression over ranking signals. Pure
 //! eval.rs        per-kind recall@1/@5, MRR, abstention figures; in-sample and cross-validated
 //! ```
+//!
+//! The internals (analysis, ranking, abstention, evaluation, ingest formats) follow, from
+//! `README.md` beside this file.
+#![doc = include_str!("README.md")]
 
 pub mod abstain;
 pub mod embedded;

@@ -1,4 +1,4 @@
-//! Idle expiry, heartbeats and the expiry warning of one session (spec §6.3, PROTOCOL-NOTES).
+//! Idle expiry, heartbeats and the expiry warning of one session (spec §6.3, docs/protocol.md).
 //! Pure: the caller passes the current [`Instant`] and sleeps until [`Liveness::next_deadline`].
 
 use std::time::Duration;

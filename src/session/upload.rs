@@ -1,4 +1,4 @@
-//! Assembly of one voice upload (spec §4.3.2, §4.3.3; PROTOCOL-NOTES "Voice"). Pure.
+//! Assembly of one voice upload (spec §4.3.2, §4.3.3; docs/protocol.md "Voice"). Pure.
 //!
 //! One open upload per session. BASE64 chunks must arrive with `stream_seq` 0, 1, 2, ... and end
 //! with -1 (which may carry the last chunk); BINARY uploads are a JSON start, binary frames and a

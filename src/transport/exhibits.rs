@@ -1,5 +1,5 @@
 //! Read-only HTTP endpoints over the server's own collection, for the kiosk's cards and for apps
-//! (README "Web client and kiosk"):
+//! (docs/web-client.md, "The collection over HTTP"):
 //!
 //! - `GET /api/exhibits/{id}`: one record's published fields plus `display_description` (the
 //!   description cut at a sentence end, with an ellipsis when cut).

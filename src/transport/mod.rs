@@ -35,7 +35,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/api/exhibits/{id}", get(exhibits::get_one))
         .route("/api/{*rest}", get(exhibits::not_found));
     if app.hub.is_some() {
-        // The agent hub (README "Agent hub"); absent (404) unless `[hub] enabled`.
+        // The agent hub (src/hub/README.md); absent (404) unless `[hub] enabled`.
         router = router
             .route("/env/{env_id}", get(hub::environment))
             .route("/env/{env_id}/agent/{agent_id}", get(hub::agent))
