@@ -189,9 +189,10 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     };
     // A visitor-service question (toilets, hours, ...) is answered from the facts file, never
     // from exhibit records: word for word by the offline answerer, else as the prompt's authority.
-    let fact = deps.facts.as_ref().and_then(|f| {
-        crate::retrieval::facts::match_question(&said, &f.current()).cloned()
-    });
+    let fact = deps
+        .facts
+        .as_ref()
+        .and_then(|f| crate::retrieval::facts::match_question(&said, &f.current()).cloned());
     if let Some(f) = &fact
         && llm.name() == "offline"
     {

@@ -70,6 +70,9 @@ mod tests {
             triggers: vec![],
         };
         let s = visitor_fact(&f);
-        assert!(s.contains("authoritative") && s.contains("English: Network X.\nChinese: 网络 X。"), "{s}");
+        assert!(
+            s.contains("authoritative") && s.contains("English: Network X.\nChinese: 网络 X。"),
+            "{s}"
+        );
     }
 }

@@ -66,89 +66,298 @@ const TOPICS: &[(&str, &[&str])] = &[
     (
         "lost_found",
         &[
-            "lost and found", "lost & found", "lost property", "found property", "lost my",
-            "i lost", "we lost", "lost a ", "lost our", "left my", "forgot my", "lost child",
-            "失物", "丢了", "丢失", "遗失", "落下了", "忘了拿", "弄丢",
+            "lost and found",
+            "lost & found",
+            "lost property",
+            "found property",
+            "lost my",
+            "i lost",
+            "we lost",
+            "lost a ",
+            "lost our",
+            "left my",
+            "forgot my",
+            "lost child",
+            "失物",
+            "丢了",
+            "丢失",
+            "遗失",
+            "落下了",
+            "忘了拿",
+            "弄丢",
         ],
     ),
     (
         "toilets",
         &[
-            "toilet", "toilets", "restroom", "restrooms", "bathroom", "bathrooms", "wc",
-            "washroom", "washrooms", "lavatory", "lavatories", "loo", "ladies room", "men's room",
-            "洗手间", "厕所", "卫生间", "盥洗室", "化妆间",
+            "toilet",
+            "toilets",
+            "restroom",
+            "restrooms",
+            "bathroom",
+            "bathrooms",
+            "wc",
+            "washroom",
+            "washrooms",
+            "lavatory",
+            "lavatories",
+            "loo",
+            "ladies room",
+            "men's room",
+            "洗手间",
+            "厕所",
+            "卫生间",
+            "盥洗室",
+            "化妆间",
         ],
     ),
     (
         "hours",
         &[
-            "opening hours", "opening times", "open hours", "visiting hours", "museum hours",
-            "your hours", "hours today", "time does the museum", "time do you", "time does it",
+            "opening hours",
+            "opening times",
+            "open hours",
+            "visiting hours",
+            "museum hours",
+            "your hours",
+            "hours today",
+            "time does the museum",
+            "time do you",
+            "time does it",
             "closing time",
-            "opening time", "open today", "open tomorrow", "open on", "close today",
-            "when do you open", "when do you close", "when does the museum", "is the museum open",
-            "are you open", "museum open", "museum close", "still open", "closed on", "closes",
-            "几点开", "几点关", "几点闭", "几点营业", "开放时间", "营业时间", "闭馆", "开馆",
-            "关门", "开门", "什么时候开", "什么时候关",
+            "opening time",
+            "open today",
+            "open tomorrow",
+            "open on",
+            "close today",
+            "when do you open",
+            "when do you close",
+            "when does the museum",
+            "is the museum open",
+            "are you open",
+            "museum open",
+            "museum close",
+            "still open",
+            "closed on",
+            "closes",
+            "几点开",
+            "几点关",
+            "几点闭",
+            "几点营业",
+            "开放时间",
+            "营业时间",
+            "闭馆",
+            "开馆",
+            "关门",
+            "开门",
+            "什么时候开",
+            "什么时候关",
         ],
     ),
     (
         "tickets",
         &[
-            "ticket", "tickets", "admission", "entry fee", "entrance fee", "ticket price",
-            "how much does it cost", "how much is it", "how much to", "cost to enter",
-            "is it free", "is entry free", "is admission free", "门票", "票价", "买票", "购票",
-            "入场费", "免费参观", "要钱吗", "收费吗",
+            "ticket",
+            "tickets",
+            "admission",
+            "entry fee",
+            "entrance fee",
+            "ticket price",
+            "how much does it cost",
+            "how much is it",
+            "how much to",
+            "cost to enter",
+            "is it free",
+            "is entry free",
+            "is admission free",
+            "门票",
+            "票价",
+            "买票",
+            "购票",
+            "入场费",
+            "免费参观",
+            "要钱吗",
+            "收费吗",
         ],
     ),
     (
         "cafe",
         &[
-            "cafe", "café", "coffee", "restaurant", "something to eat", "get food", "to eat", "can i eat",
-            "snack", "snacks", "canteen", "餐厅", "咖啡", "吃饭", "吃东西", "饭店", "小吃",
+            "cafe",
+            "café",
+            "coffee",
+            "restaurant",
+            "something to eat",
+            "get food",
+            "to eat",
+            "can i eat",
+            "snack",
+            "snacks",
+            "canteen",
+            "餐厅",
+            "咖啡",
+            "吃饭",
+            "吃东西",
+            "饭店",
+            "小吃",
             "餐馆",
         ],
     ),
     (
         "cloakroom",
         &[
-            "cloakroom", "cloak room", "coat check", "locker", "lockers", "leave my bag",
-            "store my bag", "my bag", "my coat", "my luggage", "luggage", "backpack", "suitcase",
-            "寄存", "存包", "衣帽间", "储物柜", "存放", "行李",
+            "cloakroom",
+            "cloak room",
+            "coat check",
+            "locker",
+            "lockers",
+            "leave my bag",
+            "store my bag",
+            "my bag",
+            "my coat",
+            "my luggage",
+            "luggage",
+            "backpack",
+            "suitcase",
+            "寄存",
+            "存包",
+            "衣帽间",
+            "储物柜",
+            "存放",
+            "行李",
         ],
     ),
     (
         "wifi",
         &[
-            "wi-fi", "wifi", "wi fi", "wireless", "internet", "wlan", "无线", "网络", "上网",
+            "wi-fi",
+            "wifi",
+            "wi fi",
+            "wireless",
+            "internet",
+            "wlan",
+            "无线",
+            "网络",
+            "上网",
             "wifi密码",
         ],
     ),
     (
         "accessibility",
         &[
-            "wheelchair", "wheelchairs", "accessible", "accessibility", "disabled access",
-            "step-free", "step free", "lift", "lifts", "elevator", "elevators", "ramp", "stroller",
-            "pram", "无障碍", "轮椅", "电梯", "坡道", "婴儿车",
+            "wheelchair",
+            "wheelchairs",
+            "accessible",
+            "accessibility",
+            "disabled access",
+            "step-free",
+            "step free",
+            "lift",
+            "lifts",
+            "elevator",
+            "elevators",
+            "ramp",
+            "stroller",
+            "pram",
+            "无障碍",
+            "轮椅",
+            "电梯",
+            "坡道",
+            "婴儿车",
         ],
     ),
 ];
 
 /// Words and phrases that make a question about an exhibit, not about visiting.
 const EXHIBIT_CUES: &[&str] = &[
-    "tell me about", "who painted", "who made", "who created", "who wrote", "who carved",
-    "painting", "painted", "artwork", "artist", "sculpture", "statue", "portrait", "depict",
-    "depicts", "made of", "made in", "dynasty", "century", "this object", "this piece", "masterpiece", "in the picture", "story of",
-    "《", "「", "『", "这幅", "这件", "画的", "谁画", "作品", "展品", "藏品", "雕塑", "介绍一下",
-    "讲的是", "描绘", "画中", "画里", "画上", "朝代", "年代",
+    "tell me about",
+    "who painted",
+    "who made",
+    "who created",
+    "who wrote",
+    "who carved",
+    "painting",
+    "painted",
+    "artwork",
+    "artist",
+    "sculpture",
+    "statue",
+    "portrait",
+    "depict",
+    "depicts",
+    "made of",
+    "made in",
+    "dynasty",
+    "century",
+    "this object",
+    "this piece",
+    "masterpiece",
+    "in the picture",
+    "story of",
+    "《",
+    "「",
+    "『",
+    "这幅",
+    "这件",
+    "画的",
+    "谁画",
+    "作品",
+    "展品",
+    "藏品",
+    "雕塑",
+    "介绍一下",
+    "讲的是",
+    "描绘",
+    "画中",
+    "画里",
+    "画上",
+    "朝代",
+    "年代",
 ];
 
 /// Words that make the text a request for help rather than a statement.
 const QUESTION_CUES: &[&str] = &[
-    "where", "when", "what", "how", "is there", "are there", "is it", "is the", "are the",
-    "are you", "do you", "does", "can i", "can we", "could", "may i", "need", "want", "looking for",
-    "which", "open", "please", "?", "哪", "几", "什么", "多少", "吗", "么", "呢", "有没有", "能不能",
-    "可以", "怎么", "如何", "请问", "想", "要", "需要", "找", "？",
+    "where",
+    "when",
+    "what",
+    "how",
+    "is there",
+    "are there",
+    "is it",
+    "is the",
+    "are the",
+    "are you",
+    "do you",
+    "does",
+    "can i",
+    "can we",
+    "could",
+    "may i",
+    "need",
+    "want",
+    "looking for",
+    "which",
+    "open",
+    "please",
+    "?",
+    "哪",
+    "几",
+    "什么",
+    "多少",
+    "吗",
+    "么",
+    "呢",
+    "有没有",
+    "能不能",
+    "可以",
+    "怎么",
+    "如何",
+    "请问",
+    "想",
+    "要",
+    "需要",
+    "找",
+    "？",
 ];
 
 /// The fact answering `question`, when it is a visitor-service question and the file has an
@@ -210,7 +419,9 @@ fn contains(hay: &str, needle: &str) -> bool {
 /// (joined by of / the / and / in / on / with / a), not counting the sentence's first word, e.g.
 /// "Where is Toilet of Helen shown?".
 fn names_a_title(raw: &str) -> bool {
-    const JOINERS: &[&str] = &["of", "the", "and", "in", "on", "with", "a", "at", "la", "le"];
+    const JOINERS: &[&str] = &[
+        "of", "the", "and", "in", "on", "with", "a", "at", "la", "le",
+    ];
     let words: Vec<&str> = raw
         .split(|c: char| c.is_whitespace() || matches!(c, ',' | '?' | '!' | '.' | '"' | '“' | '”'))
         .filter(|w| !w.is_empty())
@@ -292,7 +503,10 @@ impl FactsStore {
                 return;
             }
         };
-        let sig = (meta.modified().unwrap_or(SystemTime::UNIX_EPOCH), meta.len());
+        let sig = (
+            meta.modified().unwrap_or(SystemTime::UNIX_EPOCH),
+            meta.len(),
+        );
         if s.seen == Some(sig) {
             return;
         }
@@ -305,7 +519,9 @@ impl FactsStore {
                 tracing::info!(path = %self.path.display(), facts = facts.len(), "visitor-services facts loaded");
                 s.facts = Arc::new(facts);
             }
-            Err(e) => tracing::error!(path = %self.path.display(), error = %e, "visitor-services facts file is invalid; keeping the previous facts"),
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, "visitor-services facts file is invalid; keeping the previous facts")
+            }
         }
     }
 }
@@ -344,7 +560,11 @@ mod tests {
             let v: serde_json::Value = serde_json::from_str(line).unwrap();
             let q = v["q"].as_str().unwrap();
             let want = v["topic"].as_str();
-            if want.is_some() { pos += 1 } else { neg += 1 }
+            if want.is_some() {
+                pos += 1
+            } else {
+                neg += 1
+            }
             let got = match_question(q, &facts).map(|f| f.topic.as_str());
             if got != want {
                 wrong.push(format!("{q:?}: want {want:?}, got {got:?}"));
@@ -361,8 +581,16 @@ mod tests {
              triggers = [\"gift shop\", \"紀念品\"]\n",
         )
         .unwrap();
-        assert_eq!(match_question("Where is the gift shop?", &facts).unwrap().topic, "shop");
-        assert_eq!(match_question("哪里买纪念品？", &facts).unwrap().topic, "shop");
+        assert_eq!(
+            match_question("Where is the gift shop?", &facts)
+                .unwrap()
+                .topic,
+            "shop"
+        );
+        assert_eq!(
+            match_question("哪里买纪念品？", &facts).unwrap().topic,
+            "shop"
+        );
         // A built-in topic the file does not have is not answered.
         assert!(match_question("Where are the toilets?", &facts).is_none());
     }
@@ -370,7 +598,11 @@ mod tests {
     #[test]
     fn bad_files_are_refused_with_a_reason() {
         assert!(parse("[[fact]]\ntopic = \"x\"\nen = \"a\"\n").is_err());
-        assert!(parse("[[fact]]\ntopic = \"x\"\nen = \"a\"\nzh = \"\"\n").unwrap_err().contains("zh"));
+        assert!(
+            parse("[[fact]]\ntopic = \"x\"\nen = \"a\"\nzh = \"\"\n")
+                .unwrap_err()
+                .contains("zh")
+        );
         assert!(parse("[[fact]]\ntopic = \"x\"\nen = \"a\"\nzh = \"b\"\ncolour = 1\n").is_err());
         assert!(parse("not toml [").is_err());
         assert_eq!(parse("museum = \"M\"\n").unwrap(), vec![]);
@@ -380,13 +612,25 @@ mod tests {
     fn the_store_keeps_the_previous_facts_when_the_file_breaks() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.toml");
-        std::fs::write(&path, "[[fact]]\ntopic = \"wifi\"\nen = \"A\"\nzh = \"甲\"\n").unwrap();
+        std::fs::write(
+            &path,
+            "[[fact]]\ntopic = \"wifi\"\nen = \"A\"\nzh = \"甲\"\n",
+        )
+        .unwrap();
         let store = FactsStore::open(&path);
         assert_eq!(store.current()[0].en, "A");
         std::fs::write(&path, "[[fact]]\ntopic = broken").unwrap();
         store.state.lock().unwrap().checked -= FactsStore::CHECK_EVERY;
-        assert_eq!(store.current()[0].en, "A", "a broken file keeps the old facts");
-        std::fs::write(&path, "[[fact]]\ntopic = \"wifi\"\nen = \"Bee\"\nzh = \"乙\"\n").unwrap();
+        assert_eq!(
+            store.current()[0].en,
+            "A",
+            "a broken file keeps the old facts"
+        );
+        std::fs::write(
+            &path,
+            "[[fact]]\ntopic = \"wifi\"\nen = \"Bee\"\nzh = \"乙\"\n",
+        )
+        .unwrap();
         // Not re-checked before CHECK_EVERY has passed.
         store.state.lock().unwrap().checked = Instant::now();
         assert_eq!(store.current()[0].en, "A");

@@ -56,7 +56,10 @@ fn example_facts() -> Vec<museum_agent::retrieval::facts::Fact> {
 }
 
 fn fact(topic: &str) -> museum_agent::retrieval::facts::Fact {
-    example_facts().into_iter().find(|f| f.topic == topic).unwrap()
+    example_facts()
+        .into_iter()
+        .find(|f| f.topic == topic)
+        .unwrap()
 }
 
 #[tokio::test]
@@ -84,7 +87,8 @@ async fn the_offline_answerer_gives_the_facts_in_the_visitors_language_and_no_ex
     assert_eq!(c.reply("hours").await.text, fact("hours").en);
 
     // An exhibit question that shares the word still gets the painting.
-    c.text_request("helen", "Who painted Toilet of Helen?").await;
+    c.text_request("helen", "Who painted Toilet of Helen?")
+        .await;
     let r = c.reply("helen").await;
     assert!(r.text.contains("Toilet of Helen"), "{}", r.text);
     assert!(r.text.contains("Burroughs"), "{}", r.text);
@@ -99,11 +103,18 @@ async fn an_llm_gets_the_fact_as_the_authority_and_no_exhibit_passages() {
     app.llm.push(text_reply(&["Next to the main staircase."]));
     c.text_request("t", "Where are the toilets?").await;
     c.reply("t").await;
-    app.llm.push(text_reply(&["A painting by Bryson Burroughs."]));
-    c.text_request("h", "Tell me about the Toilet of Helen").await;
+    app.llm
+        .push(text_reply(&["A painting by Bryson Burroughs."]));
+    c.text_request("h", "Tell me about the Toilet of Helen")
+        .await;
     c.reply("h").await;
     let reqs = app.llm.requests();
-    let sys = |i: usize| reqs[i]["messages"][0]["content"].as_str().unwrap().to_string();
+    let sys = |i: usize| {
+        reqs[i]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
     let toilets = fact("toilets");
     let first = sys(0);
     assert!(
