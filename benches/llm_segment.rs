@@ -33,6 +33,7 @@ fn main() {
             llm_config: Default::default(),
             retriever: None,
             retrieval_k: 3,
+            facts: None,
             metrics: Default::default(),
             stt: None,
             tts: None,

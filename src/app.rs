@@ -262,6 +262,7 @@ impl AppState {
             llm_config: config.llm.clone(),
             retriever,
             retrieval_k: config.srs.top_k,
+            facts: crate::retrieval::facts::FactsStore::from_config(&config.srs),
             metrics: metrics.clone(),
             stt,
             tts,

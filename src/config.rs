@@ -485,6 +485,9 @@ pub struct SrsConfig {
     /// Ingest `demo_path` at start when the collection is empty (or the file changed since).
     pub load_demo: bool,
     pub demo_path: PathBuf,
+    /// Visitor-services answers (toilets, hours, tickets, ...) in English and Chinese, a TOML
+    /// file re-read when it changes ("" = off). See `retrieval::facts`.
+    pub facts_path: PathBuf,
     /// Base URL of the external service for `provider = "remote"`.
     pub remote_url: String,
     /// Environment variable holding the remote service's bearer token ("" = none).
@@ -517,6 +520,7 @@ impl Default for SrsConfig {
             max_query_chars: 500,
             load_demo: true,
             demo_path: "fixtures/collection/exhibits.jsonl".into(),
+            facts_path: "fixtures/facts/example-museum-facts.toml".into(),
             remote_url: String::new(),
             remote_api_key_env: String::new(),
             remote_timeout_seconds: 2.0,
@@ -674,7 +678,8 @@ pub enum ConfigError {
 
 impl Config {
     /// Loads defaults, then `path` (if given, or `config.toml` if it exists), then the environment.
-    /// Relative paths (`static_dir`, `tls_cert`, `tls_key`, `database.path`, `srs.demo_path`)
+    /// Relative paths (`static_dir`, `tls_cert`, `tls_key`, `database.path`, `srs.demo_path`,
+    /// `srs.facts_path`)
     /// are then resolved against the config file's directory (without a file: the working
     /// directory), so the server finds its page and data wherever it is started from.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
@@ -726,6 +731,12 @@ impl Config {
         {
             self.srs.demo_path = p;
         }
+        if self.srs.facts_path.ends_with(&defaults.1.facts_path)
+            && !self.srs.facts_path.is_file()
+            && let Some(p) = candidates(&defaults.1.facts_path).filter(|p| p.is_file())
+        {
+            self.srs.facts_path = p;
+        }
     }
 
     /// Makes every relative path of the config relative to `base` (empty paths stay empty).
@@ -739,6 +750,7 @@ impl Config {
             &mut self.server.tls_key,
             &mut self.database.path,
             &mut self.srs.demo_path,
+            &mut self.srs.facts_path,
         ] {
             if !p.as_os_str().is_empty() && p.is_relative() {
                 *p = base.join(&*p);
@@ -1010,13 +1022,14 @@ mod tests {
         std::fs::write(
             &file,
             "[server]\nstatic_dir = \"page\"\n[database]\npath = \"/abs/x.db\"\n\
-             [srs]\ndemo_path = \"demo/c.jsonl\"\n",
+             [srs]\ndemo_path = \"demo/c.jsonl\"\nfacts_path = \"facts.toml\"\n",
         )
         .unwrap();
         let c = Config::load(Some(&file)).unwrap();
         assert_eq!(c.server.static_dir, dir.path().join("page"));
         assert_eq!(c.database.path, PathBuf::from("/abs/x.db"));
         assert_eq!(c.srs.demo_path, dir.path().join("demo/c.jsonl"));
+        assert_eq!(c.srs.facts_path, dir.path().join("facts.toml"));
         assert!(c.server.tls_cert.as_os_str().is_empty());
         let err = c.check_paths().unwrap_err().to_string();
         assert!(err.contains("static_dir") && err.contains("page"), "{err}");

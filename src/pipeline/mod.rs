@@ -46,6 +46,8 @@ pub struct Deps {
     pub retriever: Option<Arc<dyn Retriever>>,
     /// Exhibits retrieved into the prompt per question (`[srs] top_k`).
     pub retrieval_k: usize,
+    /// Visitor-services answers (`[srs] facts_path`; None: off).
+    pub facts: Option<Arc<crate::retrieval::facts::FactsStore>>,
     pub metrics: Arc<Metrics>,
     /// Speech recognition for voice input (None: voice requests get a clear ERROR).
     pub stt: Option<Arc<dyn crate::providers::stt::SttProvider>>,
@@ -185,9 +187,25 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
                 .into(),
         });
     };
+    // A visitor-service question (toilets, hours, ...) is answered from the facts file, never
+    // from exhibit records: word for word by the offline answerer, else as the prompt's authority.
+    let fact = deps
+        .facts
+        .as_ref()
+        .and_then(|f| crate::retrieval::facts::match_question(&said, &f.current()).cloned());
+    if let Some(f) = &fact
+        && llm.name() == "offline"
+    {
+        let zh = crate::providers::llm::offline::is_chinese(&said);
+        reply.push_text(f.answer(zh)).await;
+        return finish(job, reply, user_turn).await;
+    }
     let cfg = &deps.llm_config;
     let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
-    let retrieved = retrieve(job, deps, &said).await;
+    let retrieved = match fact {
+        Some(_) => None,
+        None => retrieve(job, deps, &said).await,
+    };
 
     // Tools: the client's (at most max_client_tools, best matches first) and the server's.
     let client_tools =
@@ -204,7 +222,10 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     if deps.retriever.is_some() {
         offered.extend(tools::server_tool_specs());
     }
-    let system = prompt::system_message(&cfg.system_prompt, retrieved.as_deref());
+    let mut system = prompt::system_message(&cfg.system_prompt, retrieved.as_deref());
+    if let Some(f) = &fact {
+        system.push_str(&prompt::visitor_fact(f));
+    }
 
     // The tool loop: the model answers, server tools and error observations go back to it, until
     // it answers without needing them or the step limit is reached.

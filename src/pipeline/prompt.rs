@@ -21,6 +21,18 @@ pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
     }
 }
 
+/// The visitor-services answer for this question, to append to the system message: the
+/// museum's own text, authoritative over anything else.
+pub fn visitor_fact(fact: &crate::retrieval::facts::Fact) -> String {
+    format!(
+        "\n\nThis is a question about visiting the museum. The museum's own answer (authoritative; \
+         answer from it only, in the visitor's language, and do not use exhibit records):\n\
+         English: {}\nChinese: {}\n",
+        fact.en.trim(),
+        fact.zh.trim()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -47,5 +59,20 @@ mod tests {
         );
         assert!(system_message("P", Some(&[])).contains("found nothing"));
         assert_eq!(system_message("P", None), "P");
+    }
+
+    #[test]
+    fn the_visitor_fact_is_given_in_both_languages() {
+        let f = crate::retrieval::facts::Fact {
+            topic: "wifi".into(),
+            en: "Network X.".into(),
+            zh: "网络 X。".into(),
+            triggers: vec![],
+        };
+        let s = visitor_fact(&f);
+        assert!(
+            s.contains("authoritative") && s.contains("English: Network X.\nChinese: 网络 X。"),
+            "{s}"
+        );
     }
 }

@@ -22,6 +22,7 @@
 //! remote.rs      Retriever over an external HTTP service, the remote SRS (wire format there)
 //! abstain.rs     the no-answer decision: logistic regression over ranking signals. Pure
 //! eval.rs        per-kind recall@1/@5, MRR, abstention figures; in-sample and cross-validated
+//! facts.rs       visitor services (toilets, hours, tickets, ...) from a TOML file: matcher. Pure
 //! ```
 //!
 //! The internals (analysis, ranking, abstention, evaluation, ingest formats) follow, from
@@ -32,6 +33,7 @@ pub mod abstain;
 pub mod embedded;
 pub mod embeddings;
 pub mod eval;
+pub mod facts;
 pub mod ingest;
 pub mod remote;
 pub mod text;

@@ -84,6 +84,7 @@ mod architecture;
 mod bad_frames;
 mod cli;
 mod exhibits;
+mod facts;
 mod grounding;
 mod hardening;
 mod http;

@@ -1,0 +1,169 @@
+//! Visitor services answered from the facts file (`[srs] facts_path`), never from exhibit
+//! records: the offline answerer gives the fact word for word in the visitor's language, an LLM
+//! gets it as the prompt's authority with no exhibit passages, exhibit questions that share a
+//! word still reach the collection, and an edited file is picked up while the server runs.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use museum_agent::config::LlmProviderKind;
+
+use crate::support::fake_llm::text_reply;
+use crate::support::*;
+
+const HELEN: &str = "walters-17593";
+const EXAMPLE: &str = "fixtures/facts/example-museum-facts.toml";
+
+/// "Toilet of Helen" and 30 other records of the demo collection.
+fn collection(dir: &Path) -> PathBuf {
+    let all = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection/exhibits.jsonl"),
+    )
+    .unwrap();
+    let mut lines: Vec<&str> = all
+        .lines()
+        .filter(|l| l.contains(&format!("\"id\": \"{HELEN}\"")))
+        .collect();
+    assert_eq!(lines.len(), 1);
+    lines.extend(all.lines().take(30));
+    let path = dir.join("demo.jsonl");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path
+}
+
+fn example_text() -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE)).unwrap()
+}
+
+/// A server over the small collection, with the facts file at `facts`.
+async fn app(provider: LlmProviderKind, facts: PathBuf) -> (TestApp, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = collection(dir.path());
+    let app = spawn_app_with(move |c| {
+        c.srs.load_demo = true;
+        c.srs.demo_path = path;
+        c.srs.facts_path = facts;
+        if provider != LlmProviderKind::Openai {
+            c.llm.provider = provider;
+        }
+    })
+    .await;
+    (app, dir)
+}
+
+fn example_facts() -> Vec<museum_agent::retrieval::facts::Fact> {
+    museum_agent::retrieval::facts::parse(&example_text()).unwrap()
+}
+
+fn fact(topic: &str) -> museum_agent::retrieval::facts::Fact {
+    example_facts()
+        .into_iter()
+        .find(|f| f.topic == topic)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_offline_answerer_gives_the_facts_in_the_visitors_language_and_no_exhibit() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (app, _d) = app(LlmProviderKind::Offline, facts).await;
+    let mut c = app.client().await;
+    let toilets = fact("toilets");
+
+    c.text_request("en", "Where are the toilets?").await;
+    let r = c.reply("en").await;
+    assert_eq!(r.text, toilets.en);
+    assert!(r.calls.is_empty(), "no exhibit shown: {:?}", r.calls);
+    assert!(!r.text.contains("Helen"), "{}", r.text);
+
+    for (id, q) in [("zh", "洗手间在哪里？"), ("zh-hant", "洗手間在哪裡？")] {
+        c.text_request(id, q).await;
+        let r = c.reply(id).await;
+        assert_eq!(r.text, toilets.zh, "{q}");
+        assert!(r.calls.is_empty());
+    }
+
+    c.text_request("hours", "What time does the museum close?")
+        .await;
+    assert_eq!(c.reply("hours").await.text, fact("hours").en);
+
+    // An exhibit question that shares the word still gets the painting.
+    c.text_request("helen", "Who painted Toilet of Helen?")
+        .await;
+    let r = c.reply("helen").await;
+    assert!(r.text.contains("Toilet of Helen"), "{}", r.text);
+    assert!(r.text.contains("Burroughs"), "{}", r.text);
+    assert!(app.llm.requests().is_empty(), "no model was called");
+}
+
+#[tokio::test]
+async fn an_llm_gets_the_fact_as_the_authority_and_no_exhibit_passages() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (app, _d) = app(LlmProviderKind::Openai, facts).await;
+    let mut c = app.client().await;
+    app.llm.push(text_reply(&["Next to the main staircase."]));
+    c.text_request("t", "Where are the toilets?").await;
+    c.reply("t").await;
+    app.llm
+        .push(text_reply(&["A painting by Bryson Burroughs."]));
+    c.text_request("h", "Tell me about the Toilet of Helen")
+        .await;
+    c.reply("h").await;
+    let reqs = app.llm.requests();
+    let sys = |i: usize| {
+        reqs[i]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let toilets = fact("toilets");
+    let first = sys(0);
+    assert!(
+        first.contains(&toilets.en) && first.contains(&toilets.zh),
+        "{first}"
+    );
+    assert!(!first.contains(HELEN), "no exhibit passages: {first}");
+    let second = sys(1);
+    assert!(second.contains(&format!("[{HELEN}]")), "{second}");
+    assert!(!second.contains(&toilets.en), "{second}");
+}
+
+/// Asks `q` until the reply is `want`, or fails after 10 s (the file is checked every 2 s).
+async fn until_answer(c: &mut Client, q: &str, want: &str) {
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    let mut n = 0;
+    loop {
+        n += 1;
+        let id = format!("q{n}");
+        c.text_request(&id, q).await;
+        let got = c.reply(&id).await.text;
+        if got == want {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < until,
+            "still {got:?}, want {want:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_edited_facts_file_is_picked_up_while_the_server_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("facts.toml");
+    std::fs::write(&path, example_text()).unwrap();
+    let (app, _d) = app(LlmProviderKind::Offline, path.clone()).await;
+    let mut c = app.client().await;
+    let wifi = fact("wifi");
+    until_answer(&mut c, "Is there free Wi-Fi?", &wifi.en).await;
+
+    let edited = example_text().replace("ExampleMuseum-Guest", "Edited-Network");
+    assert_ne!(edited, example_text());
+    std::fs::write(&path, &edited).unwrap();
+    let new_wifi = wifi.en.replace("ExampleMuseum-Guest", "Edited-Network");
+    until_answer(&mut c, "Is there free Wi-Fi?", &new_wifi).await;
+
+    // (A broken edit keeping the previous facts: the unit test in src/retrieval/facts.rs.)
+    let zh = wifi.zh.replace("ExampleMuseum-Guest", "Edited-Network");
+    until_answer(&mut c, "有无线网络吗？", &zh).await;
+}
