@@ -62,32 +62,7 @@ enum Command {
     /// and recall, false abstentions; in-sample and cross-validated (stratified k folds). The
     /// embedded retriever runs on a fresh in-memory copy of --collection, so the figures do not
     /// depend on the database; with [srs] provider = "remote" the remote service is measured.
-    Eval {
-        /// Query files (JSONL: query, language, relevant_ids, optional kind).
-        #[arg(long = "queries", num_args = 1.., default_values = [
-            "fixtures/collection/dev_queries.jsonl",
-            "fixtures/collection/dev_queries_v2.jsonl",
-        ])]
-        queries: Vec<PathBuf>,
-        /// Collection file to evaluate on (default: [srs] demo_path).
-        #[arg(long)]
-        collection: Option<PathBuf>,
-        /// Cross-validation folds.
-        #[arg(long, default_value_t = 5)]
-        folds: usize,
-        /// Fit the abstention model on these questions and store it with the index of
-        /// [database] path (used by serve and search from then on).
-        #[arg(long)]
-        fit: bool,
-        /// Also write the fitted abstention model to this JSON file.
-        #[arg(long)]
-        out: Option<PathBuf>,
-        #[arg(long)]
-        json: bool,
-        /// Also list every query that missed (cross-validated), with what came back.
-        #[arg(long)]
-        verbose: bool,
-    },
+    Eval(EvalArgs),
 }
 
 #[derive(Subcommand)]
@@ -249,26 +224,7 @@ fn main() -> anyhow::Result<()> {
         }
         Command::Ingest { paths, json } => runtime()?.block_on(ingest(config, paths, json)),
         Command::Search { query, k, json } => runtime()?.block_on(search(config, query, k, json)),
-        Command::Eval {
-            queries,
-            collection,
-            folds,
-            fit,
-            out,
-            json,
-            verbose,
-        } => runtime()?.block_on(eval(
-            config,
-            EvalArgs {
-                queries,
-                collection,
-                folds,
-                fit,
-                out,
-                json,
-                verbose,
-            },
-        )),
+        Command::Eval(args) => runtime()?.block_on(eval(config, args)),
         Command::Account { cmd } => {
             let store = Store::open(&config.database.path)?;
             match cmd {
@@ -433,13 +389,31 @@ async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::
     Ok(())
 }
 
+#[derive(clap::Args)]
 struct EvalArgs {
+    /// Query files (JSONL: query, language, relevant_ids, optional kind).
+    #[arg(long = "queries", num_args = 1.., default_values = [
+        "fixtures/collection/dev_queries.jsonl",
+        "fixtures/collection/dev_queries_v2.jsonl",
+    ])]
     queries: Vec<PathBuf>,
+    /// Collection file to evaluate on (default: [srs] demo_path).
+    #[arg(long)]
     collection: Option<PathBuf>,
+    /// Cross-validation folds.
+    #[arg(long, default_value_t = 5)]
     folds: usize,
+    /// Fit the abstention model on these questions and store it with the index of
+    /// [database] path (used by serve and search from then on).
+    #[arg(long)]
     fit: bool,
+    /// Also write the fitted abstention model to this JSON file.
+    #[arg(long)]
     out: Option<PathBuf>,
+    #[arg(long)]
     json: bool,
+    /// Also list every query that missed (cross-validated), with what came back.
+    #[arg(long)]
     verbose: bool,
 }
 

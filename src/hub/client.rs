@@ -148,7 +148,7 @@ impl HubClient {
             q.push(format!("tier={t}"));
         }
         if let Some(r) = &opts.role {
-            q.push(format!("role={}", urlencode(r)));
+            q.push(format!("role={}", crate::util::urlencode(r)));
         }
         if opts.manual_ack {
             q.push("ack=manual".into());
@@ -360,17 +360,6 @@ impl HubClient {
     pub async fn close(mut self) {
         let _ = tokio::time::timeout(Duration::from_secs(2), self.ws.close(None)).await;
     }
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// Typed helpers for the Star inner messages (`payload.type`): action, outcome, event, stream.

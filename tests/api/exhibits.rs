@@ -71,7 +71,7 @@ async fn exhibit_by_id_with_etag_cache_control_and_a_display_description() {
     let key = app.api_key.clone();
     for row in &rows {
         let id = row["id"].as_str().unwrap();
-        let path = format!("/api/exhibits/{}", urlencode(id));
+        let path = format!("/api/exhibits/{}", museum_agent::util::urlencode(id));
         let r = get(&app, &path, Some(&key), None).await;
         assert_eq!(r.status(), 200, "{id}");
         let etag = r.headers()["etag"].to_str().unwrap().to_string();
@@ -113,7 +113,10 @@ async fn search_is_the_servers_search_with_bounded_k_and_q() {
     let title = rows[0]["title"].as_str().unwrap();
     let r = get(
         &app,
-        &format!("/api/exhibits?q={}&k=2", urlencode(title)),
+        &format!(
+            "/api/exhibits?q={}&k=2",
+            museum_agent::util::urlencode(title)
+        ),
         Some(&key),
         None,
     )
@@ -142,7 +145,7 @@ async fn search_is_the_servers_search_with_bounded_k_and_q() {
     let zh = rows[3]["title"].as_str().unwrap();
     let v: Value = get(
         &app,
-        &format!("/api/exhibits?q={}", urlencode(zh)),
+        &format!("/api/exhibits?q={}", museum_agent::util::urlencode(zh)),
         Some(&key),
         None,
     )
@@ -155,7 +158,7 @@ async fn search_is_the_servers_search_with_bounded_k_and_q() {
     let long = format!("{title} {}", "x".repeat(10_000));
     let r = get(
         &app,
-        &format!("/api/exhibits?q={}", urlencode(&long)),
+        &format!("/api/exhibits?q={}", museum_agent::util::urlencode(&long)),
         Some(&key),
         None,
     )
@@ -240,7 +243,7 @@ async fn endpoints_need_an_active_key_and_share_the_lockout() {
     let (app, rows) = app_with_collection(|c| c.auth.max_failures_per_address = 3).await;
     let path = format!(
         "/api/exhibits/{}",
-        urlencode(rows[0]["id"].as_str().unwrap())
+        museum_agent::util::urlencode(rows[0]["id"].as_str().unwrap())
     );
     let r = get(&app, &path, None, None).await;
     assert_eq!(r.status(), 401);
@@ -295,15 +298,19 @@ async fn a_static_path_longer_than_a_file_name_is_404_not_500() {
     assert!(body.contains("<html"));
 }
 
-#[tokio::test]
-async fn register_ack_says_what_speech_the_server_has() {
-    let app = spawn_app().await;
+async fn capabilities(app: &TestApp) -> Value {
     let mut c = app.connect().await;
     let ack = c
         .register(json!({"type": "API_KEY", "api_key": app.api_key}))
         .await;
+    ack["payload"]["capabilities"].clone()
+}
+
+#[tokio::test]
+async fn register_ack_says_what_speech_the_server_has() {
+    let app = spawn_app().await;
     assert_eq!(
-        ack["payload"]["capabilities"],
+        capabilities(&app).await,
         json!({"speech_input": false, "speech_output": false})
     );
     let speech = FakeSpeech::start().await;
@@ -317,12 +324,8 @@ async fn register_ack_says_what_speech_the_server_has() {
         c.tts.api_key_env = String::new();
     })
     .await;
-    let mut c = app.connect().await;
-    let ack = c
-        .register(json!({"type": "API_KEY", "api_key": app.api_key}))
-        .await;
     assert_eq!(
-        ack["payload"]["capabilities"],
+        capabilities(&app).await,
         json!({"speech_input": true, "speech_output": true})
     );
 }
@@ -439,7 +442,10 @@ async fn the_offline_answerer_shows_the_exhibit_it_answers_from() {
         assert_eq!(r.calls[0]["parameters"], json!({"exhibit_id": row["id"]}));
         assert!(r.text.contains(title.trim()), "{}", r.text);
         // The card's data is there for the id the call names.
-        let path = format!("/api/exhibits/{}", urlencode(row["id"].as_str().unwrap()));
+        let path = format!(
+            "/api/exhibits/{}",
+            museum_agent::util::urlencode(row["id"].as_str().unwrap())
+        );
         assert_eq!(
             get(&app, &path, Some(&app.api_key), None).await.status(),
             200
@@ -505,17 +511,6 @@ fn config_paths_resolve_against_the_config_file_and_missing_ones_stop_the_start(
     assert!(ok, "{err}");
     assert!(conf.join("db/m.db").is_file());
     assert!(!dir.path().join("db").exists());
-}
-
-fn urlencode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 #[test]

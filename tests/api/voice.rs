@@ -149,17 +149,7 @@ impl VoiceReply {
 
     /// Index in `frames` of the first voice chunk and of the last text chunk.
     fn interleaved(&self) -> bool {
-        let first_voice = self.frames.iter().position(|f| {
-            f["payload"]["voice_stream_seq"]
-                .as_i64()
-                .is_some_and(|s| s >= 0)
-        });
-        let last_text = self.frames.iter().rposition(|f| {
-            f["payload"]["text_stream_seq"]
-                .as_i64()
-                .is_some_and(|s| s >= 0)
-        });
-        matches!((first_voice, last_text), (Some(v), Some(t)) if v < t)
+        crate::support::interleaved(&self.frames)
     }
 }
 

@@ -244,6 +244,22 @@ pub fn panic_text(e: tokio::task::JoinError) -> String {
     }
 }
 
+/// Whether voice and text are interleaved in `frames`: the first voice chunk comes before the
+/// last text chunk.
+pub fn interleaved(frames: &[Value]) -> bool {
+    let first_voice = frames.iter().position(|f| {
+        f["payload"]["voice_stream_seq"]
+            .as_i64()
+            .is_some_and(|s| s >= 0)
+    });
+    let last_text = frames.iter().rposition(|f| {
+        f["payload"]["text_stream_seq"]
+            .as_i64()
+            .is_some_and(|s| s >= 0)
+    });
+    matches!((first_voice, last_text), (Some(v), Some(t)) if v < t)
+}
+
 pub fn now_ms() -> i64 {
     museum_agent::util::now_ms()
 }
