@@ -11,9 +11,6 @@ pub fn now_ms() -> i64 {
         .unwrap_or(0)
 }
 
-/// A reqwest client builder for upstream calls (providers, retrieval, the load tool). TLS is
-/// rustls with the `ring` provider (installed here once, process-wide; reqwest is built without
-/// a default provider).
 /// Days since 1970-01-01 → (year, month, day) of the proleptic Gregorian calendar (Howard
 /// Hinnant's `civil_from_days`).
 pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
@@ -41,6 +38,9 @@ pub fn urlencode(s: &str) -> String {
         .collect()
 }
 
+/// A reqwest client builder for upstream calls (providers, retrieval, the load tool). TLS is
+/// rustls with the `ring` provider (installed here once, process-wide; reqwest is built without
+/// a default provider).
 pub fn http_client_builder() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().user_agent(concat!("museum-agent/", env!("CARGO_PKG_VERSION")))

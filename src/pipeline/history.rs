@@ -18,6 +18,11 @@ pub struct History {
 }
 
 impl History {
+    /// An empty history, shared by a session and its request tasks.
+    pub fn shared(max: usize) -> std::sync::Arc<std::sync::Mutex<History>> {
+        std::sync::Arc::new(std::sync::Mutex::new(History::new(max)))
+    }
+
     pub fn new(max: usize) -> Self {
         History {
             messages: VecDeque::new(),

@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use crate::config::{LlmConfig, secs};
 use crate::metrics::{Metrics, Outcome};
-use crate::protocol::{ErrorCode, FunctionCall, FunctionResult, ServerMessage};
+use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, ServerMessage};
 use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
@@ -88,9 +88,19 @@ pub struct Job {
 pub struct Failure {
     pub code: ErrorCode,
     pub detail: String,
+    /// `error_msg` when the spec's message for `code` would mislead the visitor.
+    pub message: Option<&'static str>,
 }
 
 impl Failure {
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Failure {
+            code,
+            detail: detail.into(),
+            message: None,
+        }
+    }
+
     /// An upstream call failed: REQUEST_TIMEOUT when it timed out, else INTERNAL_ERROR (both
     /// retryable). `detail` must never carry upstream bodies or credentials.
     pub fn upstream(timed_out: bool, detail: String) -> Self {
@@ -99,7 +109,7 @@ impl Failure {
         } else {
             ErrorCode::InternalError
         };
-        Failure { code, detail }
+        Failure::new(code, detail)
     }
 }
 
@@ -134,7 +144,10 @@ pub async fn run(job: Job, input: Input, deps: Arc<Deps>) {
             tracing::warn!(request_id = %id, code = %f.code, detail = %f.detail, "request failed");
             if job.inflight.finish(&job.ctx) {
                 deps.metrics.request(Outcome::Error);
-                let e = capabilities::error_payload(f.code, f.detail).with_request(Some(id));
+                let mut e = ErrorPayload::new(f.code, f.detail).with_request(Some(id));
+                if let Some(m) = f.message {
+                    e = e.with_message(m);
+                }
                 job.outbox.send(&ServerMessage::Error(e)).await;
             }
         }
@@ -181,25 +194,18 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         return finish(job, reply, user_turn).await;
     }
     let Some(llm) = deps.llm.clone() else {
-        return Err(Failure {
-            code: ErrorCode::InternalError,
-            detail: "no LLM is configured on this server (set [llm] provider in config.toml)"
-                .into(),
-        });
+        return Err(Failure::new(
+            ErrorCode::InternalError,
+            "no LLM is configured on this server (set [llm] provider in config.toml)",
+        ));
     };
     // A visitor-service question (toilets, hours, ...) is answered from the facts file, never
-    // from exhibit records: word for word by the offline answerer, else as the prompt's authority.
+    // from exhibit records: the fact goes to the provider (the offline answerer says it word for
+    // word, a model gets it as the prompt's authority) and no passages are retrieved.
     let fact = deps
         .facts
         .as_ref()
         .and_then(|f| crate::retrieval::facts::match_question(&said, &f.current()).cloned());
-    if let Some(f) = &fact
-        && llm.name() == "offline"
-    {
-        let zh = crate::providers::llm::offline::is_chinese(&said);
-        reply.push_text(f.answer(zh)).await;
-        return finish(job, reply, user_turn).await;
-    }
     let cfg = &deps.llm_config;
     let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
     let retrieved = match fact {
@@ -244,6 +250,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
             messages,
             tools: offered.clone(),
             retrieved: retrieved.clone(),
+            fact: fact.clone(),
         };
         let Some(out) = stream_step(
             job,
@@ -541,16 +548,4 @@ fn record_cut_off(job: &Job, turn: Vec<ChatMessage>, text: &str) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .push_turn(kept);
-}
-
-#[cfg(test)]
-mod tests {
-    /// The module map: the pipeline sits below the session and never reaches back into it.
-    #[test]
-    fn pipeline_never_mentions_the_session_module() {
-        let session = concat!("crate", "::session");
-        for (path, text) in crate::request::tests::sources("pipeline") {
-            assert!(!text.contains(session), "{path} mentions {session}");
-        }
-    }
 }

@@ -190,10 +190,10 @@ impl ReplyStream {
         };
         match writer.await {
             Ok(r) => r,
-            Err(e) => Err(Failure {
-                code: ErrorCode::InternalError,
-                detail: format!("speech output stopped: {e}"),
-            }),
+            Err(e) => Err(Failure::new(
+                ErrorCode::InternalError,
+                format!("speech output stopped: {e}"),
+            )),
         }
     }
 

@@ -28,9 +28,6 @@ use crate::request::inflight::RequestCtx;
 
 use super::{Deps, Failure};
 
-/// The detail of a voice request on a server without STT (MALFORMED_PAYLOAD, not retryable).
-pub const NO_STT: &str = super::capabilities::NO_SPEECH_INPUT;
-
 impl From<SttError> for Failure {
     fn from(e: SttError) -> Self {
         // The error texts never carry upstream bodies or credentials.
@@ -128,8 +125,11 @@ pub async fn transcribe(
 ) -> Result<Transcript, Failure> {
     let Some(stt) = deps.stt.clone() else {
         return Err(Failure {
-            code: ErrorCode::MalformedPayload,
-            detail: NO_STT.into(),
+            message: Some(super::capabilities::NO_SPEECH_INPUT_MESSAGE),
+            ..Failure::new(
+                ErrorCode::MalformedPayload,
+                super::capabilities::NO_SPEECH_INPUT,
+            )
         });
     };
     let started = Instant::now();
@@ -147,16 +147,16 @@ pub async fn transcribe(
     let res = tokio::select! {
         biased;
         _ = ctx.token.cancelled() => {
-            return Err(Failure { code: ErrorCode::InternalError, detail: "cancelled".into() });
+            return Err(Failure::new(ErrorCode::InternalError, "cancelled"));
         }
         r = tokio::time::timeout(deps.voice.stt_timeout, work) => r,
     };
     let text = match res {
         Err(_) => {
-            return Err(Failure {
-                code: ErrorCode::RequestTimeout,
-                detail: "speech recognition (STT) did not answer in time".into(),
-            });
+            return Err(Failure::new(
+                ErrorCode::RequestTimeout,
+                "speech recognition (STT) did not answer in time",
+            ));
         }
         Ok(r) => r?,
     };
@@ -165,10 +165,10 @@ pub async fn transcribe(
         .timings
         .record(Hop::UploadToText, now - started, &ctx.request_id);
     if text.trim().is_empty() {
-        return Err(Failure {
-            code: ErrorCode::MalformedPayload,
-            detail: "no speech was recognised in the upload; speak again or send text".into(),
-        });
+        return Err(Failure::new(
+            ErrorCode::MalformedPayload,
+            "no speech was recognised in the upload; speak again or send text",
+        ));
     }
     tracing::debug!(request_id = %ctx.request_id, chars = text.chars().count(), "transcribed");
     Ok(Transcript { text, ready: now })

@@ -23,7 +23,8 @@ pub struct Fact {
     pub topic: String,
     pub en: String,
     pub zh: String,
-    /// Extra phrases (any language) that also select this topic.
+    /// Extra phrases (any language) that also select this topic; normalised like questions
+    /// (lower case, Simplified) when the file is parsed.
     #[serde(default)]
     pub triggers: Vec<String>,
 }
@@ -57,7 +58,16 @@ pub fn parse(text: &str) -> Result<Vec<Fact>, String> {
             ));
         }
     }
-    Ok(file.fact)
+    let mut facts = file.fact;
+    for f in &mut facts {
+        f.triggers = f
+            .triggers
+            .iter()
+            .map(|t| normalize(t).trim().to_string())
+            .filter(|t| !t.is_empty())
+            .collect();
+    }
+    Ok(facts)
 }
 
 /// Built-in topics: (topic, keywords). Keywords are matched on normalised text (lower case,
@@ -373,11 +383,7 @@ pub fn match_question<'a>(question: &str, facts: &'a [Fact]) -> Option<&'a Fact>
     }
     // The museum's own phrases first: they are the most specific.
     for f in facts {
-        if f.triggers
-            .iter()
-            .map(|t| normalize(t))
-            .any(|t| !t.trim().is_empty() && contains(&q, t.trim()))
-        {
+        if f.triggers.iter().any(|t| contains(&q, t)) {
             return Some(f);
         }
     }

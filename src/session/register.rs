@@ -2,8 +2,8 @@
 //! token and a timeout), admission against `limits.max_sessions`, and the registered
 //! [`Session`] it becomes.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
@@ -56,14 +56,14 @@ struct Registration {
 
 impl Registration {
     fn into_session(self, conn: Conn) -> Session {
-        let history = History::new(conn.app.config.llm.history_messages);
+        let history = History::shared(conn.app.config.llm.history_messages);
         Session {
             conn,
             id: self.id,
             create_time: self.create_time,
             attrs: self.attrs,
             inflight: InFlight::default(),
-            history: Arc::new(Mutex::new(history)),
+            history,
             live: self.live,
             upload: None,
             kick: self.kick,

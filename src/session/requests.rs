@@ -108,7 +108,9 @@ impl Session {
         }
         if p.clear_history == Some(true) {
             // A new Arc: replies still in flight record their turn in the old one, not here.
-            self.history = crate::pipeline::capabilities::fresh_history(&self.conn.app.deps);
+            self.history = crate::pipeline::history::History::shared(
+                self.conn.app.deps.llm_config.history_messages,
+            );
         }
         match kind {
             RequestKind::AttributesOnly => {

@@ -250,7 +250,7 @@ mod tests {
         assert_eq!(e["payload"]["retryable"], false);
         assert_eq!(
             e["payload"]["error_detail"],
-            crate::pipeline::speech::NO_STT
+            crate::pipeline::capabilities::NO_SPEECH_INPUT
         );
         h.finish().await;
     }

@@ -25,14 +25,13 @@ use sha2::{Digest, Sha256};
 use crate::app::AppState;
 use crate::auth::AuthError;
 use crate::protocol::Auth;
+use crate::retrieval::ingest::MAX_ID_CHARS;
 use crate::retrieval::{Exhibit, RetrievalError};
 
 /// Most hits one search returns.
 pub const MAX_K: usize = 20;
 /// Hits when `k` is absent.
 pub const DEFAULT_K: usize = 5;
-/// Longest id accepted (the ingest limit).
-pub const MAX_ID_CHARS: usize = crate::retrieval::ingest::MAX_ID_CHARS;
 /// `display_description` is cut at a sentence end within this many characters.
 pub const DISPLAY_CHARS: usize = 280;
 /// Records change only on ingest; a card may be reused for a few minutes.
@@ -107,16 +106,7 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
 
 /// Checks `Authorization: Bearer mak_…` like a REGISTER with API_KEY auth.
 async fn authorize(app: &AppState, peer: SocketAddr, headers: &HeaderMap) -> Result<(), Response> {
-    let key = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .filter(|k| !k.is_empty());
-    let Some(key) = key else {
+    let Some(key) = super::bearer(headers) else {
         return Err(unauthorized(
             "an API key is required (Authorization: Bearer …)",
         ));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde::Deserialize;
@@ -148,12 +148,7 @@ async fn endpoint(
             "the hub's message store (NATS) is unreachable; retry shortly",
         );
     }
-    let key = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_owned)
-        .or(q.api_key);
+    let key = super::bearer(&headers).map(str::to_owned).or(q.api_key);
     let Some(api_key) = key else {
         return refuse(
             StatusCode::UNAUTHORIZED,

@@ -459,6 +459,32 @@ fn hub_never_imports_axum_transport_or_app() {
 }
 
 #[test]
+fn request_never_mentions_session_or_pipeline() {
+    check(
+        "`request` imports neither `session` nor `pipeline` (it sits below both)",
+        violations(
+            |f| in_folder(f, "request"),
+            |p| within(p, "crate::session") || within(p, "crate::pipeline"),
+        ),
+    );
+}
+
+#[test]
+fn config_never_calls_into_hub_transport_or_pipeline() {
+    check(
+        "`config` (the bottom floor) never names `hub`, `transport` or `pipeline`",
+        violations(
+            |f| f == "config.rs" || in_folder(f, "config"),
+            |p| {
+                within(p, "crate::hub")
+                    || within(p, "crate::transport")
+                    || within(p, "crate::pipeline")
+            },
+        ),
+    );
+}
+
+#[test]
 fn only_store_imports_rusqlite() {
     check(
         "only `store` imports rusqlite",

@@ -81,6 +81,10 @@ pub struct ChatRequest {
     /// Vendor providers see it as text in the system message; the offline provider answers
     /// from it directly.
     pub retrieved: Option<Vec<crate::retrieval::Hit>>,
+    /// The visitor-services fact this question asks for (toilets, hours, …), if any: vendor
+    /// providers see it in the system message; the offline provider answers with it word for
+    /// word.
+    pub fact: Option<crate::retrieval::facts::Fact>,
 }
 
 /// Usage and timing reported at the end of a reply.

@@ -60,7 +60,7 @@ fn single_parameter(schema: &Value) -> Option<String> {
 }
 
 /// Whether the text is mostly Chinese (decides the answer's language).
-pub fn is_chinese(text: &str) -> bool {
+fn is_chinese(text: &str) -> bool {
     let cjk = text
         .chars()
         .filter(|c| matches!(*c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0xF900..=0xFAFF))
@@ -193,12 +193,17 @@ impl LlmProvider for OfflineProvider {
             .find(|m| m.role == Role::User)
             .map(|m| m.content.clone())
             .unwrap_or_default();
-        let answer = compose(&question, request.retrieved.as_deref());
-        let show = request
-            .retrieved
-            .as_deref()
-            .and_then(|hits| hits.first())
-            .and_then(|top| self.show_call(&request.tools, top));
+        let (answer, show) = match &request.fact {
+            Some(f) => (f.answer(is_chinese(&question)).to_string(), None),
+            None => (
+                compose(&question, request.retrieved.as_deref()),
+                request
+                    .retrieved
+                    .as_deref()
+                    .and_then(|hits| hits.first())
+                    .and_then(|top| self.show_call(&request.tools, top)),
+            ),
+        };
         let mut segs: Vec<Result<Segment, super::LlmError>> = show
             .map(|c| Ok(Segment::ToolCall(c)))
             .into_iter()
@@ -317,6 +322,7 @@ mod tests {
                 json!({"type": "object", "properties": {"id": {"type": "string"}}}),
             )],
             retrieved: Some(vec![top]),
+            fact: None,
         };
         let segs = futures_executor_block(p.stream(request));
         assert!(matches!(&segs[0], Segment::ToolCall(c) if c.arguments == Ok(json!({"id": "x"}))));

@@ -18,7 +18,7 @@ pub struct Client {
 pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 fn frame(msg_type: &str, sid: &str, payload: Value) -> String {
-    json!({"version": "1.0", "msg_type": msg_type, "session_id": sid, "payload": payload,
+    json!({"version": museum_agent::protocol::PROTOCOL_VERSION, "msg_type": msg_type, "session_id": sid, "payload": payload,
            "timestamp": museum_agent::util::now_ms()})
     .to_string()
 }

@@ -27,7 +27,7 @@ use museum_agent::util::rss_kib;
 /// The hub's base URL (`ws://host:port`) from the client-protocol URL.
 pub fn hub_base(url: &str) -> String {
     url.trim_end_matches('/')
-        .trim_end_matches("/ws/agent/stream")
+        .trim_end_matches(museum_agent::transport::WS_PATH)
         .to_string()
 }
 

@@ -576,7 +576,7 @@ pub async fn voice(
     let metrics_url = t
         .url
         .replace("ws://", "http://")
-        .replace("/ws/agent/stream", "/metrics");
+        .replace(museum_agent::transport::WS_PATH, "/metrics");
     let client = museum_agent::util::http_client_builder().build()?;
     if let Ok(Ok(resp)) =
         tokio::time::timeout(Duration::from_secs(5), client.get(&metrics_url).send()).await
