@@ -63,17 +63,26 @@ impl Registry {
     }
 }
 
-/// Closes live sessions whose API key was revoked or account disabled since they registered.
+/// Closes live sessions whose API key was revoked or account disabled since they registered:
+/// every `revocation_check_seconds`, and at once when the user store reports a revocation (with
+/// PostgreSQL, one made on any node).
 pub async fn revocation_watch(app: Arc<AppState>) {
     let period = secs(app.config.auth.revocation_check_seconds.max(0.05));
+    let users = app.auth.users().clone();
+    let mut events = users.revocation_events();
     loop {
         tokio::select! {
             _ = app.hard_stop.cancelled() => return,
             _ = tokio::time::sleep(period) => {}
+            r = events.changed() => if r.is_err() {
+                // The engine dropped its sender: polling alone from now on.
+                events = tokio::sync::watch::channel(0).1;
+                events.mark_unchanged();
+            },
         }
         let res = tokio::time::timeout(
             period.max(std::time::Duration::from_secs(2)),
-            app.store().call(|s| s.revoked_principals()),
+            users.revoked_principals(),
         )
         .await;
         let Ok(Ok((keys, accounts))) = res else {
