@@ -228,9 +228,10 @@ async fn key_command(config: Config, cmd: KeyCmd) -> anyhow::Result<()> {
             }
         }
         KeyCmd::Revoke { name_or_id } => {
-            let already = users.list_api_keys().await?.into_iter().find(|k| {
-                k.revoked && (k.name == name_or_id || k.id.to_string() == name_or_id)
-            });
+            let already =
+                users.list_api_keys().await?.into_iter().find(|k| {
+                    k.revoked && (k.name == name_or_id || k.id.to_string() == name_or_id)
+                });
             match already {
                 Some(k) => println!(
                     "API key {} ({}) was already revoked; nothing changed",

@@ -408,7 +408,10 @@ impl Store {
                 c.prepare_cached("SELECT locked_until FROM auth_failures WHERE key = ?1")?;
             let mut state = users::Lockout::Clear;
             for k in keys {
-                match st.query_row(params![k], |r| r.get::<_, Option<i64>>(0)).optional()? {
+                match st
+                    .query_row(params![k], |r| r.get::<_, Option<i64>>(0))
+                    .optional()?
+                {
                     Some(Some(until)) if until > now_ms => return Ok(users::Lockout::Locked),
                     Some(_) => state = users::Lockout::Counting,
                     None => {}
@@ -429,7 +432,11 @@ impl Store {
             let tx = c.transaction()?;
             let mut locked = Vec::new();
             for (key, max) in keys {
-                let failures: i64 = tx.query_row(RECORD_FAILURE_SQL, params![key, p.now_ms, p.window_ms], |r| r.get(0))?;
+                let failures: i64 = tx.query_row(
+                    RECORD_FAILURE_SQL,
+                    params![key, p.now_ms, p.window_ms],
+                    |r| r.get(0),
+                )?;
                 if *max > 0 && failures >= i64::from(*max) {
                     tx.execute(
                         "UPDATE auth_failures SET locked_until = ?2 WHERE key = ?1",
@@ -438,7 +445,7 @@ impl Store {
                     locked.push(key.clone());
                 }
             }
-            if rand::random::<u16>() % 256 == 0 {
+            if rand::random::<u8>() == 0 {
                 tx.execute(PRUNE_FAILURES_SQL, params![p.now_ms, p.window_ms])?;
             }
             tx.commit()?;

@@ -159,10 +159,7 @@ impl PgUsers {
     ) -> Result<T, StoreError> {
         match tokio::time::timeout(self.timeout, f).await {
             Ok(r) => r,
-            Err(_) => Err(unavailable(format!(
-                "no answer within {:?}",
-                self.timeout
-            ))),
+            Err(_) => Err(unavailable(format!("no answer within {:?}", self.timeout))),
         }
     }
 
@@ -244,48 +241,44 @@ impl PgUsers {
                     _ = stop.cancelled() => return,
                     r = tokio::time::timeout(timeout, pg.connect(NoTls)) => r,
                 };
-                match connected {
-                    Ok(Ok((client, mut conn))) => {
-                        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
-                        let driver = tokio::spawn(async move {
-                            let mut messages = futures_util::stream::poll_fn(move |cx| {
-                                conn.poll_message(cx)
-                            });
-                            while let Some(Ok(m)) = messages.next().await {
-                                if let AsyncMessage::Notification(_) = m
-                                    && tx.send(()).is_err()
-                                {
-                                    return;
-                                }
-                            }
-                        });
-                        let listen = tokio::time::timeout(
-                            timeout,
-                            client.batch_execute(&format!("LISTEN {REVOCATION_CHANNEL}")),
-                        )
-                        .await;
-                        if let Ok(Ok(())) = listen {
-                            if announced_down {
-                                tracing::info!("revocation notifications: listening again");
-                                announced_down = false;
-                            }
-                            events.send_modify(|n| *n += 1);
-                            loop {
-                                tokio::select! {
-                                    _ = stop.cancelled() => {
-                                        driver.abort();
-                                        return;
-                                    }
-                                    m = rx.recv() => match m {
-                                        Some(()) => events.send_modify(|n| *n += 1),
-                                        None => break,
-                                    },
-                                }
+                if let Ok(Ok((client, mut conn))) = connected {
+                    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<()>();
+                    let driver = tokio::spawn(async move {
+                        let mut messages =
+                            futures_util::stream::poll_fn(move |cx| conn.poll_message(cx));
+                        while let Some(Ok(m)) = messages.next().await {
+                            if let AsyncMessage::Notification(_) = m
+                                && tx.send(()).is_err()
+                            {
+                                return;
                             }
                         }
-                        driver.abort();
+                    });
+                    let listen = tokio::time::timeout(
+                        timeout,
+                        client.batch_execute(&format!("LISTEN {REVOCATION_CHANNEL}")),
+                    )
+                    .await;
+                    if let Ok(Ok(())) = listen {
+                        if announced_down {
+                            tracing::info!("revocation notifications: listening again");
+                            announced_down = false;
+                        }
+                        events.send_modify(|n| *n += 1);
+                        loop {
+                            tokio::select! {
+                                _ = stop.cancelled() => {
+                                    driver.abort();
+                                    return;
+                                }
+                                m = rx.recv() => match m {
+                                    Some(()) => events.send_modify(|n| *n += 1),
+                                    None => break,
+                                },
+                            }
+                        }
                     }
-                    Ok(Err(_)) | Err(_) => {}
+                    driver.abort();
                 }
                 if !announced_down {
                     tracing::warn!(
@@ -332,7 +325,10 @@ impl UserStore for PgUsers {
                  VALUES ($1, $2, $3, $4, $5) RETURNING {KEY_COLUMNS}"
             );
             match c
-                .query_one(&sql, &[&name, &prefix, &key_hash, &crate::util::now_ms(), &hub_tier])
+                .query_one(
+                    &sql,
+                    &[&name, &prefix, &key_hash, &crate::util::now_ms(), &hub_tier],
+                )
                 .await
                 .map_err(pg_error)
             {
@@ -537,7 +533,10 @@ impl UserStore for PgUsers {
                 )
                 .await
                 .map_err(pg_error)?;
-            let r = c.query_one(&st, &[&keys, &now_ms]).await.map_err(pg_error)?;
+            let r = c
+                .query_one(&st, &[&keys, &now_ms])
+                .await
+                .map_err(pg_error)?;
             let (rows, locked): (i64, bool) = (r.get(0), r.get(1));
             Ok(match (rows, locked) {
                 (_, true) => Lockout::Locked,
@@ -577,7 +576,7 @@ impl UserStore for PgUsers {
                     locked.push(key.clone());
                 }
             }
-            if rand::random::<u16>() % 256 == 0 {
+            if rand::random::<u8>() == 0 {
                 tx.execute(
                     &super::pg_placeholders(PRUNE_FAILURES_SQL),
                     &[&p.now_ms, &p.window_ms],

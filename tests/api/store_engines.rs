@@ -91,21 +91,28 @@ async fn story(pg: Option<&Postgres>) {
     let (ok, k, err) = cli(&app, &["key", "create", "--name", "story"], None).await;
     assert!(ok, "{err}");
     let k = k.trim().to_string();
-    let (ok, _, err) = cli(&app, &["account", "create", "bob"], Some("bob's password\n")).await;
+    let (ok, _, err) = cli(
+        &app,
+        &["account", "create", "bob"],
+        Some("bob's password\n"),
+    )
+    .await;
     assert!(ok, "{err}");
 
     let mut by_key = app.connect().await;
     by_key.register_key(&k).await;
     let mut by_account = app.connect().await;
-    let ack = by_account
-        .register(account("bob", "bob's password"))
-        .await;
+    let ack = by_account.register(account("bob", "bob's password")).await;
     assert_eq!(ack["msg_type"], "REGISTER_ACK", "{ack}");
     app.llm.push(text_reply(&["a bronze ", "ding"]));
     by_key.text_request("r1", "what is this?").await;
     assert_eq!(by_key.reply("r1").await.text, "a bronze ding");
     let (_, list, _) = cli(&app, &["key", "list"], None).await;
-    assert!(list.lines().any(|l| l.contains("story") && l.contains("active")), "{list}");
+    assert!(
+        list.lines()
+            .any(|l| l.contains("story") && l.contains("active")),
+        "{list}"
+    );
 
     // Revoked by another process (the CLI): the poll finds it.
     let (ok, out, err) = cli(&app, &["key", "revoke", "story"], None).await;
@@ -140,12 +147,20 @@ async fn story(pg: Option<&Postgres>) {
     let users = app.app.auth.users();
     assert_eq!(
         users
-            .lockout(&["address:127.0.0.1".to_string()], museum_agent::util::now_ms())
+            .lockout(
+                &["address:127.0.0.1".to_string()],
+                museum_agent::util::now_ms()
+            )
             .await
             .unwrap(),
         Lockout::Locked
     );
-    assert!(cli(&app, &["key", "list"], None).await.1.contains("revoked"));
+    assert!(
+        cli(&app, &["key", "list"], None)
+            .await
+            .1
+            .contains("revoked")
+    );
 
     // With PostgreSQL nothing of this is in the node's SQLite file.
     let local = Store::open(&app.app.config.database.path).unwrap();
@@ -263,7 +278,9 @@ async fn the_poll_finds_revocations_without_a_notification() {
 /// and revocations reach live sessions again (the LISTEN connection came back).
 #[tokio::test]
 async fn postgres_restart_under_live_sessions() {
-    let Some(mut pg) = postgres().await else { return };
+    let Some(mut pg) = postgres().await else {
+        return;
+    };
     let a = node(&pg, |c| {
         c.auth.revocation_check_seconds = 3600.0;
         c.database.timeout_seconds = 2.0;
