@@ -69,16 +69,19 @@ impl Registry {
 pub async fn revocation_watch(app: Arc<AppState>) {
     let period = secs(app.config.auth.revocation_check_seconds.max(0.05));
     let users = app.auth.users().clone();
-    let mut events = users.revocation_events();
+    let mut events = Some(users.revocation_events());
     loop {
+        let event = async {
+            match events.as_mut() {
+                Some(rx) => rx.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = app.hard_stop.cancelled() => return,
             _ = tokio::time::sleep(period) => {}
-            r = events.changed() => if r.is_err() {
-                // The engine dropped its sender: polling alone from now on.
-                events = tokio::sync::watch::channel(0).1;
-                events.mark_unchanged();
-            },
+            // The engine dropped its sender: polling alone from now on.
+            alive = event => if !alive { events = None },
         }
         let res = tokio::time::timeout(
             period.max(std::time::Duration::from_secs(2)),
