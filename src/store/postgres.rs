@@ -62,12 +62,27 @@ fn unavailable(e: impl std::fmt::Display) -> StoreError {
     StoreError::Unavailable(e.to_string())
 }
 
+/// An error with its causes ("error connecting to server: Connection refused"): the pool and the
+/// client keep the cause in `source()`. Never contains the URL's password.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let t = c.to_string();
+        if !text.contains(&t) {
+            text = format!("{text}: {t}");
+        }
+        cause = c.source();
+    }
+    text
+}
+
 fn pg_error(e: tokio_postgres::Error) -> StoreError {
     // Only a unique violation is the caller's mistake; everything else (connection closed,
     // server shutting down, ...) is transient from here.
     match e.code() {
         Some(c) if *c == SqlState::UNIQUE_VIOLATION => StoreError::Conflict(e.to_string()),
-        _ => unavailable(e),
+        _ => StoreError::Unavailable(chain(&e)),
     }
 }
 
@@ -164,7 +179,10 @@ impl PgUsers {
     }
 
     async fn client(&self) -> Result<deadpool_postgres::Object, StoreError> {
-        self.pool.get().await.map_err(unavailable)
+        self.pool
+            .get()
+            .await
+            .map_err(|e| StoreError::Unavailable(chain(&e)))
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
