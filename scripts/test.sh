@@ -17,13 +17,46 @@ case ":$PATH:" in *:/usr/sbin:*) ;; *) export PATH="$PATH:/usr/sbin" ;; esac
 # chromium: the browser e2e (Debian's, never a browser download). fonts-noto-cjk and
 # fonts-noto-color-emoji: the kiosk page in Chinese, and its screenshots, need real CJK and emoji
 # fonts. nats-server: NATS with JetStream for the hub-across-processes tests (each test starts its
-# own server on random loopback ports with a temporary store).
+# own server on random loopback ports with a temporary store). PostgreSQL: below.
 APT_PACKAGES=(chromium fonts-noto-cjk fonts-noto-color-emoji nats-server)
 
 # shellcheck source=scripts/lib/apt.sh
 . scripts/lib/apt.sh
 
+# postgresql: the user store's tests on PostgreSQL (tests/api/store_engines.rs) start their own
+# throwaway cluster per test (initdb into a temporary directory, a random loopback port, as
+# `nobody` when run as root), so only the server binaries are needed. Installed only when none
+# are found ($MUSEUM_AGENT_PG_BIN, /usr/lib/postgresql/*/bin, PATH); skipped, with those tests,
+# when MUSEUM_AGENT_SKIP_POSTGRES=1.
+postgres_present() {
+    { [ -n "${MUSEUM_AGENT_PG_BIN:-}" ] && [ -x "$MUSEUM_AGENT_PG_BIN/initdb" ]; } && return 0
+    compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && return 0
+    command -v initdb >/dev/null 2>&1 && command -v postgres >/dev/null 2>&1
+}
+postgres_new=0
+if [ "${MUSEUM_AGENT_SKIP_POSTGRES:-}" != 1 ] && ! postgres_present; then
+    APT_PACKAGES+=(postgresql)
+    postgres_new=1
+fi
+
 apt_install_missing "${APT_PACKAGES[@]}"
+
+# Debian's package creates a "main" cluster and enables postgresql.service (apt.sh kept it from
+# starting): a fresh install leaves neither behind. Only what this run installed is touched.
+if [ "$postgres_new" = 1 ] && postgres_present; then
+    pg_sudo=()
+    [ "$(id -u)" -ne 0 ] && pg_sudo=(sudo)
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
+        "${pg_sudo[@]}" systemctl disable --now --quiet postgresql.service || true
+    elif command -v deb-systemd-helper >/dev/null 2>&1; then
+        "${pg_sudo[@]}" deb-systemd-helper disable postgresql.service >/dev/null 2>&1 || true
+    fi
+    if command -v pg_lsclusters >/dev/null 2>&1; then
+        pg_lsclusters -h 2>/dev/null | while read -r version name _; do
+            [ "$name" = main ] && "${pg_sudo[@]}" pg_dropcluster --stop "$version" main || true
+        done
+    fi
+fi
 
 if ! command -v node >/dev/null 2>&1 \
     || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ]; then

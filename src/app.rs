@@ -63,17 +63,29 @@ impl Registry {
     }
 }
 
-/// Closes live sessions whose API key was revoked or account disabled since they registered.
+/// Closes live sessions whose API key was revoked or account disabled since they registered:
+/// every `revocation_check_seconds`, and at once when the user store reports a revocation (with
+/// PostgreSQL, one made on any node).
 pub async fn revocation_watch(app: Arc<AppState>) {
     let period = secs(app.config.auth.revocation_check_seconds.max(0.05));
+    let users = app.auth.users().clone();
+    let mut events = Some(users.revocation_events());
     loop {
+        let event = async {
+            match events.as_mut() {
+                Some(rx) => rx.changed().await.is_ok(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = app.hard_stop.cancelled() => return,
             _ = tokio::time::sleep(period) => {}
+            // The engine dropped its sender: polling alone from now on.
+            alive = event => if !alive { events = None },
         }
         let res = tokio::time::timeout(
             period.max(std::time::Duration::from_secs(2)),
-            app.store().call(|s| s.revoked_principals()),
+            users.revoked_principals(),
         )
         .await;
         let Ok(Ok((keys, accounts))) = res else {

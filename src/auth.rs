@@ -5,13 +5,13 @@
 //! - API keys: `mak_` + 43 base64url characters (256 random bits). Only their SHA-256 digest is
 //!   stored (docs/protocol.md allows a fast hash for long random tokens: no dictionary to try), and
 //!   lookup is by digest, so nothing secret is compared byte by byte in SQL.
-//! - Failures are counted per peer address and per account; past a limit that address or account
-//!   is refused for a while without checking anything. The reply never says which part was wrong.
+//! - Failures are counted per peer address and per account in the user store (shared by every
+//!   node with PostgreSQL); past a limit that address or account is refused for a while without
+//!   checking anything. The reply never says which part was wrong.
+//! - Accounts and keys are read through [`crate::store::UserStore`], either engine.
 
-use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -21,7 +21,8 @@ use sha2::{Digest, Sha256};
 
 use crate::config::AuthConfig;
 use crate::protocol::Auth;
-use crate::store::{Store, StoreError};
+use crate::store::users::{FailKey, FailurePolicy, Lockout};
+use crate::store::{Store, StoreError, UserStore};
 
 pub const API_KEY_PREFIX: &str = "mak_";
 
@@ -94,162 +95,134 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
     }
 }
 
-#[derive(Debug, Clone, Copy)]
-struct FailState {
-    window_start: Instant,
-    failures: u32,
-    locked_until: Option<Instant>,
-}
-
 /// What failures are counted against: the peer address, and for ACCOUNT auth the account name
-/// too (so a distributed guesser cannot try one account's password from many addresses).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-enum FailKey {
-    Address(IpAddr),
-    Account(String),
+/// too (so a distributed guesser cannot try one account's password from many addresses). The
+/// counters live in the user store, so with PostgreSQL every node sees the same ones.
+fn fail_keys(peer: IpAddr, auth: &Auth) -> Vec<FailKey> {
+    let mut k = vec![format!("address:{peer}")];
+    if let Auth::Account { account, .. } = auth {
+        k.push(format!("account:{account}"));
+    }
+    k
 }
 
-/// Checks REGISTER credentials against the store, with failure limits per address and account.
+/// Checks REGISTER credentials against the user store, with failure limits per address and
+/// account.
 pub struct Authenticator {
     store: Store,
+    users: Arc<dyn UserStore>,
     cfg: AuthConfig,
-    failures: Mutex<HashMap<FailKey, FailState>>,
     dummy_hash: String,
 }
 
 impl Authenticator {
+    /// Authenticates against `store`'s user store ([`Store::users`]: PostgreSQL when the store
+    /// was opened with a `[database] url`, else its SQLite file).
     pub fn new(store: Store, cfg: AuthConfig) -> Self {
         Authenticator {
+            users: store.users(),
             store,
             cfg,
-            failures: Mutex::new(HashMap::new()),
             dummy_hash: hash_password("dummy password for timing equalisation"),
         }
     }
 
+    /// The node's SQLite store (collection, hub).
     pub fn store(&self) -> &Store {
         &self.store
     }
 
-    fn keys(peer: IpAddr, auth: &Auth) -> Vec<FailKey> {
-        let mut k = vec![FailKey::Address(peer)];
-        if let Auth::Account { account, .. } = auth {
-            k.push(FailKey::Account(account.clone()));
-        }
-        k
+    /// Accounts, API keys, lockouts and revocations (either engine).
+    pub fn users(&self) -> &Arc<dyn UserStore> {
+        &self.users
     }
 
-    fn locked(&self, keys: &[FailKey], now: Instant) -> bool {
-        let map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        keys.iter().any(|k| {
-            map.get(k)
-                .and_then(|s| s.locked_until)
-                .is_some_and(|until| now < until)
-        })
+    async fn record_failure(&self, keys: &[FailKey]) -> Result<(), StoreError> {
+        let keys: Vec<(FailKey, u32)> = keys
+            .iter()
+            .map(|k| {
+                let max = if k.starts_with("account:") {
+                    self.cfg.max_failures_per_account
+                } else {
+                    self.cfg.max_failures_per_address
+                };
+                (k.clone(), max)
+            })
+            .collect();
+        let policy = FailurePolicy {
+            now_ms: crate::util::now_ms(),
+            window_ms: self.cfg.failure_window_seconds.saturating_mul(1000) as i64,
+            lockout_ms: self.cfg.lockout_seconds.saturating_mul(1000) as i64,
+        };
+        for key in self.users.record_failure(&keys, policy).await? {
+            tracing::warn!(key = %key, "auth failures over the limit; locked out");
+        }
+        Ok(())
     }
 
-    fn record_failure(&self, keys: &[FailKey], now: Instant) {
-        let window = Duration::from_secs(self.cfg.failure_window_seconds);
-        let lockout = Duration::from_secs(self.cfg.lockout_seconds);
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        if map.len() > 100_000 {
-            map.retain(|_, s| {
-                now.duration_since(s.window_start) < window
-                    || s.locked_until.is_some_and(|u| now < u)
-            });
-        }
-        for key in keys {
-            let max = match key {
-                FailKey::Address(_) => self.cfg.max_failures_per_address,
-                FailKey::Account(_) => self.cfg.max_failures_per_account,
-            };
-            let st = map.entry(key.clone()).or_insert(FailState {
-                window_start: now,
-                failures: 0,
-                locked_until: None,
-            });
-            if now.duration_since(st.window_start) >= window {
-                st.window_start = now;
-                st.failures = 0;
-            }
-            st.failures += 1;
-            if max > 0 && st.failures >= max {
-                st.locked_until = Some(now + lockout);
-                tracing::warn!(key = ?key, failures = st.failures, "auth failures over the limit; locked out");
-            }
-        }
-    }
-
-    fn record_success(&self, keys: &[FailKey]) {
-        let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        for k in keys {
-            map.remove(k);
-        }
-    }
-
-    /// Authenticates a REGISTER. Never says which part of the credentials was wrong.
+    /// Authenticates a REGISTER. Never says which part of the credentials was wrong. When the
+    /// user store cannot be reached the answer is [`AuthError::Internal`] (retryable), never a
+    /// refusal.
     pub async fn authenticate(&self, peer: IpAddr, auth: &Auth) -> Result<Principal, AuthError> {
-        let keys = Self::keys(peer, auth);
-        if self.locked(&keys, Instant::now()) {
+        let internal = |e: StoreError| AuthError::Internal(e.to_string());
+        let keys = fail_keys(peer, auth);
+        let lockout = self
+            .users
+            .lockout(&keys, crate::util::now_ms())
+            .await
+            .map_err(internal)?;
+        if lockout == Lockout::Locked {
             return Err(AuthError::Locked);
         }
-        let store = self.store.clone();
-        let result = match auth.clone() {
+        let principal = match auth {
             Auth::ApiKey { api_key } => {
-                let hash = hash_api_key(&api_key);
-                store
-                    .call(move |s| {
-                        let row = s.find_api_key(&hash)?;
-                        match row {
-                            Some(r) if !r.revoked => {
-                                s.touch_api_key(r.id)?;
-                                Ok(Some(Principal::ApiKey {
-                                    id: r.id,
-                                    name: r.name,
-                                }))
-                            }
-                            _ => Ok(None),
-                        }
-                    })
-                    .await
+                let hash = hash_api_key(api_key);
+                match self.users.find_api_key(&hash).await.map_err(internal)? {
+                    Some(r) if !r.revoked => {
+                        self.users.touch_api_key(r.id).await.map_err(internal)?;
+                        Some(Principal::ApiKey {
+                            id: r.id,
+                            name: r.name,
+                        })
+                    }
+                    _ => None,
+                }
             }
             Auth::Account { account, password } => {
-                let dummy = self.dummy_hash.clone();
-                store
-                    .call(move |s| {
-                        let row = s.find_account(&account)?;
-                        let (hash, usable) = match &row {
-                            Some(r) => (r.password_hash.as_str(), !r.disabled),
-                            None => (dummy.as_str(), false),
-                        };
-                        let ok = verify_password(&password, hash) && usable;
-                        match row {
-                            Some(r) if ok => {
-                                s.touch_account(r.id)?;
-                                Ok(Some(Principal::Account {
-                                    id: r.id,
-                                    name: r.account,
-                                }))
-                            }
-                            _ => Ok(None),
-                        }
-                    })
-                    .await
+                let row = self.users.find_account(account).await.map_err(internal)?;
+                let (hash, usable) = match &row {
+                    Some(r) => (r.password_hash.clone(), !r.disabled),
+                    None => (self.dummy_hash.clone(), false),
+                };
+                // Argon2 is slow on purpose: off the async workers.
+                let password = password.clone();
+                let verified =
+                    tokio::task::spawn_blocking(move || verify_password(&password, &hash))
+                        .await
+                        .map_err(|e| AuthError::Internal(e.to_string()))?;
+                match row {
+                    Some(r) if verified && usable => {
+                        self.users.touch_account(r.id).await.map_err(internal)?;
+                        Some(Principal::Account {
+                            id: r.id,
+                            name: r.account,
+                        })
+                    }
+                    _ => None,
+                }
             }
         };
-        match result {
-            Ok(Some(p)) => {
-                self.record_success(&keys);
+        match principal {
+            Some(p) => {
+                if lockout == Lockout::Counting {
+                    self.users.clear_failures(&keys).await.map_err(internal)?;
+                }
                 Ok(p)
             }
-            Ok(None) => {
-                self.record_failure(&keys, Instant::now());
+            None => {
+                self.record_failure(&keys).await.map_err(internal)?;
                 Err(AuthError::Invalid)
             }
-            Err(e @ StoreError::Task(_)) | Err(e @ StoreError::Sqlite(_)) => {
-                Err(AuthError::Internal(e.to_string()))
-            }
-            Err(e) => Err(AuthError::Internal(e.to_string())),
         }
     }
 }

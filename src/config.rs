@@ -60,14 +60,30 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DatabaseConfig {
-    /// SQLite file; created and migrated at start.
+    /// SQLite file; created and migrated at start. Holds the collection and the hub's tables
+    /// always, and accounts, API keys, lockouts and revocations unless `url` is set.
     pub path: PathBuf,
+    /// `postgres://user@host:port/db`: accounts, API keys, lockout counters and revocations
+    /// live in PostgreSQL, shared by every node that names the same database. Empty: SQLite.
+    pub url: String,
+    /// Name of the environment variable holding the PostgreSQL password (keeps it out of the
+    /// file); empty: the password in `url`, if any.
+    pub password_env: String,
+    /// PostgreSQL connections per node.
+    pub pool_size: usize,
+    /// Longest wait for one PostgreSQL operation (pool, connect, statement); past it the
+    /// REGISTER gets a retryable INTERNAL_ERROR.
+    pub timeout_seconds: f64,
 }
 
 impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
             path: "data/museum-agent.db".into(),
+            url: String::new(),
+            password_env: String::new(),
+            pool_size: 16,
+            timeout_seconds: 3.0,
         }
     }
 }

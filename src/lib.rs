@@ -49,8 +49,11 @@
 //!                connection over any inbound stream and its outgoing frames (no axum, no
 //!                transport, no AppState), the Rust client, and the NATS JetStream backend that
 //!                spreads one hub over several processes
-//! store/         the only rusqlite user: accounts, API keys, the collection (CollectionStore:
-//!                plain rows, no retrieval types), hub streams, inboxes and society; migrations/*.sql
+//! store/         the only rusqlite and PostgreSQL user: accounts, API keys, lockouts and
+//!                revocations behind UserStore (users.rs: SQLite; postgres.rs: PostgreSQL with
+//!                [database] url, shared by several nodes), the collection (CollectionStore:
+//!                plain rows, no retrieval types), hub streams, inboxes and society (SQLite
+//!                only); migrations/*.sql and migrations/postgres/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
 //! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder
 //! ```
@@ -67,7 +70,8 @@
 //!   `session` (both checked by tests that read the sources); per-request data travels in the
 //!   job, never through process-wide maps.
 //! - Providers never see protocol frames or sessions.
-//! - Only `store` imports rusqlite; its calls run on the blocking pool. `store` imports no module
+//! - Only `store` imports rusqlite (its calls run on the blocking pool) or the PostgreSQL client
+//!   (async, under a timeout). `store` imports no module
 //!   above it (its rows are plain types); retrieval reaches it through `CollectionStore`.
 //! - One writer task owns each socket's sink; everything else queues frames through the
 //!   bounded outbox. A frame of an interrupted request is dropped by the writer, never written.

@@ -2,12 +2,13 @@
 
 use std::io::BufRead;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use museum_agent::auth::{generate_api_key, hash_password};
 use museum_agent::retrieval;
-use museum_agent::store::Store;
+use museum_agent::store::{Store, UserStore};
 use museum_agent::{AppState, Config};
 
 #[derive(Parser)]
@@ -172,103 +173,124 @@ fn main() -> anyhow::Result<()> {
     let config = Config::load(cli.config.as_deref())?;
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve(config),
-        Command::Key { cmd } => {
-            let store = Store::open(&config.database.path)?;
-            match cmd {
-                KeyCmd::Create { name, hub_tier } => {
-                    let k = generate_api_key();
-                    let row = store.insert_api_key(&name, &k.prefix, &k.hash)?;
-                    if let Some(t) = &hub_tier {
-                        store.set_api_key_hub_tier(row.id, Some(t))?;
-                    }
-                    eprintln!(
-                        "API key {name:?} created. It is shown only this once; store it now:"
-                    );
-                    println!("{}", k.key);
-                }
-                KeyCmd::List => {
-                    println!(
-                        "{:<6} {:<24} {:<12} {:<8} {:<23} last_used",
-                        "id", "name", "prefix", "state", "created"
-                    );
-                    for k in store.list_api_keys()? {
-                        let state = if k.revoked { "revoked" } else { "active" };
-                        println!(
-                            "{:<6} {:<24} {:<12} {:<8} {:<23} {}",
-                            k.id,
-                            k.name,
-                            k.prefix,
-                            state,
-                            fmt_ms(Some(k.created_at)),
-                            fmt_ms(k.last_used_at)
-                        );
-                    }
-                }
-                KeyCmd::Revoke { name_or_id } => {
-                    let already = store.list_api_keys()?.into_iter().find(|k| {
-                        k.revoked && (k.name == name_or_id || k.id.to_string() == name_or_id)
-                    });
-                    match already {
-                        Some(k) => println!(
-                            "API key {} ({}) was already revoked; nothing changed",
-                            k.name, k.prefix
-                        ),
-                        None => {
-                            let k = store.revoke_api_key(&name_or_id)?;
-                            println!("revoked API key {} ({})", k.name, k.prefix);
-                        }
-                    }
-                }
-            }
-            Ok(())
-        }
+        Command::Key { cmd } => runtime()?.block_on(key_command(config, cmd)),
+        Command::Account { cmd } => runtime()?.block_on(account_command(config, cmd)),
         Command::Ingest { paths, json } => runtime()?.block_on(ingest(config, paths, json)),
         Command::Search { query, k, json } => runtime()?.block_on(search(config, query, k, json)),
         Command::Eval(args) => runtime()?.block_on(eval(config, args)),
-        Command::Account { cmd } => {
-            let store = Store::open(&config.database.path)?;
-            match cmd {
-                AccountCmd::Create { account } => {
-                    eprintln!("password for {account:?} (one line on standard input):");
-                    let mut line = String::new();
-                    std::io::stdin().lock().read_line(&mut line)?;
-                    let password = line.trim_end_matches(['\r', '\n']);
-                    anyhow::ensure!(
-                        password.len() >= 8,
-                        "the password must be at least 8 characters"
-                    );
-                    store.insert_account(&account, &hash_password(password))?;
-                    println!("account {account} created");
-                }
-                AccountCmd::List => {
-                    println!(
-                        "{:<6} {:<24} {:<9} {:<23} last_login",
-                        "id", "account", "state", "created"
-                    );
-                    for a in store.list_accounts()? {
-                        let state = if a.disabled { "disabled" } else { "active" };
-                        println!(
-                            "{:<6} {:<24} {:<9} {:<23} {}",
-                            a.id,
-                            a.account,
-                            state,
-                            fmt_ms(Some(a.created_at)),
-                            fmt_ms(a.last_login_at)
-                        );
-                    }
-                }
-                AccountCmd::Disable { account } => {
-                    store.set_account_disabled(&account, true)?;
-                    println!("account {account} disabled");
-                }
-                AccountCmd::Enable { account } => {
-                    store.set_account_disabled(&account, false)?;
-                    println!("account {account} enabled");
+    }
+}
+
+/// Opens the user store `[database]` selects (SQLite file, or PostgreSQL with `url`).
+async fn open_users(config: &Config) -> anyhow::Result<Arc<dyn UserStore>> {
+    let store = Store::open_config(&config.database)
+        .await
+        .with_context(|| database_label(config))?;
+    Ok(store.users())
+}
+
+/// What the database is, for messages (never the URL, which may hold a password).
+fn database_label(config: &Config) -> String {
+    if config.database.url.trim().is_empty() {
+        format!("opening database {}", config.database.path.display())
+    } else {
+        "connecting to PostgreSQL ([database] url)".to_string()
+    }
+}
+
+async fn key_command(config: Config, cmd: KeyCmd) -> anyhow::Result<()> {
+    let users = open_users(&config).await?;
+    match cmd {
+        KeyCmd::Create { name, hub_tier } => {
+            let k = generate_api_key();
+            users
+                .insert_api_key(&name, &k.prefix, &k.hash, hub_tier.as_deref())
+                .await?;
+            eprintln!("API key {name:?} created. It is shown only this once; store it now:");
+            println!("{}", k.key);
+        }
+        KeyCmd::List => {
+            println!(
+                "{:<6} {:<24} {:<12} {:<8} {:<23} last_used",
+                "id", "name", "prefix", "state", "created"
+            );
+            for k in users.list_api_keys().await? {
+                let state = if k.revoked { "revoked" } else { "active" };
+                println!(
+                    "{:<6} {:<24} {:<12} {:<8} {:<23} {}",
+                    k.id,
+                    k.name,
+                    k.prefix,
+                    state,
+                    fmt_ms(Some(k.created_at)),
+                    fmt_ms(k.last_used_at)
+                );
+            }
+        }
+        KeyCmd::Revoke { name_or_id } => {
+            let already =
+                users.list_api_keys().await?.into_iter().find(|k| {
+                    k.revoked && (k.name == name_or_id || k.id.to_string() == name_or_id)
+                });
+            match already {
+                Some(k) => println!(
+                    "API key {} ({}) was already revoked; nothing changed",
+                    k.name, k.prefix
+                ),
+                None => {
+                    let k = users.revoke_api_key(&name_or_id).await?;
+                    println!("revoked API key {} ({})", k.name, k.prefix);
                 }
             }
-            Ok(())
         }
     }
+    Ok(())
+}
+
+async fn account_command(config: Config, cmd: AccountCmd) -> anyhow::Result<()> {
+    let users = open_users(&config).await?;
+    match cmd {
+        AccountCmd::Create { account } => {
+            eprintln!("password for {account:?} (one line on standard input):");
+            let mut line = String::new();
+            std::io::stdin().lock().read_line(&mut line)?;
+            let password = line.trim_end_matches(['\r', '\n']);
+            anyhow::ensure!(
+                password.len() >= 8,
+                "the password must be at least 8 characters"
+            );
+            users
+                .insert_account(&account, &hash_password(password))
+                .await?;
+            println!("account {account} created");
+        }
+        AccountCmd::List => {
+            println!(
+                "{:<6} {:<24} {:<9} {:<23} last_login",
+                "id", "account", "state", "created"
+            );
+            for a in users.list_accounts().await? {
+                let state = if a.disabled { "disabled" } else { "active" };
+                println!(
+                    "{:<6} {:<24} {:<9} {:<23} {}",
+                    a.id,
+                    a.account,
+                    state,
+                    fmt_ms(Some(a.created_at)),
+                    fmt_ms(a.last_login_at)
+                );
+            }
+        }
+        AccountCmd::Disable { account } => {
+            users.set_account_disabled(&account, true).await?;
+            println!("account {account} disabled");
+        }
+        AccountCmd::Enable { account } => {
+            users.set_account_disabled(&account, false).await?;
+            println!("account {account} enabled");
+        }
+    }
+    Ok(())
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -592,10 +614,12 @@ fn serve(config: Config) -> anyhow::Result<()> {
         .build()?;
     rt.block_on(async move {
         config.check_paths()?;
-        let store = Store::open(&config.database.path)
-            .with_context(|| format!("opening database {}", config.database.path.display()))?;
-        let keys = store.list_api_keys()?.iter().filter(|k| !k.revoked).count();
-        let accounts = store.list_accounts()?.iter().filter(|a| !a.disabled).count();
+        let store = Store::open_config(&config.database)
+            .await
+            .with_context(|| database_label(&config))?;
+        let users = store.users();
+        let keys = users.list_api_keys().await?.iter().filter(|k| !k.revoked).count();
+        let accounts = users.list_accounts().await?.iter().filter(|a| !a.disabled).count();
         if keys + accounts == 0 {
             tracing::warn!("no API keys or accounts yet: create one with `museum-agent key create --name kiosk`");
         }
@@ -654,6 +678,7 @@ fn startup_summary(app: &AppState, addr: std::net::SocketAddr, collection: &str)
         hub,
         static_dir = %c.server.static_dir.display(),
         database = %c.database.path.display(),
+        users = app.auth.users().engine(),
         "museum-agent {} listening", env!("CARGO_PKG_VERSION")
     );
     tracing::info!(

@@ -1,6 +1,11 @@
-//! The only module that imports rusqlite. Users, API keys and the collection live in one
-//! SQLite file in WAL mode; migrations come from `migrations/*.sql` (applied in order, tracked by
-//! `PRAGMA user_version`, each in its own transaction).
+//! The only module that imports rusqlite (and the PostgreSQL client). Users, API keys and the
+//! collection live in one SQLite file in WAL mode; migrations come from `migrations/*.sql`
+//! (applied in order, tracked by `PRAGMA user_version`, each in its own transaction).
+//!
+//! Accounts, API keys, lockout counters and revocations are reached through the
+//! [`users::UserStore`] trait ([`Store::users`]): the SQLite engine below by default, or
+//! PostgreSQL ([`postgres`], `[database] url`) so several nodes share them. The collection and
+//! the hub's tables stay in each node's SQLite file whatever the engine.
 //!
 //! Methods are synchronous and short; async callers run them with [`Store::call`], which moves
 //! the work to tokio's blocking pool so no async worker ever waits on SQLite. One connection
@@ -17,6 +22,10 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 pub mod collection;
 pub mod hub;
+pub mod postgres;
+pub mod users;
+
+pub use users::UserStore;
 
 /// Migrations, in order. `user_version` = how many have been applied.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -29,6 +38,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0002_collection.sql"),
     ),
     ("0003_hub", include_str!("../../migrations/0003_hub.sql")),
+    (
+        "0005_auth_failures",
+        include_str!("../../migrations/0005_auth_failures.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -43,11 +56,22 @@ pub enum StoreError {
     Io(#[from] std::io::Error),
     #[error("database task failed: {0}")]
     Task(String),
+    /// PostgreSQL unreachable, a query failed or timed out, or no pooled connection in time:
+    /// transient, the caller may retry.
+    #[error("shared database unavailable: {0}")]
+    Unavailable(String),
+    #[error("invalid [database] configuration: {0}")]
+    Config(String),
 }
 
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    /// The PostgreSQL user store when `[database] url` is set ([`Store::open_config`]).
+    shared_users: Option<Arc<dyn UserStore>>,
+    /// Bumped when this process revokes a key or disables an account in SQLite, so the
+    /// revocation watch acts at once ([`UserStore::revocation_events`]).
+    revocations: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -99,7 +123,32 @@ impl Store {
         migrate(&mut conn)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
+            shared_users: None,
+            revocations: Arc::new(tokio::sync::watch::channel(0).0),
         })
+    }
+
+    /// Opens the SQLite file of `config.path` and, when `config.url` is set, connects to
+    /// PostgreSQL (applying its migrations) for the user store.
+    pub async fn open_config(config: &crate::config::DatabaseConfig) -> Result<Store, StoreError> {
+        let path = config.path.clone();
+        let mut store = tokio::task::spawn_blocking(move || Store::open(&path))
+            .await
+            .map_err(|e| StoreError::Task(e.to_string()))??;
+        if !config.url.trim().is_empty() {
+            store.shared_users = Some(users::open(config, &store).await?);
+        }
+        Ok(store)
+    }
+
+    /// Accounts, API keys, lockout counters and revocations: PostgreSQL when the store was
+    /// opened with a `[database] url`, else this SQLite file. Everything that authenticates or
+    /// administers credentials goes through this, never the SQLite methods below directly.
+    pub fn users(&self) -> Arc<dyn UserStore> {
+        match &self.shared_users {
+            Some(u) => u.clone(),
+            None => Arc::new(users::SqliteUsers::new(self.clone())),
+        }
     }
 
     fn with<T>(
@@ -234,6 +283,7 @@ impl Store {
             if n == 0 {
                 return Err(StoreError::NotFound(format!("API key {name_or_id:?}")));
             }
+            self.revocations.send_modify(|n| *n += 1);
             Ok(c.query_row(
                 "SELECT id, name, prefix, revoked, created_at, last_used_at FROM api_keys WHERE name = ?1 OR CAST(id AS TEXT) = ?1",
                 params![name_or_id],
@@ -333,6 +383,9 @@ impl Store {
             if n == 0 {
                 return Err(StoreError::NotFound(format!("account {account:?}")));
             }
+            if disabled {
+                self.revocations.send_modify(|n| *n += 1);
+            }
             Ok(())
         })
     }
@@ -346,6 +399,91 @@ impl Store {
             Ok(())
         })
     }
+
+    // ---- failed-REGISTER counters (the SQLite engine of UserStore's lockouts) ----
+
+    pub fn auth_lockout(&self, keys: &[String], now_ms: i64) -> Result<users::Lockout, StoreError> {
+        self.with(|c| {
+            let mut st =
+                c.prepare_cached("SELECT locked_until FROM auth_failures WHERE key = ?1")?;
+            let mut state = users::Lockout::Clear;
+            for k in keys {
+                match st
+                    .query_row(params![k], |r| r.get::<_, Option<i64>>(0))
+                    .optional()?
+                {
+                    Some(Some(until)) if until > now_ms => return Ok(users::Lockout::Locked),
+                    Some(_) => state = users::Lockout::Counting,
+                    None => {}
+                }
+            }
+            Ok(state)
+        })
+    }
+
+    /// One failure against each key; returns the keys this locked. Counters older than the
+    /// window restart at 1; now and then, stale rows are removed.
+    pub fn auth_record_failure(
+        &self,
+        keys: &[(String, u32)],
+        p: users::FailurePolicy,
+    ) -> Result<Vec<String>, StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            let mut locked = Vec::new();
+            for (key, max) in keys {
+                let failures: i64 = tx.query_row(
+                    RECORD_FAILURE_SQL,
+                    params![key, p.now_ms, p.window_ms],
+                    |r| r.get(0),
+                )?;
+                if *max > 0 && failures >= i64::from(*max) {
+                    tx.execute(
+                        "UPDATE auth_failures SET locked_until = ?2 WHERE key = ?1",
+                        params![key, p.now_ms + p.lockout_ms],
+                    )?;
+                    locked.push(key.clone());
+                }
+            }
+            if rand::random::<u8>() == 0 {
+                tx.execute(PRUNE_FAILURES_SQL, params![p.now_ms, p.window_ms])?;
+            }
+            tx.commit()?;
+            Ok(locked)
+        })
+    }
+
+    pub fn auth_clear_failures(&self, keys: &[String]) -> Result<(), StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare_cached("DELETE FROM auth_failures WHERE key = ?1")?;
+            for k in keys {
+                st.execute(params![k])?;
+            }
+            Ok(())
+        })
+    }
+}
+
+/// Counts one failure for key ?1 at time ?2 with window ?3 (ms) and returns the count. The same
+/// statement for both engines (`$n` parameters in PostgreSQL are written `?n` here). SET
+/// expressions see the row as it was, so both CASEs test the old window.
+const RECORD_FAILURE_SQL: &str = "INSERT INTO auth_failures AS f (key, window_start, failures) \
+     VALUES (?1, CAST(?2 AS BIGINT), 1) \
+     ON CONFLICT (key) DO UPDATE SET \
+       failures = CASE WHEN f.window_start <= CAST(?2 AS BIGINT) - CAST(?3 AS BIGINT) \
+                  THEN 1 ELSE f.failures + 1 END, \
+       window_start = CASE WHEN f.window_start <= CAST(?2 AS BIGINT) - CAST(?3 AS BIGINT) \
+                      THEN CAST(?2 AS BIGINT) ELSE f.window_start END \
+     RETURNING failures";
+
+/// Removes counters whose window is over and that lock nothing any more (?1 now, ?2 window).
+const PRUNE_FAILURES_SQL: &str = "DELETE FROM auth_failures \
+     WHERE window_start <= CAST(?1 AS BIGINT) - CAST(?2 AS BIGINT) \
+       AND (locked_until IS NULL OR locked_until <= CAST(?1 AS BIGINT))";
+
+/// [`RECORD_FAILURE_SQL`] and [`PRUNE_FAILURES_SQL`] with PostgreSQL's `$n` placeholders.
+pub(crate) fn pg_placeholders(sql: &str) -> String {
+    sql.replace('?', "$")
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {

@@ -53,9 +53,12 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> impl axum::response::I
 
 /// Readiness: the database answers and the server is not shutting down.
 pub async fn readyz(State(app): State<Arc<AppState>>) -> (StatusCode, Json<Value>) {
-    let db_ok = tokio::time::timeout(Duration::from_secs(2), app.store().call(|s| s.ping()))
-        .await
-        .is_ok_and(|r| r.is_ok());
+    let db_ok = tokio::time::timeout(Duration::from_secs(2), async {
+        app.store().call(|s| s.ping()).await?;
+        app.auth.users().ping().await
+    })
+    .await
+    .is_ok_and(|r| r.is_ok());
     let state = app.health_state();
     let ready = db_ok && state != HealthState::Unhealthy;
     let body = json!({

@@ -176,7 +176,7 @@ async fn endpoint(
     let mut opts = opts;
     if let Principal::ApiKey { id, .. } = &principal {
         let id = *id;
-        let pinned = match app.store().call(move |s| s.api_key_hub_tier(id)).await {
+        let pinned = match app.auth.users().api_key_hub_tier(id).await {
             Ok(p) => p.as_deref().and_then(Tier::parse),
             Err(_) => {
                 return refuse(

@@ -493,6 +493,17 @@ fn only_store_imports_rusqlite() {
 }
 
 #[test]
+fn only_store_imports_the_postgresql_client() {
+    check(
+        "only `store` imports tokio_postgres or deadpool_postgres",
+        violations(
+            |f| !in_folder(f, "store"),
+            |p| within(p, "tokio_postgres") || within(p, "deadpool_postgres"),
+        ),
+    );
+}
+
+#[test]
 fn session_never_imports_axum_or_rusqlite() {
     check(
         "`session` never imports axum or rusqlite (it runs over channels in tests)",

@@ -50,6 +50,12 @@
 //!   (random loopback ports, temporary store). Needs `nats-server` on PATH
 //!   (`apt-get install --no-install-recommends nats-server`); without it these tests fail,
 //!   unless run with `MUSEUM_AGENT_SKIP_NATS=1`, which makes them print "skipped" and pass.
+//! - `store_engines::` — the user store on SQLite and on PostgreSQL (`[database] url`): one
+//!   story on both (admin CLI, register, revoke, disable, lockout), two server instances sharing
+//!   one PostgreSQL (keys, revocations at once, lockouts), the revocation poll, PostgreSQL
+//!   restarted under live sessions. Each PostgreSQL test starts its own throwaway cluster
+//!   (`support/postgres.rs`: initdb in a temp dir, random port, as `nobody` when root); without
+//!   PostgreSQL binaries they fail, unless run with `MUSEUM_AGENT_SKIP_POSTGRES=1`.
 //! - `hardening::`, `http::` — TLS, the Origin allow-list, header deadlines, per-address caps;
 //!   health, readiness, metrics. `cli::` — the admin commands of the real binary.
 //! - `exhibits::` — `/api/exhibits` (auth, ETag, bounds, hostile ids), REGISTER_ACK
@@ -100,5 +106,6 @@ mod requests;
 mod retrieval;
 mod session_timers;
 mod shutdown;
+mod store_engines;
 mod tts_command;
 mod voice;

@@ -5,6 +5,7 @@ pub mod fake_embeddings;
 pub mod fake_llm;
 pub mod fake_speech;
 pub mod nats_server;
+pub mod postgres;
 pub mod real_servers;
 
 use std::net::SocketAddr;
@@ -68,24 +69,31 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path(), &llm);
     tweak(&mut config);
-    let store = Store::open(&config.database.path).unwrap();
+    // SQLite, or PostgreSQL when the test set `[database] url`.
+    let store = Store::open_config(&config.database).await.unwrap();
+    let users = store.users();
     let key = generate_api_key();
-    // "test", or a fresh name when a test restarts a server on the same database.
-    if store
-        .insert_api_key("test", &key.prefix, &key.hash)
+    // "test", or a fresh name when a test restarts a server on the same database (or a second
+    // node shares it).
+    if users
+        .insert_api_key("test", &key.prefix, &key.hash, None)
+        .await
         .is_err()
     {
-        store
+        users
             .insert_api_key(
                 &museum_agent::util::random_id("test-"),
                 &key.prefix,
                 &key.hash,
+                None,
             )
+            .await
             .unwrap();
     }
-    if store.find_account(ACCOUNT).unwrap().is_none() {
-        store
+    if users.find_account(ACCOUNT).await.unwrap().is_none() {
+        users
             .insert_account(ACCOUNT, &hash_password(PASSWORD))
+            .await
             .unwrap();
     }
     let provider = museum_agent::app::build_llm(&config).unwrap();
