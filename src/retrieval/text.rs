@@ -38,6 +38,78 @@ fn t2s() -> Option<&'static ferrous_opencc::OpenCC> {
     .as_ref()
 }
 
+fn s2t() -> Option<&'static ferrous_opencc::OpenCC> {
+    static S2T: OnceLock<Option<ferrous_opencc::OpenCC>> = OnceLock::new();
+    S2T.get_or_init(|| {
+        match ferrous_opencc::OpenCC::from_config(ferrous_opencc::config::BuiltinConfig::S2t) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!(error = %e, "OpenCC s2t tables failed to load; answers are not converted to Traditional");
+                None
+            }
+        }
+    })
+    .as_ref()
+}
+
+/// The script of a Chinese text, for answering in the visitor's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Script {
+    Simplified,
+    Traditional,
+    /// No Chinese characters, or only characters both scripts share (鼎, 山水).
+    Neutral,
+}
+
+/// Which script a text is written in: Traditional when converting it to Simplified changes it
+/// and converting it to Traditional does not (and the reverse); a text with both kinds of
+/// characters counts by the larger number of changed characters.
+pub fn script_of(text: &str) -> Script {
+    if !text.chars().any(is_cjk) {
+        return Script::Neutral;
+    }
+    let changed = |converted: String| {
+        converted
+            .chars()
+            .zip(text.chars())
+            .filter(|(a, b)| a != b)
+            .count()
+    };
+    let trad = t2s().map_or(0, |c| changed(c.convert(text)));
+    let simp = s2t().map_or(0, |c| changed(c.convert(text)));
+    match trad.cmp(&simp) {
+        std::cmp::Ordering::Greater => Script::Traditional,
+        std::cmp::Ordering::Less => Script::Simplified,
+        std::cmp::Ordering::Equal => Script::Neutral,
+    }
+}
+
+/// The text in Simplified Chinese (OpenCC t2s; nothing else changes).
+pub fn to_simplified(text: &str) -> String {
+    match t2s() {
+        Some(c) if text.chars().any(is_cjk) => c.convert(text),
+        _ => text.to_string(),
+    }
+}
+
+/// The text in Traditional Chinese (OpenCC s2t; nothing else changes).
+pub fn to_traditional(text: &str) -> String {
+    match s2t() {
+        Some(c) if text.chars().any(is_cjk) => c.convert(text),
+        _ => text.to_string(),
+    }
+}
+
+/// `text` written in `script`: converted only when it is in the other one, so a record already
+/// in the visitor's script is quoted exactly as stored.
+pub fn in_script(text: &str, script: Script) -> String {
+    match (script, script_of(text)) {
+        (Script::Simplified, Script::Traditional) => to_simplified(text),
+        (Script::Traditional, Script::Simplified) => to_traditional(text),
+        _ => text.to_string(),
+    }
+}
+
 fn jieba() -> &'static jieba_rs::Jieba {
     static JIEBA: OnceLock<jieba_rs::Jieba> = OnceLock::new();
     JIEBA.get_or_init(jieba_rs::Jieba::new)
@@ -664,29 +736,39 @@ pub fn sentences(text: &str) -> Vec<String> {
 /// Whether a question asks who someone is ("溥心畬是谁？", "谁是溥心畬", "Who was Shibata
 /// Zeshin?") rather than who made or did something ("峄山刻石是谁写的" is not).
 pub fn is_who_is(query: &str) -> bool {
-    let n = normalize(query);
-    let t = n.trim_matches(|c: char| !c.is_alphanumeric() && !is_cjk(c));
-    let t = t.trim_end_matches(['呢', '啊', '呀', '吗']);
+    who_is_subject(query).is_some()
+}
+
+/// The person a "who is X" question asks about, as the visitor wrote the name ("溥心畬是谁？" →
+/// `溥心畬`, "Who was Shibata Zeshin?" → `Shibata Zeshin`); None for other questions.
+pub fn who_is_subject(query: &str) -> Option<String> {
+    let t = query.trim_matches(|c: char| !c.is_alphanumeric() && !is_cjk(c));
+    let t = t.trim_end_matches(['呢', '啊', '呀', '吗', '嗎']);
     if t.chars().any(is_cjk) {
-        let body = t
-            .strip_suffix("是谁")
-            .or_else(|| t.strip_suffix("是什么人"))
-            .or_else(|| t.strip_prefix("谁是"));
-        return body.is_some_and(|b| (2..=12).contains(&b.chars().count()));
+        let body = ["是谁", "是誰", "是什么人", "是什麼人"]
+            .iter()
+            .find_map(|s| t.strip_suffix(s))
+            .or_else(|| t.strip_prefix("谁是"))
+            .or_else(|| t.strip_prefix("誰是"))?;
+        let body = body.trim();
+        return (2..=12)
+            .contains(&body.chars().count())
+            .then(|| body.to_string());
     }
-    let rest = t
-        .strip_prefix("who is ")
-        .or_else(|| t.strip_prefix("who was "))
-        .or_else(|| t.strip_prefix("who were "));
-    // The rest must be a name: capitalised words in the original question.
-    rest.is_some_and(|_| {
-        let words: Vec<&str> = query.split_whitespace().skip(2).collect();
-        !words.is_empty()
-            && words.len() <= 5
-            && words
-                .iter()
-                .all(|w| w.chars().next().is_some_and(|c| c.is_uppercase()))
-    })
+    let lower = t.to_lowercase();
+    let skip = ["who is ", "who was ", "who were "]
+        .iter()
+        .find(|p| lower.starts_with(*p))?
+        .len();
+    // The rest must be a name: capitalised words.
+    let rest = t[skip..].trim();
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let name = !words.is_empty()
+        && words.len() <= 5
+        && words
+            .iter()
+            .all(|w| w.chars().next().is_some_and(|c| c.is_uppercase()));
+    name.then(|| rest.to_string())
 }
 
 /// Whether a text reads like a biography: it gives a life span such as "(1896－1963)" or
