@@ -428,7 +428,10 @@ async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::
                     .call(move |s| retrieval::embedded::rank_with_features(s, &q, 1, &opts))
                     .await?;
                 ids.first().cloned().map(|id| {
-                    let p = model.as_ref().zip(f).map(|(m, f)| (m.probability(&f), m.threshold));
+                    let p = model
+                        .as_ref()
+                        .zip(f)
+                        .map(|(m, f)| (m.probability(&f), m.threshold));
                     (id, p)
                 })
             }

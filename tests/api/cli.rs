@@ -311,15 +311,23 @@ fn search_answers_as_the_server_would() {
             wrong.push(format!("{short:?}: answer {answer:?} lacks {c:?}"));
         }
         if by == "collection" && v["hits"].as_array().is_none_or(|h| h.is_empty()) {
-            wrong.push(format!("{short:?}: answered by the collection with no hits"));
+            wrong.push(format!(
+                "{short:?}: answered by the collection with no hits"
+            ));
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     // The plain output names the path too.
     let (ok, out, _) = bin(d, &["search", "Where are the toilets?"], None);
-    assert!(ok && out.starts_with("visitor-services fact (toilets)"), "{out}");
+    assert!(
+        ok && out.starts_with("visitor-services fact (toilets)"),
+        "{out}"
+    );
     let (ok, out, _) = bin(d, &["search", ""], None);
-    assert!(ok && out.trim() == "the query is empty: nothing to search", "{out}");
+    assert!(
+        ok && out.trim() == "the query is empty: nothing to search",
+        "{out}"
+    );
     let (ok, out, _) = bin(d, &["search", "Do you have the Mona Lisa?"], None);
     assert!(ok && out.starts_with("no answer:"), "{out}");
     let (ok, out, _) = bin(d, &["search", "Who painted Toilet of Helen?"], None);

@@ -111,43 +111,125 @@ const ASKS: &[(Asks, &[&str])] = &[
     (
         Asks::Material,
         &[
-            "made of", "made from", "what material", "which material", "what medium",
-            "material", "what is it made", "what are they made", "材质", "材料", "质地",
-            "什么做的", "什么材", "什么制成", "用什么做", "什么质",
+            "made of",
+            "made from",
+            "what material",
+            "which material",
+            "what medium",
+            "material",
+            "what is it made",
+            "what are they made",
+            "材质",
+            "材料",
+            "质地",
+            "什么做的",
+            "什么材",
+            "什么制成",
+            "用什么做",
+            "什么质",
         ],
     ),
     (
         Asks::When,
         &[
-            "when ", "what year", "which year", "what century", "which century", "how old",
-            "what date", "what period", "which period", "which dynasty", "what dynasty",
-            "什么时候", "哪一年", "哪年", "几几年", "年代", "朝代", "何时", "哪个时期",
-            "什么时期", "哪个朝", "多少年", "哪个世纪", "几世纪", "多久",
+            "when ",
+            "what year",
+            "which year",
+            "what century",
+            "which century",
+            "how old",
+            "what date",
+            "what period",
+            "which period",
+            "which dynasty",
+            "what dynasty",
+            "什么时候",
+            "哪一年",
+            "哪年",
+            "几几年",
+            "年代",
+            "朝代",
+            "何时",
+            "哪个时期",
+            "什么时期",
+            "哪个朝",
+            "多少年",
+            "哪个世纪",
+            "几世纪",
+            "多久",
         ],
     ),
     (
         Asks::Who,
         &[
-            "who ", "whose ", "by whom", "which artist", "what artist", "which painter",
-            "maker", "谁", "何人", "作者", "哪位", "出自", "什么人",
+            "who ",
+            "whose ",
+            "by whom",
+            "which artist",
+            "what artist",
+            "which painter",
+            "maker",
+            "谁",
+            "何人",
+            "作者",
+            "哪位",
+            "出自",
+            "什么人",
         ],
     ),
     (
         Asks::Where,
         &[
-            "where ", "which gallery", "what gallery", "which room", "which floor",
-            "on display", "on view", "在哪", "哪里", "哪儿", "哪个展", "展厅", "展区", "展出",
-            "什么地方", "几楼",
+            "where ",
+            "which gallery",
+            "what gallery",
+            "which room",
+            "which floor",
+            "on display",
+            "on view",
+            "在哪",
+            "哪里",
+            "哪儿",
+            "哪个展",
+            "展厅",
+            "展区",
+            "展出",
+            "什么地方",
+            "几楼",
         ],
     ),
     (
         Asks::Depicts,
         &[
-            "depict", "what does it show", "what does the", "what is shown", "what's shown",
-            "what is in the", "what scene", "what story", "what is it about", "about what",
-            "meaning", "what does it mean", "describe", "画的是", "画了什么", "画的什么",
-            "描绘", "讲的是", "讲什么", "讲了什么", "内容", "写的是", "写了什么", "写的什么",
-            "表现", "意思", "寓意", "含义", "故事",
+            "depict",
+            "what does it show",
+            "what does the",
+            "what is shown",
+            "what's shown",
+            "what is in the",
+            "what scene",
+            "what story",
+            "what is it about",
+            "about what",
+            "meaning",
+            "what does it mean",
+            "describe",
+            "画的是",
+            "画了什么",
+            "画的什么",
+            "描绘",
+            "讲的是",
+            "讲什么",
+            "讲了什么",
+            "内容",
+            "写的是",
+            "写了什么",
+            "写的什么",
+            "表现",
+            "意思",
+            "寓意",
+            "含义",
+            "故事",
         ],
     ),
 ];
@@ -165,17 +247,56 @@ pub fn asks(question: &str) -> Asks {
 fn sentence_cues(a: Asks) -> &'static [&'static str] {
     match a {
         Asks::Who => &[
-            "made by", "painted by", "carved by", "written by", "designed by", "artist",
-            "attributed", "signed by", "所书", "书写", "所作", "所绘", "所撰", "撰写", "作者",
-            "出自", "手笔", "所刻", "所题", "亲笔", "书法家", "画家",
+            "made by",
+            "painted by",
+            "carved by",
+            "written by",
+            "designed by",
+            "artist",
+            "attributed",
+            "signed by",
+            "所书",
+            "书写",
+            "所作",
+            "所绘",
+            "所撰",
+            "撰写",
+            "作者",
+            "出自",
+            "手笔",
+            "所刻",
+            "所题",
+            "亲笔",
+            "书法家",
+            "画家",
         ],
         Asks::When => &[
             "century", "dynasty", "period", "dated", "年", "朝", "代", "世纪", "时期",
         ],
         Asks::Material => &[
-            "made of", "silver", "gold", "bronze", "ivory", "wood", "lacquer", "porcelain",
-            "stone", "marble", "silk", "paper", "oil on", "质", "瓷", "铜", "玉", "木", "纸",
-            "绢", "石", "釉", "漆",
+            "made of",
+            "silver",
+            "gold",
+            "bronze",
+            "ivory",
+            "wood",
+            "lacquer",
+            "porcelain",
+            "stone",
+            "marble",
+            "silk",
+            "paper",
+            "oil on",
+            "质",
+            "瓷",
+            "铜",
+            "玉",
+            "木",
+            "纸",
+            "绢",
+            "石",
+            "釉",
+            "漆",
         ],
         Asks::Where | Asks::Depicts | Asks::General => &[],
     }
@@ -195,8 +316,7 @@ fn answer_sentence(e: &Exhibit, question: &str, a: Asks, passage: &str) -> Strin
         .enumerate()
         .filter_map(|(i, s)| {
             let n = normalize(&s);
-            let cue = cues.iter().any(|c| n.contains(c))
-                || (a == Asks::When && has_year(&n));
+            let cue = cues.iter().any(|c| n.contains(c)) || (a == Asks::When && has_year(&n));
             if !cue {
                 return None;
             }
@@ -326,7 +446,10 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
         return if zh {
             let script = visitor_script(question);
             let quote = clip(&text::in_script(&sentence, script), 140);
-            let frame = format!("关于{name}，馆藏《{}》的资料记载：", text::in_script(e.title.trim(), script));
+            let frame = format!(
+                "关于{name}，馆藏《{}》的资料记载：",
+                text::in_script(e.title.trim(), script)
+            );
             let frame = match script {
                 Script::Traditional => text::to_traditional(&frame),
                 _ => frame,
@@ -345,7 +468,9 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
     let others: Vec<&str> = hits
         .iter()
         .skip(1)
-        .filter(|h| h.score >= SUGGEST_NEAR_TIE * top.score && h.exhibit.title.trim() != e.title.trim())
+        .filter(|h| {
+            h.score >= SUGGEST_NEAR_TIE * top.score && h.exhibit.title.trim() != e.title.trim()
+        })
         .take(MAX_SUGGESTIONS)
         .map(|h| h.exhibit.title.trim())
         .collect();
@@ -394,7 +519,13 @@ fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&s
         }
     };
     let mut out = String::new();
-    match (a, field(&e.maker), field(&e.date).or(field(&e.period)), field(&e.medium), field(&e.gallery)) {
+    match (
+        a,
+        field(&e.maker),
+        field(&e.date).or(field(&e.period)),
+        field(&e.medium),
+        field(&e.gallery),
+    ) {
         (Asks::Who, Some(maker), _, _, _) => {
             out.push_str(&format!("《{title}》{}{}。", ours("的作者是"), q(maker)));
             says(&mut out, "资料记载：");
@@ -411,7 +542,12 @@ fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&s
             out.push_str(&format!("《{title}》{}{}。", ours("的材质是"), q(m)));
         }
         (Asks::Where, _, _, _, Some(g)) => {
-            out.push_str(&format!("{}《{title}》{}{}。", ours("记录中"), ours("所属的展区或部门是"), q(g)));
+            out.push_str(&format!(
+                "{}《{title}》{}{}。",
+                ours("记录中"),
+                ours("所属的展区或部门是"),
+                q(g)
+            ));
         }
         (Asks::Who | Asks::When | Asks::Material | Asks::Where, ..) => {
             let missing = match a {
@@ -420,7 +556,11 @@ fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&s
                 Asks::Material => "没有单独写明材质",
                 _ => "没有写明展出位置",
             };
-            out.push_str(&format!("{}《{title}》{}。", ours("馆藏中的"), ours(missing)));
+            out.push_str(&format!(
+                "{}《{title}》{}。",
+                ours("馆藏中的"),
+                ours(missing)
+            ));
             says(&mut out, "资料记载：");
         }
         (Asks::Depicts | Asks::General, ..) => {
@@ -458,7 +598,13 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &str, others: &[&str]) -> String {
         }
     };
     let mut out = String::new();
-    match (a, field(&e.maker), field(&e.date).or(field(&e.period)), field(&e.medium), field(&e.gallery)) {
+    match (
+        a,
+        field(&e.maker),
+        field(&e.date).or(field(&e.period)),
+        field(&e.medium),
+        field(&e.gallery),
+    ) {
         (Asks::Who, Some(maker), _, _, _) => {
             out.push_str(&format!("“{title}” is by {maker}."));
             if let Some(d) = field(&e.date) {
@@ -608,7 +754,14 @@ mod tests {
                 ..Default::default()
             },
             score: 1.0,
-            passages: vec![description.split_inclusive('.').next().unwrap().trim().into()],
+            passages: vec![
+                description
+                    .split_inclusive('.')
+                    .next()
+                    .unwrap()
+                    .trim()
+                    .into(),
+            ],
         }
     }
 
@@ -698,11 +851,20 @@ mod tests {
             "《唐人墓誌拓片》的年代是唐代。"
         );
         let general = compose("請介紹一下這件墓誌", Some(&hits));
-        assert!(general.starts_with("館藏中最相關的是《唐人墓誌拓片》"), "{general}");
+        assert!(
+            general.starts_with("館藏中最相關的是《唐人墓誌拓片》"),
+            "{general}"
+        );
         assert!(general.contains("資料記載：此誌為唐代所刻"), "{general}");
         let general = compose("请介绍一下《唐人墓誌拓片》", Some(&hits));
-        assert!(general.starts_with("馆藏中最相关的是《唐人墓志拓片》"), "{general}");
-        assert!(general.contains("资料记载：此志为唐代所刻，出土于洛阳。"), "{general}");
+        assert!(
+            general.starts_with("馆藏中最相关的是《唐人墓志拓片》"),
+            "{general}"
+        );
+        assert!(
+            general.contains("资料记载：此志为唐代所刻，出土于洛阳。"),
+            "{general}"
+        );
         // Visitor-service texts too.
         let f = crate::retrieval::facts::Fact {
             topic: "toilets".into(),
@@ -712,7 +874,10 @@ mod tests {
         };
         assert_eq!(fact_answer(&f, "洗手間在哪裡？"), "洗手間在樓梯旁邊。");
         assert_eq!(fact_answer(&f, "洗手间在哪里？"), "洗手间在楼梯旁边。");
-        assert_eq!(fact_answer(&f, "Where are the toilets?"), "Next to the stairs.");
+        assert_eq!(
+            fact_answer(&f, "Where are the toilets?"),
+            "Next to the stairs."
+        );
     }
 
     #[test]
@@ -732,12 +897,30 @@ mod tests {
 
     #[test]
     fn other_exhibits_are_suggested_only_when_they_match_as_well() {
-        let mut a = record("Peach-bloom Vase", "", "", "", "A vase with peach-bloom glaze.");
-        let mut b = record("Peach-bloom Water Pot", "", "", "", "A water pot, peach-bloom glaze.");
+        let mut a = record(
+            "Peach-bloom Vase",
+            "",
+            "",
+            "",
+            "A vase with peach-bloom glaze.",
+        );
+        let mut b = record(
+            "Peach-bloom Water Pot",
+            "",
+            "",
+            "",
+            "A water pot, peach-bloom glaze.",
+        );
         let mut c = record("Blue Jar", "", "", "", "A blue jar.");
         (a.score, b.score, c.score) = (0.8, 0.78, 0.3);
-        let tied = compose("Do you have peach-bloom porcelain?", Some(&[a.clone(), b.clone(), c.clone()]));
-        assert!(tied.contains("also holds “Peach-bloom Water Pot”"), "{tied}");
+        let tied = compose(
+            "Do you have peach-bloom porcelain?",
+            Some(&[a.clone(), b.clone(), c.clone()]),
+        );
+        assert!(
+            tied.contains("also holds “Peach-bloom Water Pot”"),
+            "{tied}"
+        );
         assert!(!tied.contains("Blue Jar"), "{tied}");
         b.score = 0.5;
         let clear = compose("Do you have peach-bloom porcelain?", Some(&[a, b, c]));
