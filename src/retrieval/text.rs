@@ -1075,6 +1075,28 @@ mod tests {
         );
     }
 
+    /// The question frames of issue 17 add no term: framed and bare questions search alike.
+    #[test]
+    fn question_frames_add_no_terms() {
+        for (framed, bare) in [
+            ("这件青铜鼎是不是唐代的？", "青铜鼎 唐代"),
+            ("有没有青铜鼎？", "青铜鼎"),
+            ("有沒有青銅鼎？", "青铜鼎"),
+            ("青铜鼎是哪一年铸造的？", "青铜鼎 铸造"),
+            ("峄山刻石一共有几个字？", "峄山刻石 字"),
+            ("峄山刻石讲的是什么？", "峄山刻石"),
+            ("为什么青铜鼎上有铭文？", "青铜鼎 铭文"),
+            ("那种青铜鼎的铭文", "青铜鼎 铭文"),
+            ("请问你们这里有青铜鼎吗", "青铜鼎"),
+        ] {
+            assert_eq!(
+                texts(&query_terms(framed)),
+                texts(&query_terms(bare)),
+                "{framed}"
+            );
+        }
+    }
+
     #[test]
     fn a_lone_character_becomes_a_prefix_term() {
         let t = query_terms("鼎是谁的");

@@ -291,7 +291,7 @@ const FUNCTIONS = [
  * collection, each shown only when the collection holds something for it. English pages ask
  * about an English record by its title. A Chinese page never shows a record's title: records may
  * be in Traditional script while the page is Simplified (or the reverse), so it asks the topic's
- * question, written in the page's own script.
+ * question, written in the page's own script, and only when the collection answers it.
  */
 const TOPICS = {
   zh: [
@@ -312,7 +312,8 @@ async function suggestionsFor(l) {
       const out = [];
       const titled = TITLE_LANGS[l] ?? [];
       for (const { topic, ask } of TOPICS[l] ?? []) {
-        const r = await api(`/api/exhibits?q=${encodeURIComponent(topic)}&k=5`).catch(() => null);
+        // A page question is searched as asked: it is suggested only when the server answers it.
+        const r = await api(`/api/exhibits?q=${encodeURIComponent(ask ?? topic)}&k=5`).catch(() => null);
         const hits = (r?.hits ?? []).filter((h) => !out.some((o) => o.id === h.exhibit.id));
         const own = hits.find((h) => titled.some((x) => (h.exhibit.language ?? '').toLowerCase().startsWith(x))
           && h.exhibit.title.length <= 60);
