@@ -51,7 +51,9 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Search the collection as the server does; print ids, titles, scores (and passages).
+    /// Show what the server would answer a question from, the same path as a visitor's:
+    /// the facts file first (visitor services), then the collection with the no-answer
+    /// decision; prints which it is, and ids, titles, scores and passages of the hits.
     Search {
         query: String,
         #[arg(long, default_value_t = 5)]
@@ -365,13 +367,123 @@ async fn ingest(config: Config, paths: Vec<PathBuf>, json: bool) -> anyhow::Resu
     Ok(())
 }
 
+/// What the server would answer a question from: the facts file, the collection, or nothing.
 async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::Result<()> {
+    use museum_agent::providers::llm::offline;
+    let say = |answered_by: &str, text: String, extra: serde_json::Value| {
+        if json {
+            let mut v = serde_json::json!({"query": query, "answered_by": answered_by, "hits": []});
+            if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+                o.extend(e);
+            }
+            println!("{v}");
+        } else {
+            println!("{text}");
+        }
+    };
+    // Nothing to search: said at once, before any index is opened.
+    if query.trim().is_empty() {
+        say(
+            "empty",
+            "the query is empty: nothing to search".into(),
+            serde_json::json!({}),
+        );
+        return Ok(());
+    }
+    // The pipeline's order: a visitor-service question is answered from the facts file and
+    // never reaches the collection.
+    if let Some(facts) = retrieval::facts::FactsStore::from_config(&config.srs)
+        && let Some(f) = retrieval::facts::match_question(&query, &facts.current())
+    {
+        let answer = offline::fact_answer(f, &query);
+        say(
+            "fact",
+            format!(
+                "visitor-services fact ({}), from {}:\n  {}",
+                f.topic,
+                config.srs.facts_path.display(),
+                answer
+            ),
+            serde_json::json!({"fact": {"topic": f.topic, "answer": answer}}),
+        );
+        return Ok(());
+    }
+    // Only symbols, emoji or question words: nothing the collection could match.
+    let clipped = retrieval::text::clip(&query, config.srs.max_query_chars);
+    if config.srs.provider != museum_agent::config::SrsProviderKind::Remote
+        && retrieval::text::query_terms(&clipped).is_empty()
+    {
+        say(
+            "empty",
+            "the query has no searchable words (only punctuation, symbols or question words)"
+                .into(),
+            serde_json::json!({}),
+        );
+        return Ok(());
+    }
     let store = Store::open(&config.database.path)
         .with_context(|| format!("opening database {}", config.database.path.display()))?;
-    let Some(retriever) = retrieval::build_retriever(&config, &store).await? else {
-        anyhow::bail!("retrieval is off ([srs] provider = \"none\")");
+    let mut embedded = None;
+    let retriever: std::sync::Arc<dyn retrieval::Retriever> = match config.srs.provider {
+        museum_agent::config::SrsProviderKind::None => {
+            anyhow::bail!("retrieval is off ([srs] provider = \"none\")")
+        }
+        museum_agent::config::SrsProviderKind::Embedded => {
+            let r = std::sync::Arc::new(retrieval::embedded_from_config(&config, &store).await?);
+            retrieval::load_demo_if_needed(&config, &r).await;
+            embedded = Some(r.clone());
+            r
+        }
+        museum_agent::config::SrsProviderKind::Remote => {
+            std::sync::Arc::new(retrieval::remote_from_config(&config.srs)?)
+        }
     };
     let hits = retriever.search(&query, k).await?;
+    if hits.is_empty() {
+        // The candidate lexical search would have named, and why it was refused.
+        let refused = match &embedded {
+            Some(r) => {
+                let (q, opts) = (query.clone(), r.options().clone());
+                let model = r.abstention();
+                let (ids, f) = r
+                    .collection()
+                    .call(move |s| retrieval::embedded::rank_with_features(s, &q, 1, &opts))
+                    .await?;
+                ids.first().cloned().map(|id| {
+                    let p = model
+                        .as_ref()
+                        .zip(f)
+                        .map(|(m, f)| (m.probability(&f), m.threshold));
+                    (id, p)
+                })
+            }
+            None => None,
+        };
+        let mut text = String::from(
+            "no answer: the collection holds no exhibit that answers this (the server says it does not know)",
+        );
+        if let Some((id, p)) = &refused {
+            match p {
+                Some((p, t)) => text.push_str(&format!(
+                    "\n  best candidate {id} refused by the abstention model: p = {p:.3} < threshold {t:.3}"
+                )),
+                None => text.push_str(&format!(
+                    "\n  best candidate {id} is under no_answer_threshold {}",
+                    config.srs.no_answer_threshold
+                )),
+            }
+        }
+        let answer = offline::compose(&query, Some(&[]));
+        text.push_str(&format!("\noffline answer: {answer}"));
+        say(
+            "no-answer",
+            text,
+            serde_json::json!({"retriever": retriever.name(), "offline_answer": answer,
+                               "refused_candidate": refused.map(|(id, _)| id)}),
+        );
+        return Ok(());
+    }
+    let answer = offline::compose(&query, Some(&hits));
     if json {
         let hits: Vec<serde_json::Value> = hits
             .iter()
@@ -382,17 +494,17 @@ async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::
             .collect();
         println!(
             "{}",
-            serde_json::json!({"query": query, "retriever": retriever.name(), "hits": hits})
+            serde_json::json!({"query": query, "answered_by": "collection",
+                               "retriever": retriever.name(), "hits": hits,
+                               "offline_answer": answer})
         );
         return Ok(());
     }
-    if hits.is_empty() {
-        if retrieval::text::query_terms(&query).is_empty() {
-            println!("the query is empty: no searchable words in it");
-        } else {
-            println!("no answer: the collection holds nothing that matches this question");
-        }
-    }
+    println!(
+        "from the collection ({} retriever, {} hit(s)):",
+        retriever.name(),
+        hits.len()
+    );
     for (i, h) in hits.iter().enumerate() {
         println!(
             "{:>2}. {:.4}  {}  {}",
@@ -408,6 +520,7 @@ async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::
             );
         }
     }
+    println!("offline answer: {answer}");
     Ok(())
 }
 

@@ -38,6 +38,78 @@ fn t2s() -> Option<&'static ferrous_opencc::OpenCC> {
     .as_ref()
 }
 
+fn s2t() -> Option<&'static ferrous_opencc::OpenCC> {
+    static S2T: OnceLock<Option<ferrous_opencc::OpenCC>> = OnceLock::new();
+    S2T.get_or_init(|| {
+        match ferrous_opencc::OpenCC::from_config(ferrous_opencc::config::BuiltinConfig::S2t) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::error!(error = %e, "OpenCC s2t tables failed to load; answers are not converted to Traditional");
+                None
+            }
+        }
+    })
+    .as_ref()
+}
+
+/// The script of a Chinese text, for answering in the visitor's own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Script {
+    Simplified,
+    Traditional,
+    /// No Chinese characters, or only characters both scripts share (鼎, 山水).
+    Neutral,
+}
+
+/// Which script a text is written in: Traditional when converting it to Simplified changes it
+/// and converting it to Traditional does not (and the reverse); a text with both kinds of
+/// characters counts by the larger number of changed characters.
+pub fn script_of(text: &str) -> Script {
+    if !text.chars().any(is_cjk) {
+        return Script::Neutral;
+    }
+    let changed = |converted: String| {
+        converted
+            .chars()
+            .zip(text.chars())
+            .filter(|(a, b)| a != b)
+            .count()
+    };
+    let trad = t2s().map_or(0, |c| changed(c.convert(text)));
+    let simp = s2t().map_or(0, |c| changed(c.convert(text)));
+    match trad.cmp(&simp) {
+        std::cmp::Ordering::Greater => Script::Traditional,
+        std::cmp::Ordering::Less => Script::Simplified,
+        std::cmp::Ordering::Equal => Script::Neutral,
+    }
+}
+
+/// The text in Simplified Chinese (OpenCC t2s; nothing else changes).
+pub fn to_simplified(text: &str) -> String {
+    match t2s() {
+        Some(c) if text.chars().any(is_cjk) => c.convert(text),
+        _ => text.to_string(),
+    }
+}
+
+/// The text in Traditional Chinese (OpenCC s2t; nothing else changes).
+pub fn to_traditional(text: &str) -> String {
+    match s2t() {
+        Some(c) if text.chars().any(is_cjk) => c.convert(text),
+        _ => text.to_string(),
+    }
+}
+
+/// `text` written in `script`: converted only when it is in the other one, so a record already
+/// in the visitor's script is quoted exactly as stored.
+pub fn in_script(text: &str, script: Script) -> String {
+    match (script, script_of(text)) {
+        (Script::Simplified, Script::Traditional) => to_simplified(text),
+        (Script::Traditional, Script::Simplified) => to_traditional(text),
+        _ => text.to_string(),
+    }
+}
+
 fn jieba() -> &'static jieba_rs::Jieba {
     static JIEBA: OnceLock<jieba_rs::Jieba> = OnceLock::new();
     JIEBA.get_or_init(jieba_rs::Jieba::new)
@@ -567,6 +639,13 @@ impl QueryTerm {
 
 /// The distinct terms of a visitor's question, in order, at most [`MAX_QUERY_TERMS`].
 pub fn query_terms(query: &str) -> Vec<QueryTerm> {
+    query_terms_with(query, &UserDict::default())
+}
+
+/// [`query_terms`] with the collection's names kept whole ([`UserDict`]): a name is never cut
+/// by jieba, so a character of it that is also a function word (于右任, 王之涣) still counts,
+/// and a name written in its other 玄/元 form is searched in the form the collection uses.
+pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
     let norm = normalize(query);
     let zh_stop = &stop_sets().1;
     let mut terms: Vec<QueryTerm> = Vec::new();
@@ -577,13 +656,19 @@ pub fn query_terms(query: &str) -> Vec<QueryTerm> {
                 // Consecutive non-stop words form a span; bigrams never cross a stop word.
                 let mut spans: Vec<String> = Vec::new();
                 let mut cur = String::new();
-                for t in jieba().cut(s, false) {
-                    if zh_stop.contains(t.word) {
-                        if !cur.is_empty() {
-                            spans.push(std::mem::take(&mut cur));
+                for (piece, name) in dict.segment(s) {
+                    if name {
+                        cur.push_str(&piece);
+                        continue;
+                    }
+                    for t in jieba().cut(&piece, false) {
+                        if zh_stop.contains(t.word) {
+                            if !cur.is_empty() {
+                                spans.push(std::mem::take(&mut cur));
+                            }
+                        } else {
+                            cur.push_str(t.word);
                         }
-                    } else {
-                        cur.push_str(t.word);
                     }
                 }
                 if !cur.is_empty() {
@@ -610,6 +695,117 @@ pub fn query_terms(query: &str) -> Vec<QueryTerm> {
     terms.retain(|t| seen.insert(t.clone()));
     terms.truncate(MAX_QUERY_TERMS);
     terms
+}
+
+/// The character the Qing dynasty's taboo on the Kangxi emperor's personal name (玄燁) put in
+/// place of 玄 (元燁, 房元齡, 唐元宗): names fold it; other text does not (玄武, 元代 differ).
+fn fold_taboo(s: &str) -> String {
+    s.replace('玄', "元")
+}
+
+/// Most characters of one dictionary entry.
+const MAX_NAME_CHARS: usize = 8;
+
+/// The collection's own names, built from the makers and titles of its records (at ingest,
+/// stored with the index): query analysis keeps them whole instead of letting jieba cut them.
+/// Entries are normalised (Simplified, lower case) and looked up with 玄/元 folded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UserDict {
+    /// Folded form → the form the collection writes.
+    names: std::collections::HashMap<String, String>,
+}
+
+impl UserDict {
+    /// The names of these maker and title fields: every run of 2–8 Chinese characters of a
+    /// maker field (names are separated by anything else: 、, commas, spaces), and of a title
+    /// the runs that short (a longer title is a description, not a name). Function words alone
+    /// (的, 是谁, ...) are never names.
+    pub fn build<'a>(
+        makers: impl IntoIterator<Item = &'a str>,
+        titles: impl IntoIterator<Item = &'a str>,
+    ) -> UserDict {
+        let mut names = std::collections::HashMap::new();
+        let zh_stop = &stop_sets().1;
+        for field in makers.into_iter().chain(titles) {
+            let norm = normalize(field);
+            for run in runs(&norm) {
+                let Run::Cjk(r) = run else { continue };
+                let n = r.chars().count();
+                if (2..=MAX_NAME_CHARS).contains(&n) && !zh_stop.contains(r) {
+                    names.entry(fold_taboo(r)).or_insert_with(|| r.to_string());
+                }
+            }
+        }
+        UserDict { names }
+    }
+
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Adds the entries of `other` (names are only ever added: a name of a record that changed
+    /// or left costs nothing but an unsplit word).
+    pub fn extend(&mut self, other: UserDict) {
+        for (k, v) in other.names {
+            self.names.entry(k).or_insert(v);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+
+    /// The entries (the collection's forms), sorted: what is stored with the index.
+    pub fn to_json(&self) -> String {
+        let mut v: Vec<&String> = self.names.values().collect();
+        v.sort();
+        serde_json::to_string(&v).unwrap_or_default()
+    }
+
+    pub fn from_json(s: &str) -> Option<UserDict> {
+        let v: Vec<String> = serde_json::from_str(s).ok()?;
+        Some(UserDict {
+            names: v.into_iter().map(|n| (fold_taboo(&n), n)).collect(),
+        })
+    }
+
+    /// Splits a normalised CJK run into pieces, each a name of the dictionary (`true`, in the
+    /// collection's form) or other text (`false`), longest name first from the left.
+    pub fn segment(&self, run: &str) -> Vec<(String, bool)> {
+        if self.names.is_empty() {
+            return vec![(run.to_string(), false)];
+        }
+        let chars: Vec<char> = run.chars().collect();
+        let folded: Vec<char> = fold_taboo(run).chars().collect();
+        let mut out: Vec<(String, bool)> = Vec::new();
+        let mut other = String::new();
+        let mut i = 0;
+        while i < chars.len() {
+            let longest = (2..=MAX_NAME_CHARS.min(chars.len() - i))
+                .rev()
+                .find_map(|n| {
+                    let key: String = folded[i..i + n].iter().collect();
+                    self.names.get(&key).map(|name| (n, name))
+                });
+            match longest {
+                Some((n, name)) => {
+                    if !other.is_empty() {
+                        out.push((std::mem::take(&mut other), false));
+                    }
+                    out.push((name.clone(), true));
+                    i += n;
+                }
+                None => {
+                    other.push(chars[i]);
+                    i += 1;
+                }
+            }
+        }
+        if !other.is_empty() {
+            out.push((other, false));
+        }
+        out
+    }
 }
 
 /// The FTS5 MATCH expression for these terms (any term may match; BM25 ranks).
@@ -664,29 +860,39 @@ pub fn sentences(text: &str) -> Vec<String> {
 /// Whether a question asks who someone is ("溥心畬是谁？", "谁是溥心畬", "Who was Shibata
 /// Zeshin?") rather than who made or did something ("峄山刻石是谁写的" is not).
 pub fn is_who_is(query: &str) -> bool {
-    let n = normalize(query);
-    let t = n.trim_matches(|c: char| !c.is_alphanumeric() && !is_cjk(c));
-    let t = t.trim_end_matches(['呢', '啊', '呀', '吗']);
+    who_is_subject(query).is_some()
+}
+
+/// The person a "who is X" question asks about, as the visitor wrote the name ("溥心畬是谁？" →
+/// `溥心畬`, "Who was Shibata Zeshin?" → `Shibata Zeshin`); None for other questions.
+pub fn who_is_subject(query: &str) -> Option<String> {
+    let t = query.trim_matches(|c: char| !c.is_alphanumeric() && !is_cjk(c));
+    let t = t.trim_end_matches(['呢', '啊', '呀', '吗', '嗎']);
     if t.chars().any(is_cjk) {
-        let body = t
-            .strip_suffix("是谁")
-            .or_else(|| t.strip_suffix("是什么人"))
-            .or_else(|| t.strip_prefix("谁是"));
-        return body.is_some_and(|b| (2..=12).contains(&b.chars().count()));
+        let body = ["是谁", "是誰", "是什么人", "是什麼人"]
+            .iter()
+            .find_map(|s| t.strip_suffix(s))
+            .or_else(|| t.strip_prefix("谁是"))
+            .or_else(|| t.strip_prefix("誰是"))?;
+        let body = body.trim();
+        return (2..=12)
+            .contains(&body.chars().count())
+            .then(|| body.to_string());
     }
-    let rest = t
-        .strip_prefix("who is ")
-        .or_else(|| t.strip_prefix("who was "))
-        .or_else(|| t.strip_prefix("who were "));
-    // The rest must be a name: capitalised words in the original question.
-    rest.is_some_and(|_| {
-        let words: Vec<&str> = query.split_whitespace().skip(2).collect();
-        !words.is_empty()
-            && words.len() <= 5
-            && words
-                .iter()
-                .all(|w| w.chars().next().is_some_and(|c| c.is_uppercase()))
-    })
+    let lower = t.to_lowercase();
+    let skip = ["who is ", "who was ", "who were "]
+        .iter()
+        .find(|p| lower.starts_with(*p))?
+        .len();
+    // The rest must be a name: capitalised words.
+    let rest = t[skip..].trim();
+    let words: Vec<&str> = rest.split_whitespace().collect();
+    let name = !words.is_empty()
+        && words.len() <= 5
+        && words
+            .iter()
+            .all(|w| w.chars().next().is_some_and(|c| c.is_uppercase()));
+    name.then(|| rest.to_string())
 }
 
 /// Whether a text reads like a biography: it gives a life span such as "(1896－1963)" or
@@ -869,6 +1075,28 @@ mod tests {
         );
     }
 
+    /// The question frames of issue 17 add no term: framed and bare questions search alike.
+    #[test]
+    fn question_frames_add_no_terms() {
+        for (framed, bare) in [
+            ("这件青铜鼎是不是唐代的？", "青铜鼎 唐代"),
+            ("有没有青铜鼎？", "青铜鼎"),
+            ("有沒有青銅鼎？", "青铜鼎"),
+            ("青铜鼎是哪一年铸造的？", "青铜鼎 铸造"),
+            ("峄山刻石一共有几个字？", "峄山刻石 字"),
+            ("峄山刻石讲的是什么？", "峄山刻石"),
+            ("为什么青铜鼎上有铭文？", "青铜鼎 铭文"),
+            ("那种青铜鼎的铭文", "青铜鼎 铭文"),
+            ("请问你们这里有青铜鼎吗", "青铜鼎"),
+        ] {
+            assert_eq!(
+                texts(&query_terms(framed)),
+                texts(&query_terms(bare)),
+                "{framed}"
+            );
+        }
+    }
+
     #[test]
     fn a_lone_character_becomes_a_prefix_term() {
         let t = query_terms("鼎是谁的");
@@ -963,6 +1191,85 @@ mod tests {
         assert!(has_life_span("溥儒(1896－1963)，字心畬"));
         assert!(has_life_span("born 1820-1891 in Edo"));
         assert!(!has_life_span("dated 1896, 1963 copies"));
+    }
+
+    #[test]
+    fn the_user_dictionary_keeps_names_whole() {
+        let d = UserDict::build(
+            ["于右任", "王之涣、李斯", "國民政府", "是谁", "Jokasai"],
+            [],
+        );
+        // Makers split on separators; function words alone and Latin names are not entries.
+        assert_eq!(d.len(), 4, "{d:?}");
+        // 于 and 之 are function words: jieba's cut drops them and the name loses a bigram.
+        let plain = texts(&query_terms("于右任写的字")).join(" ");
+        let t = query_terms_with("于右任写的字", &d);
+        assert!(texts(&t).contains(&"于右"), "{t:?} (without: {plain})");
+        let t = query_terms_with("王之涣的诗", &d);
+        assert!(
+            texts(&t).contains(&"王之") && texts(&t).contains(&"之涣"),
+            "{t:?}"
+        );
+        // Traditional in the question, as in the record: one form.
+        assert!(texts(&query_terms_with("國民政府的公文", &d)).contains(&"国民"));
+        // An empty dictionary changes nothing.
+        assert_eq!(
+            query_terms_with("于右任写的字", &UserDict::default()),
+            query_terms("于右任写的字")
+        );
+        // Stored with the index as JSON.
+        assert_eq!(UserDict::from_json(&d.to_json()), Some(d.clone()));
+        assert_eq!(UserDict::from_json("not json"), None);
+    }
+
+    #[test]
+    fn taboo_characters_fold_in_names_only() {
+        // The collection writes the Kangxi taboo form (元 for 玄): a question with 玄 searches
+        // the collection's form, and the reverse.
+        let d = UserDict::build(["房元齡"], []);
+        assert_eq!(
+            d.segment(&normalize("房玄齡碑")),
+            vec![("房元龄".to_string(), true), ("碑".to_string(), false)]
+        );
+        let t = query_terms_with("房玄龄碑上的字", &d);
+        assert!(
+            texts(&t).contains(&"房元") && texts(&t).contains(&"元龄"),
+            "{t:?}"
+        );
+        let d = UserDict::build(["玄燁"], []);
+        assert!(texts(&query_terms_with("元燁的诗", &d)).contains(&"玄烨"));
+        // Outside names nothing folds: 元代 stays 元代, 玄武 stays 玄武.
+        let t = query_terms_with("元代的玄武纹铜镜", &d);
+        assert!(
+            texts(&t).contains(&"元代") && texts(&t).contains(&"玄武"),
+            "{t:?}"
+        );
+        assert_eq!(normalize("玄武"), "玄武");
+    }
+
+    #[test]
+    fn scripts_are_told_apart_and_converted() {
+        assert_eq!(script_of("這件青銅鼎是什麼年代的"), Script::Traditional);
+        assert_eq!(script_of("这件青铜鼎是什么年代的"), Script::Simplified);
+        assert_eq!(script_of("鼎"), Script::Neutral);
+        assert_eq!(script_of("bronze"), Script::Neutral);
+        assert_eq!(to_simplified("國立歷史博物館"), "国立历史博物馆");
+        assert_eq!(to_traditional("国立历史博物馆"), "國立歷史博物館");
+        // Already in the wanted script: quoted exactly as stored.
+        assert_eq!(in_script("臺灣通史", Script::Traditional), "臺灣通史");
+        assert_eq!(in_script("臺灣通史", Script::Simplified), "台湾通史");
+        assert_eq!(in_script("Inro 印籠", Script::Simplified), "Inro 印笼");
+    }
+
+    #[test]
+    fn who_is_subjects() {
+        assert_eq!(who_is_subject("溥心畬是谁？").as_deref(), Some("溥心畬"));
+        assert_eq!(who_is_subject("誰是溥心畬").as_deref(), Some("溥心畬"));
+        assert_eq!(
+            who_is_subject("Who was Shibata Zeshin?").as_deref(),
+            Some("Shibata Zeshin")
+        );
+        assert_eq!(who_is_subject("Who made the box?"), None);
     }
 
     #[test]

@@ -286,19 +286,39 @@ const FUNCTIONS = [
 
 // ---- welcome screen and the reset between visitors ---------------------------------------
 
-/** Topics searched to draw suggested questions from the collection, per language. */
-const TOPICS = { zh: ['书法', '瓷器', '文献', '绘画'], en: ['lacquer box', 'vase', 'armor', 'painting'] };
+/**
+ * Suggested questions on the welcome screen, per page language: topics searched in the
+ * collection, each shown only when the collection holds something for it. English pages ask
+ * about an English record by its title. A Chinese page never shows a record's title: records may
+ * be in Traditional script while the page is Simplified (or the reverse), so it asks the topic's
+ * question, written in the page's own script, and only when the collection answers it.
+ */
+const TOPICS = {
+  zh: [
+    { topic: '书法', ask: '馆藏里有哪些书法作品？' },
+    { topic: '瓷器', ask: '有什么瓷器可以看？' },
+    { topic: '文献', ask: '介绍一下馆藏的历史文献' },
+    { topic: '绘画', ask: '有哪些绘画作品？' },
+  ],
+  en: [{ topic: 'lacquer box' }, { topic: 'vase' }, { topic: 'armor' }, { topic: 'painting' }],
+};
+/** Record languages whose titles are in the page's script (Simplified for the `zh` page). */
+const TITLE_LANGS = { zh: ['zh-hans', 'zh-cn', 'zh-sg'], en: ['en'] };
 const suggestionCache = {};
 
 async function suggestionsFor(l) {
   if (!suggestionCache[l]) {
     suggestionCache[l] = (async () => {
       const out = [];
-      for (const topic of TOPICS[l] ?? []) {
-        const r = await api(`/api/exhibits?q=${encodeURIComponent(topic)}&k=5`).catch(() => null);
-        const hit = (r?.hits ?? []).find((h) => h.exhibit.language?.startsWith(l) && h.exhibit.title.length <= 60
-          && !out.some((o) => o.id === h.exhibit.id));
-        if (hit) out.push({ id: hit.exhibit.id, title: hit.exhibit.title });
+      const titled = TITLE_LANGS[l] ?? [];
+      for (const { topic, ask } of TOPICS[l] ?? []) {
+        // A page question is searched as asked: it is suggested only when the server answers it.
+        const r = await api(`/api/exhibits?q=${encodeURIComponent(ask ?? topic)}&k=5`).catch(() => null);
+        const hits = (r?.hits ?? []).filter((h) => !out.some((o) => o.id === h.exhibit.id));
+        const own = hits.find((h) => titled.some((x) => (h.exhibit.language ?? '').toLowerCase().startsWith(x))
+          && h.exhibit.title.length <= 60);
+        if (own) out.push({ id: own.exhibit.id, text: t('askAbout')(own.exhibit.title) });
+        else if (ask && hits.some((h) => (h.exhibit.language ?? '').startsWith(l))) out.push({ id: topic, text: ask });
         if (out.length >= 3) break;
       }
       return out;
@@ -313,11 +333,11 @@ async function showSuggestions() {
   const l = lang;
   const list = await suggestionsFor(l).catch(() => []);
   if (l !== lang) return;
-  ui.suggestions.replaceChildren(...list.map(({ title }) => {
+  ui.suggestions.replaceChildren(...list.map(({ text }) => {
     const li = document.createElement('li');
     const b = document.createElement('button');
     b.type = 'button';
-    b.textContent = t('askAbout')(title);
+    b.textContent = text;
     b.addEventListener('click', () => ask(b.textContent));
     li.append(b);
     return li;

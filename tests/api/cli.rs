@@ -238,3 +238,102 @@ fn key_create_can_pin_a_hub_tier() {
     );
     assert!(!ok && err.contains("boss"), "{err}");
 }
+
+/// The cases of `fixtures/questions/search.jsonl`: `q` (or `q` repeated to `repeat_to`
+/// characters), what answers it (`fact`, `collection`, `no-answer`, `empty`, or `any` of
+/// those), optionally the fact's `topic`, the `top` hit and text the offline answer contains.
+pub fn search_cases() -> Vec<(String, serde_json::Value)> {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/questions/search.jsonl"),
+    )
+    .unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let q = v["q"].as_str().unwrap();
+            let q = match v["repeat_to"].as_u64() {
+                Some(n) => q.chars().cycle().take(n as usize).collect(),
+                None => q.to_string(),
+            };
+            (q, v)
+        })
+        .collect()
+}
+
+/// `museum-agent search` takes a visitor's path: the facts file first, then the collection
+/// with the no-answer decision; it says which answered, and what the offline answerer says.
+/// Bad input (empty, whitespace, emoji, FTS syntax, 10,000 characters, mixed scripts) returns
+/// quickly, exit status 0, no error.
+#[test]
+fn search_answers_as_the_server_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // The demo collection (found in the source tree) is loaded by the first call.
+    let (ok, _, err) = bin(d, &["search", "badger", "--json"], None);
+    assert!(ok, "{err}");
+    let mut wrong = Vec::new();
+    for (q, case) in search_cases() {
+        let started = std::time::Instant::now();
+        let (ok, out, err) = bin(d, &["search", &q, "--json", "--k", "3"], None);
+        let took = started.elapsed();
+        let short: String = q.chars().take(40).collect();
+        if !ok || took > std::time::Duration::from_secs(15) {
+            wrong.push(format!("{short:?}: exit ok {ok}, {took:?}: {err}"));
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&out)
+            .unwrap_or_else(|e| panic!("{short:?}: not JSON ({e}): {out}"));
+        let by = v["answered_by"].as_str().unwrap_or("?");
+        let want = case["answered_by"].as_str().unwrap();
+        let allowed = ["fact", "collection", "no-answer", "empty"];
+        if !(by == want || (want == "any" && allowed.contains(&by))) {
+            wrong.push(format!("{short:?}: answered by {by}, want {want}: {out}"));
+            continue;
+        }
+        if let Some(t) = case["topic"].as_str()
+            && v["fact"]["topic"] != t
+        {
+            wrong.push(format!("{short:?}: fact {}, want {t}", v["fact"]));
+        }
+        if let Some(id) = case["top"].as_str()
+            && v["hits"][0]["id"] != id
+        {
+            wrong.push(format!("{short:?}: top {}, want {id}", v["hits"][0]["id"]));
+        }
+        let answer = v["offline_answer"]
+            .as_str()
+            .or(v["fact"]["answer"].as_str())
+            .unwrap_or("");
+        if let Some(c) = case["answer_contains"].as_str()
+            && !answer.contains(c)
+        {
+            wrong.push(format!("{short:?}: answer {answer:?} lacks {c:?}"));
+        }
+        if by == "collection" && v["hits"].as_array().is_none_or(|h| h.is_empty()) {
+            wrong.push(format!(
+                "{short:?}: answered by the collection with no hits"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The plain output names the path too.
+    let (ok, out, _) = bin(d, &["search", "Where are the toilets?"], None);
+    assert!(
+        ok && out.starts_with("visitor-services fact (toilets)"),
+        "{out}"
+    );
+    let (ok, out, _) = bin(d, &["search", ""], None);
+    assert!(
+        ok && out.trim() == "the query is empty: nothing to search",
+        "{out}"
+    );
+    let (ok, out, _) = bin(d, &["search", "Do you have the Mona Lisa?"], None);
+    assert!(ok && out.starts_with("no answer:"), "{out}");
+    let (ok, out, _) = bin(d, &["search", "Who painted Toilet of Helen?"], None);
+    assert!(
+        ok && out.starts_with("from the collection (embedded retriever")
+            && out.contains("offline answer: "),
+        "{out}"
+    );
+}

@@ -142,6 +142,8 @@ function checkGeometry(g, label) {
   assert.ok(g.conversation.height >= g.vh / 4, `${label}: conversation only ${g.conversation.height}px high`);
 }
 
+/** Common characters only Traditional script writes (a Simplified text never holds them). */
+const TRADITIONAL_ONLY = /[們這個麼國畫書說為門問時開關東車來長馬見會還體學點間與從實發經將對頭過當動無錢讓請藝術歷館繪資寶銅紀]/;
 const zhRecord = () => collection.find((r) => r.language === 'zh' && r.title.length <= 30);
 const enRecord = () => collection.find((r) => r.id === 'walters-33094');
 
@@ -158,8 +160,14 @@ for (const [w, h] of SIZES) {
         await page.waitForFunction(() => document.querySelectorAll('#suggestions button').length >= 1, null, { timeout: 10000 });
         const suggestions = await page.$$eval('#suggestions button', (bs) => bs.map((b) => b.textContent));
         for (const s of suggestions) {
-          assert.match(s, lang === 'zh' ? /^请介绍一下《.+》$/ : /^Tell me about “.+”$/, s);
-          const title = s.replace(/^请介绍一下《|》$|^Tell me about “|”$/g, '');
+          if (lang === 'zh') {
+            // The Simplified page never shows a Traditional record title: its own questions.
+            assert.doesNotMatch(s, TRADITIONAL_ONLY, `suggestion mixes scripts: ${s}`);
+            assert.match(s, /^[\u4e00-\u9fff，？]+$/, s);
+            continue;
+          }
+          assert.match(s, /^Tell me about “.+”$/, s);
+          const title = s.replace(/^Tell me about “|”$/g, '');
           const rec = collection.find((r) => r.title === title);
           assert.ok(rec, `suggestion not from the collection: ${s}`);
           assert.equal(rec.language, lang, `suggestion in another language: ${s}`);
@@ -174,14 +182,17 @@ for (const [w, h] of SIZES) {
         // A typed question about a record of the collection, answered by the offline answerer
         // with the record's card beside it.
         const rec = lang === 'zh' ? zhRecord() : enRecord();
-        const question = lang === 'zh' ? `这件《${rec.title}》是什么？` : `Who made the ${rec.title}?`;
+        // (Chinese: asked in Traditional, the record's script, so the answer quotes its title
+        // as stored; a Simplified question gets it in Simplified: src/providers/llm/offline.rs.)
+        const question = lang === 'zh' ? `這件《${rec.title}》是什麼？` : `Who made the ${rec.title}?`;
         await page.fill('#question', question);
         await page.press('#question', 'Enter');
         const end = await page.waitForFunction(() => window.__e2e.ends.find((e) => e.kind === 'text'), null, { timeout: 15000 }).then((x) => x.jsonValue());
         assert.equal(end.error, undefined, JSON.stringify(end.error));
         assert.deepEqual(end.functionCalls, ['show_exhibit']);
         assert.ok(end.text.includes(rec.title.trim()), end.text);
-        assert.match(end.text, lang === 'zh' ? /馆藏中最相关的是/ : /closest match in our collection/);
+        // "Who made": the record's maker field.
+        assert.match(end.text, lang === 'zh' ? /館藏中最相關的是/ : /” is by Jokasai/);
         const card = page.locator(`[data-card="exhibit-${rec.id}"][data-state="ready"]`);
         await card.waitFor({ state: 'visible', timeout: 10000 });
         assert.ok((await card.innerText()).includes(rec.title.trim()));

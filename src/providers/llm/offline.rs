@@ -10,7 +10,8 @@
 use serde_json::{Value, json};
 
 use super::{ChatRequest, LlmProvider, Metadata, Role, Segment, SegmentStream, ToolCall, ToolSpec};
-use crate::retrieval::Hit;
+use crate::retrieval::text::{self, Script, normalize};
+use crate::retrieval::{Exhibit, Hit};
 
 #[derive(Debug, Clone)]
 pub struct OfflineProvider {
@@ -60,7 +61,7 @@ fn single_parameter(schema: &Value) -> Option<String> {
 }
 
 /// Whether the text is mostly Chinese (decides the answer's language).
-fn is_chinese(text: &str) -> bool {
+pub fn is_chinese(text: &str) -> bool {
     let cjk = text
         .chars()
         .filter(|c| matches!(*c as u32, 0x4E00..=0x9FFF | 0x3400..=0x4DBF | 0xF900..=0xFAFF))
@@ -87,22 +88,348 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
+/// What a question asks for, which decides the record field the answer comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asks {
+    /// Who made it (maker), or who someone is (a biography passage).
+    Who,
+    /// When it was made (date, period).
+    When,
+    /// What it is made of (medium).
+    Material,
+    /// Where it is shown (gallery).
+    Where,
+    /// What it shows or tells (the description).
+    Depicts,
+    /// Anything else: the record's main facts and its best passage.
+    General,
+}
+
+/// Cues of each kind of question, on normalised text (lower case, Simplified). Checked in
+/// this order: the first kind with a cue wins.
+const ASKS: &[(Asks, &[&str])] = &[
+    (
+        Asks::Material,
+        &[
+            "made of",
+            "made from",
+            "what material",
+            "which material",
+            "what medium",
+            "material",
+            "what is it made",
+            "what are they made",
+            "材质",
+            "材料",
+            "质地",
+            "什么做的",
+            "什么材",
+            "什么制成",
+            "用什么做",
+            "什么质",
+        ],
+    ),
+    (
+        Asks::When,
+        &[
+            "when ",
+            "what year",
+            "which year",
+            "what century",
+            "which century",
+            "how old",
+            "what date",
+            "what period",
+            "which period",
+            "which dynasty",
+            "what dynasty",
+            "什么时候",
+            "哪一年",
+            "哪年",
+            "几几年",
+            "年代",
+            "朝代",
+            "何时",
+            "哪个时期",
+            "什么时期",
+            "哪个朝",
+            "多少年",
+            "哪个世纪",
+            "几世纪",
+            "多久",
+        ],
+    ),
+    (
+        Asks::Who,
+        &[
+            "who ",
+            "whose ",
+            "by whom",
+            "which artist",
+            "what artist",
+            "which painter",
+            "maker",
+            "谁",
+            "何人",
+            "作者",
+            "哪位",
+            "出自",
+            "什么人",
+        ],
+    ),
+    (
+        Asks::Where,
+        &[
+            "where ",
+            "which gallery",
+            "what gallery",
+            "which room",
+            "which floor",
+            "on display",
+            "on view",
+            "在哪",
+            "哪里",
+            "哪儿",
+            "哪个展",
+            "展厅",
+            "展区",
+            "展出",
+            "什么地方",
+            "几楼",
+        ],
+    ),
+    (
+        Asks::Depicts,
+        &[
+            "depict",
+            "what does it show",
+            "what does the",
+            "what is shown",
+            "what's shown",
+            "what is in the",
+            "what scene",
+            "what story",
+            "what is it about",
+            "about what",
+            "meaning",
+            "what does it mean",
+            "describe",
+            "画的是",
+            "画了什么",
+            "画的什么",
+            "描绘",
+            "讲的是",
+            "讲什么",
+            "讲了什么",
+            "内容",
+            "写的是",
+            "写了什么",
+            "写的什么",
+            "表现",
+            "意思",
+            "寓意",
+            "含义",
+            "故事",
+        ],
+    ),
+];
+
+/// The kind of a visitor's question (English or Chinese, either script).
+pub fn asks(question: &str) -> Asks {
+    let q = format!("{} ", normalize(question));
+    ASKS.iter()
+        .find(|(_, cues)| cues.iter().any(|c| q.contains(c)))
+        .map_or(Asks::General, |(a, _)| *a)
+}
+
+/// Words in a description sentence that carry the answer to a kind of question, for records
+/// whose field is empty (normalised: lower case, Simplified).
+fn sentence_cues(a: Asks) -> &'static [&'static str] {
+    match a {
+        Asks::Who => &[
+            "made by",
+            "painted by",
+            "carved by",
+            "written by",
+            "designed by",
+            "artist",
+            "attributed",
+            "signed by",
+            "所书",
+            "书写",
+            "所作",
+            "所绘",
+            "所撰",
+            "撰写",
+            "作者",
+            "出自",
+            "手笔",
+            "所刻",
+            "所题",
+            "亲笔",
+            "书法家",
+            "画家",
+        ],
+        Asks::When => &[
+            "century", "dynasty", "period", "dated", "年", "朝", "代", "世纪", "时期",
+        ],
+        Asks::Material => &[
+            "made of",
+            "silver",
+            "gold",
+            "bronze",
+            "ivory",
+            "wood",
+            "lacquer",
+            "porcelain",
+            "stone",
+            "marble",
+            "silk",
+            "paper",
+            "oil on",
+            "质",
+            "瓷",
+            "铜",
+            "玉",
+            "木",
+            "纸",
+            "绢",
+            "石",
+            "釉",
+            "漆",
+        ],
+        Asks::Where | Asks::Depicts | Asks::General => &[],
+    }
+}
+
+/// The sentence of `e`'s description that best answers a question of kind `a`: the most of the
+/// question's terms, then a sentence with the kind's cue words; the retrieved passage when no
+/// sentence has a cue.
+fn answer_sentence(e: &Exhibit, question: &str, a: Asks, passage: &str) -> String {
+    let cues = sentence_cues(a);
+    if cues.is_empty() {
+        return passage.to_string();
+    }
+    let terms = crate::retrieval::text::query_terms(question);
+    let best = crate::retrieval::text::sentences(&e.description)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let n = normalize(&s);
+            let cue = cues.iter().any(|c| n.contains(c)) || (a == Asks::When && has_year(&n));
+            if !cue {
+                return None;
+            }
+            let hits = terms.iter().filter(|t| n.contains(t.text.as_str())).count();
+            Some((hits, std::cmp::Reverse(i), s))
+        })
+        .max_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
+    best.map_or_else(|| passage.to_string(), |(_, _, s)| s)
+}
+
+/// The description's sentence about a person: one with a life span ("溥儒(1896－1963)"), else
+/// the first that names them.
+fn biography_sentence(e: &Exhibit, name: &str) -> Option<String> {
+    let sents = text::sentences(&e.description);
+    let n = normalize(name);
+    sents
+        .iter()
+        .find(|s| text::has_life_span(s))
+        .or_else(|| sents.iter().find(|s| normalize(s).contains(&n)))
+        .cloned()
+}
+
+fn end_zh(mut s: String) -> String {
+    if !s.ends_with(['。', '！', '？', '…', '.', '!', '?']) {
+        s.push('。');
+    }
+    s
+}
+
+fn end_en(mut s: String) -> String {
+    if !s.ends_with(['.', '!', '?', '…', '。', '！', '？']) {
+        s.push('.');
+    }
+    s
+}
+
+/// A run of three or four digits (a year).
+fn has_year(s: &str) -> bool {
+    let mut run = 0;
+    for c in s.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_digit() {
+            run += 1;
+        } else {
+            if (3..=4).contains(&run) {
+                return true;
+            }
+            run = 0;
+        }
+    }
+    false
+}
+
+/// Hits that score within this share of the best are suggested as well ("also in the
+/// collection"): the collection holds several equally good matches. Weaker hits are not
+/// mentioned, so a refusal or a clear answer never drifts to unrelated exhibits.
+pub const SUGGEST_NEAR_TIE: f64 = 0.9;
+
+/// Most other exhibits suggested after an answer.
+const MAX_SUGGESTIONS: usize = 2;
+
+/// The script an answer to `question` is written in: the visitor's (quoted titles in 《》 or
+/// quotes do not count: visitors copy them from labels), Simplified when it cannot be told.
+fn visitor_script(question: &str) -> Script {
+    let mut own = String::new();
+    let mut depth = 0usize;
+    for c in question.chars() {
+        match c {
+            '《' | '「' | '『' | '“' | '〈' => depth += 1,
+            '》' | '」' | '』' | '”' | '〉' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => own.push(c),
+            _ => {}
+        }
+    }
+    let s = match text::script_of(&own) {
+        Script::Neutral => text::script_of(question),
+        s => s,
+    };
+    if s == Script::Traditional {
+        Script::Traditional
+    } else {
+        Script::Simplified
+    }
+}
+
+/// A record field, trimmed.
+fn field(s: &str) -> Option<&str> {
+    let t = s.trim();
+    (!t.is_empty()).then_some(t)
+}
+
 /// The answer text. `retrieved` is `None` when no search ran (retrieval off or unavailable).
+/// The retriever has already decided whether the collection answers at all (the abstention
+/// model): no hits means "I don't know", never a guess.
 pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
     let zh = is_chinese(question);
     let Some(hits) = retrieved else {
         return if zh {
-            "抱歉，本服务器没有配置语言模型，而这次对话关闭了馆藏检索，所以我无法回答这个问题。"
-                .into()
+            zh_in(
+                "抱歉，本服务器没有配置语言模型，而这次对话关闭了馆藏检索，所以我无法回答这个问题。",
+                question,
+            )
         } else {
             "Sorry, this server has no language model configured and collection search is off for this conversation, so I can't answer that.".into()
         };
     };
     let Some(top) = hits.first() else {
         return if zh {
-            "抱歉，我在本馆的藏品资料中没有找到与这个问题相关的内容，所以无法回答。您可以换个问法，或者问问现场的讲解员。".into()
+            zh_in(
+                "抱歉，我不知道。本馆的藏品资料里没有能回答这个问题的内容。您可以换个问法，或者问问现场的讲解员。",
+                question,
+            )
         } else {
-            "Sorry, I couldn't find anything in our collection records about that, so I can't answer it. You could rephrase the question or ask a docent.".into()
+            "Sorry, I don't know: I couldn't find anything in our collection records that answers that. You could rephrase the question or ask a docent.".into()
         };
     };
     let e = &top.exhibit;
@@ -112,54 +439,223 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
         .map(String::as_str)
         .filter(|p| !p.trim().is_empty())
         .unwrap_or(e.description.as_str());
-    let passage = clip(passage, if zh { 140 } else { 280 });
-    let mut out = String::new();
+    // "Who is X?": what the record says about the person (a life span, else a sentence that
+    // names them), whatever the record's maker field holds.
+    if let Some(name) = text::who_is_subject(question) {
+        let sentence = biography_sentence(e, &name).unwrap_or_else(|| passage.to_string());
+        return if zh {
+            let script = visitor_script(question);
+            let quote = clip(&text::in_script(&sentence, script), 140);
+            let frame = format!(
+                "关于{name}，馆藏《{}》的资料记载：",
+                text::in_script(e.title.trim(), script)
+            );
+            let frame = match script {
+                Script::Traditional => text::to_traditional(&frame),
+                _ => frame,
+            };
+            end_zh(frame + &quote)
+        } else {
+            format!(
+                "About {name}, our record of “{}” says: {}",
+                e.title.trim(),
+                end_en(clip(&sentence, 280))
+            )
+        };
+    }
+    let a = asks(question);
+    let sentence = answer_sentence(e, question, a, passage);
+    let others: Vec<&str> = hits
+        .iter()
+        .skip(1)
+        .filter(|h| {
+            h.score >= SUGGEST_NEAR_TIE * top.score && h.exhibit.title.trim() != e.title.trim()
+        })
+        .take(MAX_SUGGESTIONS)
+        .map(|h| h.exhibit.title.trim())
+        .collect();
     if zh {
-        out.push_str(&format!("馆藏中最相关的是《{}》", e.title.trim()));
-        for f in [&e.maker, &e.date, &e.period] {
-            if !f.trim().is_empty() {
-                out.push_str(&format!("，{}", f.trim()));
-            }
-        }
-        out.push('。');
-        if !passage.is_empty() {
-            out.push_str(&format!("资料记载：{passage}"));
-            if !passage.ends_with(['。', '！', '？', '…']) {
+        compose_zh(question, e, a, &sentence, &others)
+    } else {
+        compose_en(e, a, &sentence, &others)
+    }
+}
+
+/// A visitor-services fact's text word for word, in the visitor's language and script.
+pub fn fact_answer(f: &crate::retrieval::facts::Fact, question: &str) -> String {
+    if is_chinese(question) {
+        text::in_script(f.answer(true), visitor_script(question))
+    } else {
+        f.answer(false).to_string()
+    }
+}
+
+/// Our own Chinese words (written in Simplified) in the visitor's script.
+fn zh_in(ours: &str, question: &str) -> String {
+    match visitor_script(question) {
+        Script::Traditional => text::to_traditional(ours),
+        _ => ours.to_string(),
+    }
+}
+
+fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&str]) -> String {
+    let script = visitor_script(question);
+    // Record text is quoted in the visitor's script; our own words are written in Simplified
+    // and converted as a whole.
+    let q = |s: &str| text::in_script(s, script);
+    let ours = |s: &str| match script {
+        Script::Traditional => text::to_traditional(s),
+        _ => s.to_string(),
+    };
+    let title = q(e.title.trim());
+    let quote = clip(&q(sentence), 140);
+    let says = |out: &mut String, lead: &str| {
+        if !quote.is_empty() {
+            out.push_str(&ours(lead));
+            out.push_str(&quote);
+            if !quote.ends_with(['。', '！', '？', '…', '.', '!', '?']) {
                 out.push('。');
             }
         }
-        if let Some(second) = hits.get(1) {
-            out.push_str(&format!(
-                "另外，《{}》可能也与您的问题有关。",
-                second.exhibit.title.trim()
-            ));
+    };
+    let mut out = String::new();
+    match (
+        a,
+        field(&e.maker),
+        field(&e.date).or(field(&e.period)),
+        field(&e.medium),
+        field(&e.gallery),
+    ) {
+        (Asks::Who, Some(maker), _, _, _) => {
+            out.push_str(&format!("《{title}》{}{}。", ours("的作者是"), q(maker)));
+            says(&mut out, "资料记载：");
         }
-    } else {
-        out.push_str(&format!(
-            "The closest match in our collection is “{}”",
-            e.title.trim()
-        ));
-        if !e.maker.trim().is_empty() {
-            out.push_str(&format!(", by {}", e.maker.trim()));
-        }
-        for f in [&e.date, &e.period] {
-            if !f.trim().is_empty() {
-                out.push_str(&format!(", {}", f.trim()));
+        (Asks::When, _, Some(date), _, _) => {
+            out.push_str(&format!("《{title}》{}{}。", ours("的年代是"), q(date)));
+            if let (Some(p), Some(d)) = (field(&e.period), field(&e.date))
+                && p != d
+            {
+                out.push_str(&format!("{}{}。", ours("时期："), q(p)));
             }
         }
-        out.push_str(". ");
-        if !passage.is_empty() {
-            out.push_str(&format!("The record says: {passage}"));
-            if !passage.ends_with(['.', '!', '?', '…']) {
+        (Asks::Material, _, _, Some(m), _) => {
+            out.push_str(&format!("《{title}》{}{}。", ours("的材质是"), q(m)));
+        }
+        (Asks::Where, _, _, _, Some(g)) => {
+            out.push_str(&format!(
+                "{}《{title}》{}{}。",
+                ours("记录中"),
+                ours("所属的展区或部门是"),
+                q(g)
+            ));
+        }
+        (Asks::Who | Asks::When | Asks::Material | Asks::Where, ..) => {
+            let missing = match a {
+                Asks::Who => "没有单独写明作者",
+                Asks::When => "没有单独写明年代",
+                Asks::Material => "没有单独写明材质",
+                _ => "没有写明展出位置",
+            };
+            out.push_str(&format!(
+                "{}《{title}》{}。",
+                ours("馆藏中的"),
+                ours(missing)
+            ));
+            says(&mut out, "资料记载：");
+        }
+        (Asks::Depicts | Asks::General, ..) => {
+            out.push_str(&format!("{}《{title}》", ours("馆藏中最相关的是")));
+            for f in [&e.maker, &e.date, &e.period] {
+                if let Some(f) = field(f) {
+                    out.push_str(&format!("，{}", q(f)));
+                }
+            }
+            out.push('。');
+            says(&mut out, "资料记载：");
+        }
+    }
+    if !others.is_empty() {
+        let list: Vec<String> = others.iter().map(|t| format!("《{}》", q(t))).collect();
+        out.push_str(&format!(
+            "{}{}{}",
+            ours("馆藏中还有"),
+            list.join("、"),
+            ours("，也可能与您的问题有关。")
+        ));
+    }
+    out
+}
+
+fn compose_en(e: &Exhibit, a: Asks, sentence: &str, others: &[&str]) -> String {
+    let title = e.title.trim();
+    let quote = clip(sentence, 280);
+    let says = |out: &mut String| {
+        if !quote.is_empty() {
+            out.push_str(&format!(" The record says: {quote}"));
+            if !quote.ends_with(['.', '!', '?', '…', '。', '！', '？']) {
                 out.push('.');
             }
         }
-        if let Some(second) = hits.get(1) {
-            out.push_str(&format!(
-                " “{}” may also be related.",
-                second.exhibit.title.trim()
-            ));
+    };
+    let mut out = String::new();
+    match (
+        a,
+        field(&e.maker),
+        field(&e.date).or(field(&e.period)),
+        field(&e.medium),
+        field(&e.gallery),
+    ) {
+        (Asks::Who, Some(maker), _, _, _) => {
+            out.push_str(&format!("“{title}” is by {maker}."));
+            if let Some(d) = field(&e.date) {
+                out.push_str(&format!(" It is dated {d}."));
+            }
         }
+        (Asks::When, _, Some(_), _, _) => {
+            out.push_str(&format!("“{title}”"));
+            match (field(&e.date), field(&e.period)) {
+                (Some(d), Some(p)) => out.push_str(&format!(" is dated {d} ({p}).")),
+                (Some(d), None) => out.push_str(&format!(" is dated {d}.")),
+                (None, Some(p)) => out.push_str(&format!(" is from {p}.")),
+                (None, None) => {}
+            }
+        }
+        (Asks::Material, _, _, Some(m), _) => {
+            out.push_str(&format!("“{title}” is made of {m}."));
+        }
+        (Asks::Where, _, _, _, Some(g)) => {
+            out.push_str(&format!("Our record places “{title}” in: {g}."));
+        }
+        (Asks::Who | Asks::When | Asks::Material | Asks::Where, ..) => {
+            let missing = match a {
+                Asks::Who => "does not name its maker",
+                Asks::When => "gives no date",
+                Asks::Material => "does not state its material",
+                _ => "does not say where it is shown",
+            };
+            out.push_str(&format!("Our record of “{title}” {missing}."));
+            says(&mut out);
+        }
+        (Asks::Depicts | Asks::General, ..) => {
+            out.push_str(&format!("The closest match in our collection is “{title}”"));
+            if let Some(m) = field(&e.maker) {
+                out.push_str(&format!(", by {m}"));
+            }
+            for f in [&e.date, &e.period] {
+                if let Some(f) = field(f) {
+                    out.push_str(&format!(", {f}"));
+                }
+            }
+            out.push('.');
+            says(&mut out);
+        }
+    }
+    if !others.is_empty() {
+        let list: Vec<String> = others.iter().map(|t| format!("“{t}”")).collect();
+        out.push_str(&format!(
+            " The collection also holds {}, which may answer it too.",
+            list.join(" and ")
+        ));
     }
     out
 }
@@ -194,7 +690,7 @@ impl LlmProvider for OfflineProvider {
             .map(|m| m.content.clone())
             .unwrap_or_default();
         let (answer, show) = match &request.fact {
-            Some(f) => (f.answer(is_chinese(&question)).to_string(), None),
+            Some(f) => (fact_answer(f, &question), None),
             None => (
                 compose(&question, request.retrieved.as_deref()),
                 request
@@ -245,36 +741,197 @@ mod tests {
         assert!(!is_chinese("Tell me about the Ming vase 瓶 please"));
     }
 
+    fn record(title: &str, maker: &str, date: &str, medium: &str, description: &str) -> Hit {
+        Hit {
+            exhibit: Exhibit {
+                id: "r".into(),
+                title: title.into(),
+                maker: maker.into(),
+                date: date.into(),
+                medium: medium.into(),
+                gallery: "Lacquer & Inlay".into(),
+                description: description.into(),
+                ..Default::default()
+            },
+            score: 1.0,
+            passages: vec![
+                description
+                    .split_inclusive('.')
+                    .next()
+                    .unwrap()
+                    .trim()
+                    .into(),
+            ],
+        }
+    }
+
     #[test]
-    fn grounded_answers_quote_only_the_record() {
-        let hits = vec![
-            hit(
-                "Inro with Badger",
-                "Sawa Yoshisato",
-                "19th century",
-                "A badger gazes at the full moon.",
-            ),
-            hit("Netsuke", "", "", "Small."),
-        ];
-        let en = compose("Who made the lacquer box with a badger?", Some(&hits));
-        assert!(
-            en.contains("“Inro with Badger”, by Sawa Yoshisato, 19th century."),
-            "{en}"
+    fn question_kinds() {
+        for (q, want) in [
+            ("Who made the lacquer box?", Asks::Who),
+            ("峄山刻石相传是谁写的？", Asks::Who),
+            ("這幅畫的作者是誰？", Asks::Who),
+            ("When was the vase made?", Asks::When),
+            ("这件青铜鼎是什么年代的", Asks::When),
+            ("What is the inro made of?", Asks::Material),
+            ("这件瓷器是什么材质？", Asks::Material),
+            ("Where can I see the badger box?", Asks::Where),
+            ("三希堂法帖在哪个展厅？", Asks::Where),
+            ("What does the scroll depict?", Asks::Depicts),
+            ("这幅画画的是什么？", Asks::Depicts),
+            ("Tell me about the badger box", Asks::General),
+            ("请介绍一下《三希堂法帖》", Asks::General),
+        ] {
+            assert_eq!(asks(q), want, "{q}");
+        }
+    }
+
+    #[test]
+    fn answers_come_from_the_field_the_question_asks_for() {
+        let inro = [record(
+            "Inro with Badger",
+            "Sawa Yoshisato",
+            "19th century",
+            "lacquer, wood",
+            "A badger gazes at the full moon. It was made in Edo.",
+        )];
+        let en = |q: &str| compose(q, Some(&inro));
+        assert_eq!(
+            en("Who made the lacquer box with a badger?"),
+            "“Inro with Badger” is by Sawa Yoshisato. It is dated 19th century."
         );
-        assert!(en.contains("A badger gazes at the full moon."));
-        assert!(en.contains("“Netsuke” may also be related."));
-        let zh_hits = vec![hit("唐人墓誌拓片", "", "", "此誌為唐代所刻")];
-        let zh = compose("这是哪个朝代的墓志？", Some(&zh_hits));
+        assert_eq!(
+            en("When was the badger box made?"),
+            "“Inro with Badger” is dated 19th century."
+        );
+        assert_eq!(
+            en("What is the badger box made of?"),
+            "“Inro with Badger” is made of lacquer, wood."
+        );
+        assert_eq!(
+            en("Where is the badger box shown?"),
+            "Our record places “Inro with Badger” in: Lacquer & Inlay."
+        );
+        assert_eq!(
+            en("What does the badger box show?"),
+            "The closest match in our collection is “Inro with Badger”, by Sawa Yoshisato, 19th century. The record says: A badger gazes at the full moon."
+        );
+        // A field the record leaves empty: said so, and the sentence that carries the answer.
+        let stele = [record(
+            "秦峄山碑拓",
+            "",
+            "",
+            "",
+            "國立歷史博物館藏《秦峄山碑拓》（館藏編號10648），縱一百公分，橫五十公分。秦代篆書刻石，相傳為李斯所書，始皇東巡登峄山，丞相李斯等頌秦德而立石。",
+        )];
+        let zh = compose("峄山刻石相传是谁写的？", Some(&stele));
         assert_eq!(
             zh,
-            "馆藏中最相关的是《唐人墓誌拓片》。资料记载：此誌為唐代所刻。"
+            "馆藏中的《秦峄山碑拓》没有单独写明作者。资料记载：秦代篆书刻石，相传为李斯所书，始皇东巡登峄山，丞相李斯等颂秦德而立石。"
         );
     }
 
     #[test]
+    fn record_text_is_quoted_in_the_visitors_script() {
+        let hits = [record(
+            "唐人墓誌拓片",
+            "",
+            "唐代",
+            "",
+            "此誌為唐代所刻，出土於洛陽。",
+        )];
+        // Simplified question, Traditional record: all Simplified.
+        assert_eq!(
+            compose("这件墓志是哪个朝代的？", Some(&hits)),
+            "《唐人墓志拓片》的年代是唐代。"
+        );
+        // Traditional question: all Traditional, our own words too.
+        assert_eq!(
+            compose("這件墓誌是哪個朝代的？", Some(&hits)),
+            "《唐人墓誌拓片》的年代是唐代。"
+        );
+        let general = compose("請介紹一下這件墓誌", Some(&hits));
+        assert!(
+            general.starts_with("館藏中最相關的是《唐人墓誌拓片》"),
+            "{general}"
+        );
+        assert!(general.contains("資料記載：此誌為唐代所刻"), "{general}");
+        let general = compose("请介绍一下《唐人墓誌拓片》", Some(&hits));
+        assert!(
+            general.starts_with("馆藏中最相关的是《唐人墓志拓片》"),
+            "{general}"
+        );
+        assert!(
+            general.contains("资料记载：此志为唐代所刻，出土于洛阳。"),
+            "{general}"
+        );
+        // Visitor-service texts too.
+        let f = crate::retrieval::facts::Fact {
+            topic: "toilets".into(),
+            en: "Next to the stairs.".into(),
+            zh: "洗手间在楼梯旁边。".into(),
+            triggers: vec![],
+        };
+        assert_eq!(fact_answer(&f, "洗手間在哪裡？"), "洗手間在樓梯旁邊。");
+        assert_eq!(fact_answer(&f, "洗手间在哪里？"), "洗手间在楼梯旁边。");
+        assert_eq!(
+            fact_answer(&f, "Where are the toilets?"),
+            "Next to the stairs."
+        );
+    }
+
+    #[test]
+    fn who_is_answers_with_the_biography() {
+        let hits = [record(
+            "十三經師承略解",
+            "溥心畬",
+            "",
+            "",
+            "封面有溥心畬親題「兆明讀之，心畬」六字，推測原本應為他送給女弟子之物。溥儒(1896－1963)，字心畬，號西山逸士，清道光皇帝的曾孫。",
+        )];
+        assert_eq!(
+            compose("溥心畬是谁？", Some(&hits)),
+            "关于溥心畬，馆藏《十三经师承略解》的资料记载：溥儒(1896－1963)，字心畬，号西山逸士，清道光皇帝的曾孙。"
+        );
+    }
+
+    #[test]
+    fn other_exhibits_are_suggested_only_when_they_match_as_well() {
+        let mut a = record(
+            "Peach-bloom Vase",
+            "",
+            "",
+            "",
+            "A vase with peach-bloom glaze.",
+        );
+        let mut b = record(
+            "Peach-bloom Water Pot",
+            "",
+            "",
+            "",
+            "A water pot, peach-bloom glaze.",
+        );
+        let mut c = record("Blue Jar", "", "", "", "A blue jar.");
+        (a.score, b.score, c.score) = (0.8, 0.78, 0.3);
+        let tied = compose(
+            "Do you have peach-bloom porcelain?",
+            Some(&[a.clone(), b.clone(), c.clone()]),
+        );
+        assert!(
+            tied.contains("also holds “Peach-bloom Water Pot”"),
+            "{tied}"
+        );
+        assert!(!tied.contains("Blue Jar"), "{tied}");
+        b.score = 0.5;
+        let clear = compose("Do you have peach-bloom porcelain?", Some(&[a, b, c]));
+        assert!(!clear.contains("also holds"), "{clear}");
+    }
+
+    #[test]
     fn honest_when_nothing_matches_or_search_is_off() {
-        assert!(compose("Do you have the Mona Lisa?", Some(&[])).contains("couldn't find"));
-        assert!(compose("你们有兵马俑吗？", Some(&[])).contains("没有找到"));
+        assert!(compose("Do you have the Mona Lisa?", Some(&[])).contains("I don't know"));
+        assert!(compose("你们有兵马俑吗？", Some(&[])).contains("我不知道"));
+        assert!(compose("你們有兵馬俑嗎？", Some(&[])).contains("我不知道。本館"));
         assert!(compose("hello", None).contains("collection search is off"));
     }
 
