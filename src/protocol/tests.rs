@@ -516,6 +516,7 @@ mod near_valid {
                         require_tts,
                         enable_srs,
                         function_calling,
+                        resume: None,
                     })
                 },
             )
