@@ -121,6 +121,8 @@ async fn no_task_outlives_its_connection_after_upstream_faults() {
         c.llm.first_token_timeout_seconds = 0.3;
         c.llm.idle_timeout_seconds = 0.3;
         c.llm.max_retries = 0;
+        // The dropped session is parked for a resume this long, then ends by itself too.
+        c.session.resume_window_seconds = 1;
     })
     .await;
     let mut c = app.client().await;
