@@ -68,6 +68,9 @@ impl FrameKey {
     }
 }
 
+/// Overflowed requests remembered at most (the oldest are forgotten).
+const MAX_OVERFLOW_MARKS: usize = 64;
+
 /// Bounds of one buffer.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -168,6 +171,11 @@ impl ReplayLog {
             inner.entries.retain(|e| &*e.request != request);
             inner.bytes = inner.entries.iter().map(|e| e.text.len()).sum();
             inner.overflowed.push(request.into());
+            // Remembered until the next resume; a client that never answers pings must not
+            // grow this without end.
+            if inner.overflowed.len() > MAX_OVERFLOW_MARKS {
+                inner.overflowed.remove(0);
+            }
             return Err(Overflow);
         }
         let no = self.next_no;

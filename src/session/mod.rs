@@ -51,7 +51,7 @@ use crate::request::attributes::Attributes;
 use crate::request::inflight::InFlight;
 use crate::request::outbox::Outbox;
 use register::{SessionSlot, Unregistered};
-use resume::{ResumeSlot, Takeover};
+use resume::{Takeover, Takeovers};
 use timers::Liveness;
 use voice::OpenUpload;
 
@@ -226,12 +226,21 @@ struct Session {
     /// token. Cancelled when the session ends (dropped), not when a socket drops.
     token: CancellationToken,
     /// Takeovers by a resuming socket (None: resume is off).
-    takeover: Option<tokio::sync::mpsc::Receiver<Takeover>>,
+    takeovers: Option<Arc<Takeovers>>,
     /// When the next acknowledgement ping may go.
     next_ack: Instant,
-    _ends: tokio_util::sync::DropGuard,
-    _resume: Option<ResumeSlot>,
     _slot: SessionSlot,
+}
+
+impl Drop for Session {
+    /// The session ends (not handed over: a handover moves it): its requests stop and it can no
+    /// longer be resumed.
+    fn drop(&mut self) {
+        self.token.cancel();
+        if self.takeovers.is_some() {
+            self.conn.app.resumable.remove(&self.id);
+        }
+    }
 }
 
 enum Event {
@@ -246,12 +255,9 @@ enum Event {
 }
 
 /// The next takeover, or pending forever when resume is off.
-async fn next_takeover(rx: &mut Option<tokio::sync::mpsc::Receiver<Takeover>>) -> Takeover {
-    match rx {
-        Some(rx) => match rx.recv().await {
-            Some(t) => t,
-            None => std::future::pending().await,
-        },
+async fn next_takeover(takeovers: Option<Arc<Takeovers>>) -> Takeover {
+    match takeovers {
+        Some(t) => t.next().await,
         None => std::future::pending().await,
     }
 }
@@ -269,13 +275,13 @@ impl Session {
             let draining = self.conn.app.draining.clone();
             let drain_started = self.drain_deadline.is_some();
             let inflight = self.inflight.clone();
-            let acking = self.takeover.is_some()
+            let acking = self.takeovers.is_some()
                 && (!self.inflight.is_empty() || self.conn.outbox.has_kept());
             let event = tokio::select! {
                 biased;
                 _ = token.cancelled() => Event::Cancelled,
                 Some(reason) = self.kick.recv() => Event::Kicked(reason),
-                t = next_takeover(&mut self.takeover) => Event::Takeover(t),
+                t = next_takeover(self.takeovers.clone()) => Event::Takeover(t),
                 _ = draining.cancelled(), if !drain_started => Event::DrainStart,
                 _ = inflight.removed(), if drain_started => Event::Removed,
                 f = inbound.next() => Event::Frame(f),
@@ -324,7 +330,7 @@ impl Session {
         let app = self.conn.app.clone();
         let window = app.config.session.resume_window_seconds;
         if window == 0
-            || self.takeover.is_none()
+            || self.takeovers.is_none()
             || self.token.is_cancelled()
             || app.draining.is_cancelled()
         {

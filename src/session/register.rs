@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
 
-use super::resume::{Refused, ResumeSlot, Takeover};
+use super::resume::{Refused, Takeover, Takeovers};
 use super::{Conn, Flow, Inbound, Session, close_code, text};
 use crate::app::{AppState, SessionEntry};
 use crate::auth::{AuthError, Principal};
@@ -61,16 +61,12 @@ struct Registration {
     kick: tokio::sync::mpsc::Receiver<String>,
     slot: SessionSlot,
     token: tokio_util::sync::CancellationToken,
-    resume: Option<(tokio::sync::mpsc::Receiver<Takeover>, ResumeSlot)>,
+    takeovers: Option<Arc<Takeovers>>,
 }
 
 impl Registration {
     fn into_session(self, conn: Conn) -> Session {
         let history = History::shared(conn.app.config.llm.history_messages);
-        let (takeover, resume_slot) = match self.resume {
-            Some((rx, slot)) => (Some(rx), Some(slot)),
-            None => (None, None),
-        };
         Session {
             conn,
             id: self.id,
@@ -82,11 +78,9 @@ impl Registration {
             upload: None,
             kick: self.kick,
             drain_deadline: None,
-            _ends: self.token.clone().drop_guard(),
             token: self.token,
-            takeover,
+            takeovers: self.takeovers,
             next_ack: Instant::now(),
-            _resume: resume_slot,
             _slot: self.slot,
         }
     }
@@ -265,10 +259,9 @@ impl Unregistered {
                 max_frames: cfg.replay_max_frames,
                 max_bytes: cfg.replay_max_bytes,
             });
-            app.resumable
-                .insert(&id, principal.clone(), Arc::downgrade(app))
+            app.resumable.insert(&id, principal.clone())
         });
-        let resume_token = resume.as_ref().map(|(t, _, _)| t.clone());
+        let resume_token = resume.as_ref().map(|(t, _)| t.clone());
         let timeout_seconds = cfg.timeout_seconds;
         let live = Liveness::new(
             Instant::now(),
@@ -290,7 +283,7 @@ impl Unregistered {
             kick,
             slot,
             token: app.hard_stop.child_token(),
-            resume: resume.map(|(_, rx, slot)| (rx, slot)),
+            takeovers: resume.map(|(_, t)| t),
         };
         conn.outbox.set_session_id(&id);
         conn.send(ServerMessage::RegisterAck(RegisterAck {
@@ -343,10 +336,15 @@ impl Unregistered {
             Err(flow) => return Step::Stay(flow),
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let handed = async {
-            takeover.send(Takeover { reply: tx }).await.ok()?;
-            rx.await.ok()
-        };
+        if takeover.offer(Takeover { reply: tx }).is_err() {
+            conn.error(ErrorPayload::new(
+                ErrorCode::ServerBusy,
+                "the session is being resumed from another connection right now; retry",
+            ))
+            .await;
+            return Step::Stay(Flow::Continue);
+        }
+        let handed = async { rx.await.ok() };
         let session = tokio::select! {
             _ = conn.token.cancelled() => {
                 return Step::Stay(Flow::Close(close_code::GOING_AWAY, "closed".into()));

@@ -12,14 +12,14 @@
 //! and its outbox, so it can later be moved to another node as data.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
 use rand::TryRngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::Session;
@@ -36,10 +36,42 @@ pub(super) struct Takeover {
     pub reply: oneshot::Sender<Box<Session>>,
 }
 
+/// Where a takeover waits for the session's owner: one slot and a wake-up (a few dozen bytes
+/// per session, where a channel would cost a kilobyte of every idle session's memory).
+#[derive(Default)]
+pub(super) struct Takeovers {
+    slot: Mutex<Option<Takeover>>,
+    wake: Notify,
+}
+
+impl Takeovers {
+    /// Hands a takeover to the owner; gives it back when another one is already waiting.
+    pub(super) fn offer(&self, t: Takeover) -> Result<(), Takeover> {
+        let mut slot = self.slot.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() {
+            return Err(t);
+        }
+        *slot = Some(t);
+        drop(slot);
+        self.wake.notify_one();
+        Ok(())
+    }
+
+    /// The next takeover (a wake-up stored by `offer` is not lost between the check and the wait).
+    pub(super) async fn next(&self) -> Takeover {
+        loop {
+            if let Some(t) = self.slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                return t;
+            }
+            self.wake.notified().await;
+        }
+    }
+}
+
 struct Handle {
     token_hash: [u8; 32],
     principal: Principal,
-    takeover: mpsc::Sender<Takeover>,
+    takeovers: Arc<Takeovers>,
 }
 
 /// Resumable sessions by id (those registered while `resume_window_seconds` > 0).
@@ -60,25 +92,24 @@ impl Resumable {
         self.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers a session; returns its first resume token, the receiver of takeovers, and the
-    /// slot that removes it again.
-    pub(super) fn insert(
-        &self,
-        id: &str,
-        principal: Principal,
-        app: std::sync::Weak<crate::AppState>,
-    ) -> (String, mpsc::Receiver<Takeover>, ResumeSlot) {
-        let (tx, rx) = mpsc::channel(1);
+    /// Registers a session; returns its first resume token and where its takeovers arrive.
+    /// The session removes itself ([`Resumable::remove`]) when it ends.
+    pub(super) fn insert(&self, id: &str, principal: Principal) -> (String, Arc<Takeovers>) {
+        let takeovers = Arc::new(Takeovers::default());
         let token = new_token();
         self.lock().insert(
             id.to_string(),
             Handle {
                 token_hash: hash(&token),
                 principal,
-                takeover: tx,
+                takeovers: takeovers.clone(),
             },
         );
-        (token, rx, ResumeSlot(app, id.to_string()))
+        (token, takeovers)
+    }
+
+    pub(super) fn remove(&self, id: &str) {
+        self.lock().remove(id);
     }
 
     /// Checks a resume request: the session's credential and where to ask for it.
@@ -86,11 +117,11 @@ impl Resumable {
         &self,
         id: &str,
         token: &str,
-    ) -> Result<(Principal, mpsc::Sender<Takeover>), Refused> {
+    ) -> Result<(Principal, Arc<Takeovers>), Refused> {
         let map = self.lock();
         let h = map.get(id).ok_or(Refused::Unknown)?;
         if bool::from(h.token_hash.ct_eq(&hash(token))) {
-            Ok((h.principal.clone(), h.takeover.clone()))
+            Ok((h.principal.clone(), h.takeovers.clone()))
         } else {
             Err(Refused::WrongToken)
         }
@@ -110,17 +141,6 @@ impl Resumable {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-}
-
-/// Removes a session from [`Resumable`] when the session ends.
-pub(super) struct ResumeSlot(std::sync::Weak<crate::AppState>, String);
-
-impl Drop for ResumeSlot {
-    fn drop(&mut self) {
-        if let Some(app) = self.0.upgrade() {
-            app.resumable.lock().remove(&self.1);
-        }
     }
 }
 
@@ -151,7 +171,7 @@ pub(super) async fn park(mut session: Box<Session>, window: Duration) {
     tracing::info!(session = %session.id, window_s = window.as_secs(), "socket gone: session parked for resume");
     let outcome = loop {
         let token = session.token.clone();
-        let Some(takeover) = session.takeover.as_mut() else {
+        let Some(takeovers) = session.takeovers.clone() else {
             break "resume off";
         };
         tokio::select! {
@@ -159,12 +179,9 @@ pub(super) async fn park(mut session: Box<Session>, window: Duration) {
             _ = token.cancelled() => break "server stopped",
             _ = app.draining.cancelled() => break "server shutting down",
             Some(_reason) = session.kick.recv() => break "credential revoked",
-            t = takeover.recv() => match t {
-                Some(t) => match t.reply.send(session) {
-                    Ok(()) => return,
-                    Err(back) => session = back, // the new connection gave up: park on
-                },
-                None => break "registry gone",
+            t = takeovers.next() => match t.reply.send(session) {
+                Ok(()) => return,
+                Err(back) => session = back, // the new connection gave up: park on
             },
             _ = tokio::time::sleep_until(until) => break "resume window over",
         }
