@@ -226,7 +226,12 @@ impl Outbox {
         if st.ping.is_some() || st.mode != Mode::Live {
             return;
         }
-        let Some(cutoff) = st.replay.as_ref().filter(|l| !l.is_empty()).map(|l| l.next_no()) else {
+        let Some(cutoff) = st
+            .replay
+            .as_ref()
+            .filter(|l| !l.is_empty())
+            .map(|l| l.next_no())
+        else {
             return;
         };
         let sent = st.tx.as_ref().is_some_and(|tx| {

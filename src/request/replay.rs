@@ -78,6 +78,9 @@ pub struct Limits {
     pub max_bytes: usize,
 }
 
+/// A frame's request context and its text bytes, as the outbox's guard carries them.
+pub type Guard = Option<(Arc<RequestCtx>, usize)>;
+
 /// One kept frame.
 #[derive(Debug)]
 pub struct Entry {
@@ -89,7 +92,7 @@ pub struct Entry {
     pub text: Arc<str>,
     /// The request's context when the frame was queued for it (dropped by the writer if the
     /// request was cancelled in between, as a live frame would be).
-    pub guard: Option<(Arc<RequestCtx>, usize)>,
+    pub guard: Guard,
     /// Queued to the current socket (or replayed to it) already.
     pub sent: bool,
 }
@@ -158,7 +161,7 @@ impl ReplayLog {
         request: &str,
         key: FrameKey,
         text: Arc<str>,
-        guard: Option<(Arc<RequestCtx>, usize)>,
+        guard: Guard,
         sent: bool,
     ) -> Result<u64, Overflow> {
         let inner = self.inner.get_or_insert_with(Box::default);
@@ -229,12 +232,12 @@ impl ReplayLog {
                 last_seen_no[i] = Some(e.no);
             }
         }
-        inner.entries.retain(|e| {
-            match listed.iter().position(|(r, _)| *r == &*e.request) {
+        inner.entries.retain(
+            |e| match listed.iter().position(|(r, _)| *r == &*e.request) {
                 None => false,
                 Some(i) => last_seen_no[i].is_none_or(|n| e.no > n),
-            }
-        });
+            },
+        );
         inner.bytes = inner.entries.iter().map(|e| e.text.len()).sum();
         for e in inner.entries.iter_mut() {
             e.sent = false;
@@ -254,7 +257,7 @@ impl ReplayLog {
     }
 
     /// The next kept frame not yet sent on the current socket, marked sent.
-    pub fn next_unsent(&mut self) -> Option<(Arc<str>, Option<(Arc<RequestCtx>, usize)>)> {
+    pub fn next_unsent(&mut self) -> Option<(Arc<str>, Guard)> {
         let inner = self.inner.as_mut()?;
         let e = inner.entries.iter_mut().find(|e| !e.sent)?;
         e.sent = true;

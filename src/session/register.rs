@@ -16,8 +16,8 @@ use crate::app::{AppState, SessionEntry};
 use crate::auth::{AuthError, Principal};
 use crate::pipeline::history::History;
 use crate::protocol::{
-    ClientMessage, ErrorCode, ErrorPayload, RegisterAck, RegisterPayload, ResumeRequest,
-    SeenUpTo, ServerMessage, ShutdownPayload,
+    ClientMessage, ErrorCode, ErrorPayload, RegisterAck, RegisterPayload, ResumeRequest, SeenUpTo,
+    ServerMessage, ShutdownPayload,
 };
 use crate::request::attributes::Attributes;
 use crate::request::inflight::InFlight;
@@ -452,7 +452,11 @@ impl Session {
                 )
                 .await;
         }
-        for id in plan.nothing_kept.iter().filter(|id| !self.inflight.contains(id)) {
+        for id in plan
+            .nothing_kept
+            .iter()
+            .filter(|id| !self.inflight.contains(id))
+        {
             let detail = "the server has no record of this request: it did not arrive before the connection dropped; send it again";
             self.conn
                 .error(

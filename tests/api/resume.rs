@@ -53,15 +53,20 @@ impl Seen {
         let s = p["voice_stream_seq"].as_i64();
         if let Some(t) = t {
             let next = self.text_seqs.len() as i64;
-            assert!(t == next || t == -1, "text seq {t} where {next} was due: {v}");
+            assert!(
+                t == next || t == -1,
+                "text seq {t} where {next} was due: {v}"
+            );
             self.text_seqs.push(t);
-            self.text.push_str(p["content"]["text"].as_str().unwrap_or(""));
+            self.text
+                .push_str(p["content"]["text"].as_str().unwrap_or(""));
         }
         if let Some(s) = s {
             let next = self.voice_seqs.len() as i64;
             assert!(s == next || s == -1, "voice seq {s} where {next} was due");
             self.voice_seqs.push(s);
-            self.voice.push_str(p["content"]["voice"].as_str().unwrap_or(""));
+            self.voice
+                .push_str(p["content"]["voice"].as_str().unwrap_or(""));
         }
         if t.is_none() && s.is_none() {
             self.unsequenced += 1;
@@ -72,7 +77,11 @@ impl Seen {
     /// `last_seen` for this request.
     fn last_seen(&self) -> Value {
         let top = |seqs: &[i64]| seqs.iter().copied().filter(|s| *s >= 0).max().unwrap_or(-1);
-        json!([top(&self.text_seqs), top(&self.voice_seqs), self.unsequenced])
+        json!([
+            top(&self.text_seqs),
+            top(&self.voice_seqs),
+            self.unsequenced
+        ])
     }
 }
 
@@ -95,14 +104,18 @@ async fn registered(app: &TestApp) -> (Client, String) {
         .as_str()
         .expect("REGISTER_ACK carries resume_token")
         .to_string();
-    assert!(token.len() >= 3 + 22, "a token of at least 128 bits: {token}");
+    assert!(
+        token.len() >= 3 + 22,
+        "a token of at least 128 bits: {token}"
+    );
     (c, token)
 }
 
 /// Resumes on a new socket; returns it (with the session id set) and the new token.
 async fn resume(app: &TestApp, sid: &str, token: &str, last_seen: Value) -> (Client, String) {
     let mut c = app.connect().await;
-    c.send_value(&resume_frame(app, sid, token, last_seen)).await;
+    c.send_value(&resume_frame(app, sid, token, last_seen))
+        .await;
     let ack = c.recv().await;
     assert_eq!(ack["msg_type"], "REGISTER_ACK", "{ack}");
     assert_eq!(ack["payload"]["session_id"], sid);
@@ -157,7 +170,10 @@ async fn resume_mid_text_gets_the_rest_once_then_the_live_stream() {
     c.text_request("r2", "and then?").await;
     assert!(c.reply("r2").await.error.is_none());
     let second = &app.llm.requests()[1];
-    assert!(second.to_string().contains("word39"), "history lost: {second}");
+    assert!(
+        second.to_string().contains("word39"),
+        "history lost: {second}"
+    );
 }
 
 #[tokio::test]
@@ -250,7 +266,10 @@ async fn resume_mid_voice_loses_and_repeats_nothing() {
     voice_reply(&mut c, "v1", &mut seen, None).await;
     assert_eq!(seen.text, straight.text);
     assert_eq!(seen.voice_seqs.len(), straight.voice_seqs.len());
-    assert_eq!(seen.voice, straight.voice, "audio lost, repeated or reordered");
+    assert_eq!(
+        seen.voice, straight.voice,
+        "audio lost, repeated or reordered"
+    );
     assert!(seen.error.is_none());
 }
 
@@ -263,11 +282,15 @@ async fn after_the_window_the_session_is_gone() {
     // Bounded poll of the server's state: the parked session ends with its window.
     let t0 = std::time::Instant::now();
     while !app.app.resumable.is_empty() {
-        assert!(t0.elapsed() < RECV_TIMEOUT, "the parked session did not end");
+        assert!(
+            t0.elapsed() < RECV_TIMEOUT,
+            "the parked session did not end"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut c = app.connect().await;
-    c.send_value(&resume_frame(&app, &sid, &token, json!({}))).await;
+    c.send_value(&resume_frame(&app, &sid, &token, json!({})))
+        .await;
     let e = c.recv().await;
     assert_eq!(e["payload"]["error_code"], "SESSION_INVALID", "{e}");
     // The connection stays open: a plain REGISTER starts a new session.
@@ -305,7 +328,8 @@ async fn a_revoked_key_cannot_resume() {
     drop(c);
     app.app.store().revoke_api_key("test").unwrap();
     let mut c = app.connect().await;
-    c.send_value(&resume_frame(&app, &sid, &token, json!({}))).await;
+    c.send_value(&resume_frame(&app, &sid, &token, json!({})))
+        .await;
     let e = c.recv().await;
     assert_eq!(e["payload"]["error_code"], "AUTH_FAILED", "{e}");
     assert!(
@@ -394,7 +418,10 @@ async fn a_request_the_server_never_got_is_named_and_resume_can_be_turned_off() 
         .load(std::sync::atomic::Ordering::Relaxed)
         > 0
     {
-        assert!(t0.elapsed() < RECV_TIMEOUT, "the session outlived its socket");
+        assert!(
+            t0.elapsed() < RECV_TIMEOUT,
+            "the session outlived its socket"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
