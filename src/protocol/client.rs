@@ -70,12 +70,23 @@ pub struct ResumeRequest {
 /// What a client saw of one request's reply: the highest `text_stream_seq` and
 /// `voice_stream_seq` it received (-1 or null: none), and optionally how many frames with
 /// neither seq (transcript, function_call) it received.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "SeenWire", into = "SeenWire")]
 pub struct SeenUpTo {
     pub text: i64,
     pub voice: i64,
     pub unsequenced: Option<u32>,
+}
+
+impl Default for SeenUpTo {
+    /// Nothing seen.
+    fn default() -> Self {
+        SeenUpTo {
+            text: -1,
+            voice: -1,
+            unsequenced: None,
+        }
+    }
 }
 
 #[derive(Serialize, Deserialize)]

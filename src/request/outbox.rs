@@ -482,3 +482,112 @@ fn key_of<'a>(msg: &'a ServerMessage, ctx: Option<&RequestCtx>) -> Option<(&'a s
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Response, ResponseContent};
+    use crate::request::replay::Limits;
+
+    fn outbox(cap: usize) -> (Outbox, mpsc::Receiver<OutFrame>) {
+        let (o, rx) = Outbox::new(cap, CancellationToken::new(), Duration::from_secs(5));
+        o.enable_replay(Limits {
+            max_frames: 100,
+            max_bytes: 100_000,
+        });
+        (o, rx)
+    }
+
+    fn ctx(id: &str) -> Arc<RequestCtx> {
+        Arc::new(RequestCtx::new(id.into(), CancellationToken::new()))
+    }
+
+    fn texts(rx: &mut mpsc::Receiver<OutFrame>) -> Vec<String> {
+        let mut v = vec![];
+        while let Ok(f) = rx.try_recv() {
+            v.push(match f.kind {
+                OutKind::Text(t) => {
+                    let j: serde_json::Value = serde_json::from_str(&t).unwrap();
+                    j["payload"]["content"]["text"]
+                        .as_str()
+                        .map_or_else(|| j["msg_type"].to_string(), str::to_string)
+                }
+                OutKind::Ping => "PING".into(),
+                OutKind::Close { .. } => "CLOSE".into(),
+            });
+        }
+        v
+    }
+
+    #[tokio::test]
+    async fn frames_are_kept_until_a_pong_and_replayed_in_order_after_a_resume() {
+        let (o, mut rx) = outbox(16);
+        let r = ctx("r");
+        o.send_text_for(&r, 0, "a").await;
+        o.send_text_for(&r, 1, "b").await;
+        // A frame of no request is never kept.
+        o.send(&ServerMessage::Heartbeat(crate::protocol::Heartbeat {
+            remaining_seconds: 1,
+        }))
+        .await;
+        assert_eq!(o.kept().0, 2);
+        o.ping();
+        o.send_text_for(&r, 2, "c").await;
+        assert_eq!(texts(&mut rx), ["a", "b", "\"HEARTBEAT\"", "PING", "c"]);
+        // The pong covers what was queued before the ping only.
+        o.pong();
+        assert_eq!(o.kept().0, 1);
+        // The socket drops; the reply goes on into the buffer.
+        o.detach();
+        assert!(o.send_text_for(&r, 3, "d").await);
+        let end = Response {
+            request_id: "r".into(),
+            text_stream_seq: Some(-1),
+            content: Some(ResponseContent::default()),
+            ..Default::default()
+        };
+        assert!(o.send(&ServerMessage::Response(end)).await);
+        // Not kept while away: frames of no request.
+        assert!(
+            !o.send(&ServerMessage::Heartbeat(crate::protocol::Heartbeat {
+                remaining_seconds: 1,
+            }))
+            .await
+        );
+        // A new socket; the client saw "c".
+        let (other, mut rx2) = Outbox::new(16, CancellationToken::new(), Duration::from_secs(5));
+        o.attach(&other);
+        let seen = SeenUpTo {
+            text: 2,
+            voice: -1,
+            unsequenced: None,
+        };
+        assert_eq!(o.resume([("r", &seen)]), ResumePlan::default());
+        // While replaying, a producer's frame waits its turn behind the replay.
+        let r2 = ctx("r2");
+        o.send_text_for(&r2, 0, "x").await;
+        assert!(texts(&mut rx2).is_empty());
+        while let Some(f) = o.next_replay() {
+            assert!(o.push(f).await);
+        }
+        o.send_text_for(&r2, 1, "y").await;
+        assert_eq!(texts(&mut rx2), ["d", "\"RESPONSE\"", "x", "y"]);
+    }
+
+    #[tokio::test]
+    async fn a_reply_that_outgrows_the_buffer_while_away_is_cancelled() {
+        let (o, _rx) = Outbox::new(16, CancellationToken::new(), Duration::from_secs(5));
+        o.enable_replay(Limits {
+            max_frames: 2,
+            max_bytes: 100_000,
+        });
+        o.detach();
+        let r = ctx("r");
+        assert!(o.send_text_for(&r, 0, "a").await);
+        assert!(o.send_text_for(&r, 1, "b").await);
+        assert!(!o.send_text_for(&r, 2, "c").await);
+        assert!(r.token.is_cancelled(), "the upstream is stopped");
+        let none = SeenUpTo::default();
+        assert_eq!(o.resume([("r", &none)]).overflowed, ["r"]);
+    }
+}
