@@ -129,6 +129,8 @@ pub struct AppState {
     /// Every connection task, so shutdown can wait for them (axum does not track upgraded sockets).
     pub tracker: TaskTracker,
     pub sessions: Registry,
+    /// Sessions a new socket may resume (`[session] resume_window_seconds`).
+    pub resumable: crate::session::resume::Resumable,
     /// The agent hub, when `[hub] enabled`.
     pub hub: Option<Arc<crate::hub::Hub>>,
 }
@@ -292,6 +294,7 @@ impl AppState {
             hard_stop: CancellationToken::new(),
             tracker: TaskTracker::new(),
             sessions: Registry::default(),
+            resumable: Default::default(),
             hub: hub.flatten(),
         })
     }

@@ -102,6 +102,15 @@ pub struct SessionConfig {
     /// A session whose client has sent nothing for this many heartbeat intervals is presumed
     /// half-open and closed (0 = never).
     pub max_missed_heartbeats: u32,
+    /// How long a registered session whose socket dropped is kept for its client to resume it
+    /// (REGISTER with `resume`, docs/protocol.md "Session resume"); 0 turns resume off (no
+    /// `resume_token`, a dropped socket ends its session as before).
+    pub resume_window_seconds: u64,
+    /// Bounds of one session's replay buffer: frames of its replies kept until the client has
+    /// them (or while it is away). A reply that outgrows them while the client is away is
+    /// stopped and the client is told on resume.
+    pub replay_max_frames: usize,
+    pub replay_max_bytes: usize,
 }
 
 impl Default for SessionConfig {
@@ -112,6 +121,9 @@ impl Default for SessionConfig {
             warn_before_seconds: 300,
             register_timeout_seconds: 30,
             max_missed_heartbeats: 3,
+            resume_window_seconds: 120,
+            replay_max_frames: 2048,
+            replay_max_bytes: 2 * 1024 * 1024,
         }
     }
 }
@@ -837,6 +849,11 @@ impl Config {
         if s.timeout_seconds == 0 || s.heartbeat_interval_seconds == 0 {
             return Err(ConfigError::Invalid(
                 "session.timeout_seconds and session.heartbeat_interval_seconds must be > 0".into(),
+            ));
+        }
+        if s.resume_window_seconds > 0 && (s.replay_max_frames == 0 || s.replay_max_bytes == 0) {
+            return Err(ConfigError::Invalid(
+                "session.replay_max_frames and session.replay_max_bytes must be > 0 while resume is on".into(),
             ));
         }
         let l = &self.limits;

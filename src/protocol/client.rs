@@ -49,6 +49,63 @@ pub struct RegisterPayload {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_srs: Option<bool>,
     pub function_calling: Vec<FunctionDef>,
+    /// **Extension** (docs/protocol.md "Session resume"): take over a session whose socket
+    /// dropped, instead of creating a new one. The other fields are still required and are
+    /// ignored: the session keeps its own attributes and function list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<ResumeRequest>,
+}
+
+/// REGISTER `resume` (**extension**).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResumeRequest {
+    pub session_id: String,
+    pub resume_token: String,
+    /// Per request the client has not seen the end of: `[text_seq, voice_seq]` or
+    /// `[text_seq, voice_seq, unsequenced]` (see [`SeenUpTo`]).
+    #[serde(default)]
+    pub last_seen: std::collections::BTreeMap<String, SeenUpTo>,
+}
+
+/// What a client saw of one request's reply: the highest `text_stream_seq` and
+/// `voice_stream_seq` it received (-1 or null: none), and optionally how many frames with
+/// neither seq (transcript, function_call) it received.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "SeenWire", into = "SeenWire")]
+pub struct SeenUpTo {
+    pub text: i64,
+    pub voice: i64,
+    pub unsequenced: Option<u32>,
+}
+
+impl Default for SeenUpTo {
+    /// Nothing seen.
+    fn default() -> Self {
+        SeenUpTo {
+            text: -1,
+            voice: -1,
+            unsequenced: None,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct SeenWire(Option<i64>, Option<i64>, #[serde(default)] Option<u32>);
+
+impl From<SeenWire> for SeenUpTo {
+    fn from(w: SeenWire) -> Self {
+        SeenUpTo {
+            text: w.0.unwrap_or(-1).max(-1),
+            voice: w.1.unwrap_or(-1).max(-1),
+            unsequenced: w.2,
+        }
+    }
+}
+
+impl From<SeenUpTo> for SeenWire {
+    fn from(s: SeenUpTo) -> Self {
+        SeenWire(Some(s.text), Some(s.voice), s.unsequenced)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,11 @@ pub struct RegisterAck {
     /// visitor reset"). Clients that do not know it ignore it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
+    /// **Extension** (docs/protocol.md "Session resume"): the secret that lets this client take
+    /// the session over from a new socket within `[session] resume_window_seconds`. A new one
+    /// with every REGISTER_ACK; absent when resume is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume_token: Option<String>,
 }
 
 /// REGISTER_ACK `capabilities` (**extension**): whether a VOICE request can be recognised

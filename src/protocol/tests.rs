@@ -516,6 +516,7 @@ mod near_valid {
                         require_tts,
                         enable_srs,
                         function_calling,
+                        resume: None,
                     })
                 },
             )
@@ -1383,5 +1384,42 @@ fn text_chunks_encode_as_the_general_encoder_does() {
                 general
             );
         }
+    }
+}
+
+mod resume {
+    use crate::protocol::{ClientMessage, SeenUpTo, decode_client};
+
+    #[test]
+    fn register_with_resume_decodes_last_seen_in_both_forms() {
+        let f = r#"{"version":"1.0","msg_type":"REGISTER","session_id":"","timestamp":1,
+            "payload":{"auth":{"type":"API_KEY","api_key":"k"},"platform":"WEB","require_tts":false,
+            "function_calling":[],"resume":{"session_id":"sess_1","resume_token":"rt_x",
+            "last_seen":{"a":[3,-1],"b":[null,2,1]}}}}"#;
+        let ClientMessage::Register(p) = decode_client(f).unwrap().message else {
+            panic!()
+        };
+        let r = p.resume.unwrap();
+        assert_eq!(r.session_id, "sess_1");
+        let a = SeenUpTo {
+            text: 3,
+            voice: -1,
+            unsequenced: None,
+        };
+        let b = SeenUpTo {
+            text: -1,
+            voice: 2,
+            unsequenced: Some(1),
+        };
+        assert_eq!(r.last_seen["a"], a);
+        assert_eq!(r.last_seen["b"], b);
+        // A wrong shape is named.
+        let bad = f.replace("[3,-1]", "\"x\"");
+        let e = decode_client(&bad).unwrap_err();
+        assert!(
+            e.detail.contains("payload.resume.last_seen"),
+            "{}",
+            e.detail
+        );
     }
 }

@@ -7,7 +7,7 @@
 //! (held for a map operation only, never across an await).
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -22,6 +22,9 @@ pub struct RequestCtx {
     /// Bytes of reply text actually written to the socket (kept by the writer task), so an
     /// interrupted reply enters the history only as far as the visitor saw it.
     delivered_text: AtomicUsize,
+    /// Frames with neither seq (transcript, function_call) queued so far: the rank of the next
+    /// one, which is how a resuming client's `last_seen` names them (`request::replay`).
+    unsequenced: AtomicU32,
 }
 
 impl RequestCtx {
@@ -30,7 +33,13 @@ impl RequestCtx {
             request_id,
             token,
             delivered_text: AtomicUsize::new(0),
+            unsequenced: AtomicU32::new(0),
         }
+    }
+
+    /// The rank of this request's next frame that carries neither seq.
+    pub fn next_unsequenced(&self) -> u32 {
+        self.unsequenced.fetch_add(1, Ordering::Relaxed)
     }
 
     pub fn add_delivered(&self, bytes: usize) {
@@ -133,6 +142,19 @@ impl InFlight {
             self.removed.notify_one();
         }
         all
+    }
+
+    /// Removes requests whose token was cancelled without being removed (a reply stopped because
+    /// it outgrew the replay buffer while its client was away).
+    pub fn remove_cancelled(&self) {
+        let mut map = self.lock();
+        let before = map.len();
+        map.retain(|_, c| !c.token.is_cancelled());
+        let removed = map.len() != before;
+        drop(map);
+        if removed {
+            self.removed.notify_one();
+        }
     }
 
     /// Resolves after the next removal.

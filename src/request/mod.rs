@@ -8,3 +8,4 @@
 pub mod attributes;
 pub mod inflight;
 pub mod outbox;
+pub mod replay;

@@ -6,22 +6,39 @@
 //! nothing more for that request" holds even for frames already queued. A producer that cannot
 //! enqueue within the slow-client timeout closes the connection: a client that stops reading
 //! costs at most `outbound_queue_frames` frames of memory.
+//!
+//! # Sockets come and go, the outbox stays (session resume)
+//! A session keeps one outbox for its whole life; every clone (the session task, each request's
+//! pipeline) shares it. What it writes to is the *current* socket's queue, which [`Outbox::attach`]
+//! and [`Outbox::detach`] swap when a socket drops and a new one resumes the session. With a
+//! replay buffer ([`Outbox::enable_replay`], `request::replay`), every frame of a reply (a
+//! RESPONSE, or an ERROR with a request id) is also kept, numbered, until the client has it:
+//! - *live*: the frame is queued to the socket and kept; frames are numbered and queued under one
+//!   lock, so the queue's order is their numbering, and a WebSocket ping queued after them
+//!   ([`Outbox::ping`]) acknowledges all of them when its pong comes back ([`Outbox::pong`]);
+//! - *away* (no socket): the frame is only kept; a reply that outgrows the buffer is cancelled;
+//! - *replaying* (a new socket, the kept frames not all re-sent yet): producers' frames are kept
+//!   and the session sends them in order ([`Outbox::next_replay`]); once none is left the outbox
+//!   is live again, in the same locked step, so nothing is sent twice or out of order.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::inflight::RequestCtx;
+use super::replay::{FrameKey, Limits, Overflow, ReplayLog, ResumePlan};
 use crate::metrics::Metrics;
-use crate::protocol::{ServerMessage, encode_server, encode_text_chunk};
+use crate::protocol::{SeenUpTo, ServerMessage, encode_server, encode_text_chunk};
 use crate::util::now_ms;
 
 /// What the writer sends.
 #[derive(Debug)]
 pub enum OutKind {
     Text(String),
+    /// A WebSocket ping: its pong acknowledges every frame queued before it.
+    Ping,
     /// Close the WebSocket with this code and reason, then stop writing.
     Close {
         code: u16,
@@ -55,13 +72,43 @@ impl OutFrame {
 
 #[derive(Clone)]
 pub struct Outbox {
-    tx: mpsc::Sender<OutFrame>,
-    /// The connection's token: cancelled here when the client is too slow.
-    conn: CancellationToken,
+    link: Arc<Link>,
     slow_timeout: Duration,
-    session_id: Arc<std::sync::RwLock<String>>,
     capacity: usize,
     metrics: Option<Arc<Metrics>>,
+}
+
+/// What every clone of one outbox shares.
+struct Link {
+    session_id: std::sync::RwLock<String>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Live,
+    Replaying,
+    Away,
+}
+
+struct State {
+    /// The current socket's queue; None while away.
+    tx: Option<mpsc::Sender<OutFrame>>,
+    /// The current socket's token: cancelled here when its client is too slow.
+    conn: CancellationToken,
+    mode: Mode,
+    /// Frames of replies kept for a resume (None: resume off for this outbox).
+    replay: Option<ReplayLog>,
+    /// A ping is queued or out: its pong acknowledges the frames numbered below this.
+    ping: Option<u64>,
+}
+
+/// Whether a frame still has to go to the socket after being kept.
+enum Kept {
+    /// Nothing more to do: kept for later (away, replaying, or the socket is gone).
+    Done(bool),
+    /// Queue it (and maybe wait for room) on this sender.
+    Send(mpsc::Sender<OutFrame>),
 }
 
 impl Outbox {
@@ -71,12 +118,20 @@ impl Outbox {
         slow_timeout: Duration,
     ) -> (Outbox, mpsc::Receiver<OutFrame>) {
         let (tx, rx) = mpsc::channel(capacity);
+        let state = State {
+            tx: Some(tx),
+            conn,
+            mode: Mode::Live,
+            replay: None,
+            ping: None,
+        };
         (
             Outbox {
-                tx,
-                conn,
+                link: Arc::new(Link {
+                    session_id: Default::default(),
+                    state: Mutex::new(state),
+                }),
                 slow_timeout,
-                session_id: Arc::default(),
                 capacity,
                 metrics: None,
             },
@@ -90,33 +145,155 @@ impl Outbox {
         self
     }
 
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.link.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps the frames of replies from now on, within `limits`, so the session can be resumed.
+    pub fn enable_replay(&self, limits: Limits) {
+        self.state().replay = Some(ReplayLog::new(limits));
+    }
+
+    /// The socket is gone: frames of replies are kept (others dropped) until [`Outbox::attach`].
+    pub fn detach(&self) {
+        let mut st = self.state();
+        st.tx = None;
+        st.mode = Mode::Away;
+        st.ping = None;
+    }
+
+    /// Writes to `other`'s socket from now on (a resume). Frames are kept, not sent, until the
+    /// session has replayed what the client missed ([`Outbox::next_replay`]).
+    pub fn attach(&self, other: &Outbox) {
+        let (tx, conn) = {
+            let o = other.state();
+            (o.tx.clone(), o.conn.clone())
+        };
+        let mut st = self.state();
+        st.tx = tx;
+        st.conn = conn;
+        st.mode = Mode::Replaying;
+        st.ping = None;
+    }
+
+    /// Applies a resuming client's `last_seen` to the kept frames (`request::replay`).
+    pub fn resume<'a>(
+        &self,
+        last_seen: impl IntoIterator<Item = (&'a str, &'a SeenUpTo)>,
+    ) -> ResumePlan {
+        match self.state().replay.as_mut() {
+            Some(log) => log.resume(last_seen),
+            None => ResumePlan {
+                nothing_kept: last_seen.into_iter().map(|(r, _)| r.to_string()).collect(),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The next kept frame to re-send after a resume (queue it with [`Outbox::push`]); None
+    /// once all were: the outbox is live again from that moment.
+    pub fn next_replay(&self) -> Option<OutFrame> {
+        let mut st = self.state();
+        match st.replay.as_mut().and_then(|l| l.next_unsent()) {
+            Some((text, guard)) => Some(OutFrame {
+                kind: OutKind::Text(text.to_string()),
+                guard,
+            }),
+            None => {
+                if st.mode == Mode::Replaying {
+                    st.mode = Mode::Live;
+                }
+                None
+            }
+        }
+    }
+
+    /// Whether frames are kept that the client has not acknowledged.
+    pub fn has_kept(&self) -> bool {
+        self.state().replay.as_ref().is_some_and(|l| !l.is_empty())
+    }
+
+    /// (frames, bytes) kept now.
+    pub fn kept(&self) -> (usize, usize) {
+        let st = self.state();
+        st.replay.as_ref().map_or((0, 0), |l| (l.len(), l.bytes()))
+    }
+
+    /// Queues a WebSocket ping whose pong will acknowledge every frame kept so far; nothing when
+    /// a ping is already out, nothing is kept, or the outbox is not live.
+    pub fn ping(&self) {
+        let mut st = self.state();
+        if st.ping.is_some() || st.mode != Mode::Live {
+            return;
+        }
+        let Some(cutoff) = st
+            .replay
+            .as_ref()
+            .filter(|l| !l.is_empty())
+            .map(|l| l.next_no())
+        else {
+            return;
+        };
+        let sent = st.tx.as_ref().is_some_and(|tx| {
+            tx.try_send(OutFrame {
+                kind: OutKind::Ping,
+                guard: None,
+            })
+            .is_ok()
+        });
+        if sent {
+            st.ping = Some(cutoff);
+        }
+    }
+
+    /// A pong came back: the frames queued before the ping reached the client.
+    pub fn pong(&self) {
+        let mut st = self.state();
+        if let Some(cutoff) = st.ping.take()
+            && let Some(log) = st.replay.as_mut()
+        {
+            log.acked(cutoff);
+        }
+    }
+
     /// Sets the session id written into every later frame's envelope.
     pub fn set_session_id(&self, id: &str) {
-        *self.session_id.write().unwrap_or_else(|p| p.into_inner()) = id.to_string();
+        *self
+            .link
+            .session_id
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = id.to_string();
     }
 
     pub fn session_id(&self) -> String {
-        self.session_id
+        self.link
+            .session_id
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
     pub fn encode(&self, msg: &ServerMessage) -> String {
-        let sid = self.session_id.read().unwrap_or_else(|p| p.into_inner());
+        let sid = self
+            .link
+            .session_id
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
         encode_server(&sid, msg, now_ms())
     }
 
-    /// Queues a message. Returns false when the connection is gone (or just closed as too slow).
+    /// Queues a message. Returns false when the connection is gone (or just closed as too slow)
+    /// and the frame was not kept for a resume either.
     pub async fn send(&self, msg: &ServerMessage) -> bool {
         if let (Some(m), ServerMessage::Error(e)) = (&self.metrics, msg) {
             m.error(e.error_code);
         }
-        self.push(OutFrame {
+        let key = key_of(msg, None);
+        let frame = OutFrame {
             kind: OutKind::Text(self.encode(msg)),
             guard: None,
-        })
-        .await
+        };
+        self.push_keyed(frame, key).await
     }
 
     /// Queues a message of a request; dropped by the writer if the request gets cancelled first.
@@ -129,10 +306,14 @@ impl Outbox {
         if ctx.token.is_cancelled() {
             return false;
         }
-        self.push(OutFrame {
-            kind: OutKind::Text(self.encode(msg)),
-            guard: Some((ctx.clone(), text_bytes)),
-        })
+        let key = key_of(msg, Some(ctx));
+        self.push_keyed(
+            OutFrame {
+                kind: OutKind::Text(self.encode(msg)),
+                guard: Some((ctx.clone(), text_bytes)),
+            },
+            key,
+        )
         .await
     }
 
@@ -143,13 +324,20 @@ impl Outbox {
             return false;
         }
         let encoded = {
-            let sid = self.session_id.read().unwrap_or_else(|p| p.into_inner());
+            let sid = self
+                .link
+                .session_id
+                .read()
+                .unwrap_or_else(|p| p.into_inner());
             encode_text_chunk(&sid, &ctx.request_id, seq, text, now_ms())
         };
-        self.push(OutFrame {
-            kind: OutKind::Text(encoded),
-            guard: Some((ctx.clone(), text.len())),
-        })
+        self.push_keyed(
+            OutFrame {
+                kind: OutKind::Text(encoded),
+                guard: Some((ctx.clone(), text.len())),
+            },
+            Some((ctx.request_id.as_str(), FrameKey::text(seq))),
+        )
         .await
     }
 
@@ -166,25 +354,240 @@ impl Outbox {
             .await;
     }
 
+    /// Queues a frame to the current socket (not kept for a resume).
     pub async fn push(&self, frame: OutFrame) -> bool {
-        if self.tx.is_closed() {
-            return false;
+        self.push_keyed(frame, None).await
+    }
+
+    /// Keeps a frame of a reply (when the outbox keeps them) and, when live, queues it in the
+    /// same locked step (with `reserved` room when the caller waited for it). Returns what is
+    /// left to do.
+    fn keep_or_queue(
+        &self,
+        frame: &mut Option<OutFrame>,
+        key: Option<(&str, FrameKey)>,
+        reserved: Option<(mpsc::Sender<OutFrame>, mpsc::OwnedPermit<OutFrame>)>,
+    ) -> Kept {
+        let mut st = self.state();
+        let keeping = st.replay.is_some().then_some(key).flatten();
+        let Some((request, key)) = keeping else {
+            return match (&st.tx, st.mode) {
+                (Some(tx), Mode::Live | Mode::Replaying) => Kept::Send(tx.clone()),
+                _ => Kept::Done(false),
+            };
+        };
+        let f = frame.as_ref().expect("frame present");
+        let text: Arc<str> = match &f.kind {
+            OutKind::Text(t) => t.as_str().into(),
+            _ => return Kept::Done(false),
+        };
+        let guard = f.guard.clone();
+        let live = st.mode == Mode::Live;
+        let current = st.tx.as_ref().filter(|_| live);
+        let permit = match (current, reserved) {
+            (Some(tx), Some((tx0, p))) if tx.same_channel(&tx0) => Some(p),
+            (Some(tx), _) => match tx.clone().try_reserve_owned() {
+                Ok(p) => Some(p),
+                Err(mpsc::error::TrySendError::Full(_)) => return Kept::Send(tx.clone()),
+                // The socket just went: kept, to be sent on resume.
+                Err(mpsc::error::TrySendError::Closed(_)) => None,
+            },
+            // Away or replaying: kept, to be sent on resume or by the replay.
+            (None, _) => None,
+        };
+        let sent = permit.is_some();
+        let log = st.replay.as_mut().expect("checked");
+        if let Err(Overflow) = log.record(request, key, text, guard.clone(), sent)
+            && !live
+            && let Some((ctx, _)) = &guard
+        {
+            tracing::warn!(request_id = %request, "reply outgrew the replay buffer while the client is away; stopping it");
+            ctx.token.cancel();
         }
-        if let Some(m) = &self.metrics {
-            m.outbox_depth
-                .observe(self.capacity.saturating_sub(self.tx.capacity()) as f64);
-        }
-        match tokio::time::timeout(self.slow_timeout, self.tx.send(frame)).await {
-            Ok(Ok(())) => true,
-            Ok(Err(_)) => false,
-            Err(_) => {
-                tracing::warn!(
-                    timeout_s = self.slow_timeout.as_secs_f64(),
-                    "client is not reading: outbound queue full; closing the connection"
-                );
-                self.conn.cancel();
-                false
+        match permit {
+            Some(p) => {
+                p.send(frame.take().expect("frame present"));
+                Kept::Done(true)
             }
+            None => Kept::Done(!guard.is_some_and(|(c, _)| c.token.is_cancelled())),
         }
+    }
+
+    async fn push_keyed(&self, frame: OutFrame, key: Option<(&str, FrameKey)>) -> bool {
+        let mut frame = Some(frame);
+        let mut reserved = None;
+        loop {
+            let tx = match self.keep_or_queue(&mut frame, key, reserved.take()) {
+                Kept::Done(ok) => return ok,
+                Kept::Send(tx) => tx,
+            };
+            if tx.is_closed() && key.is_none() {
+                return false;
+            }
+            if let Some(m) = &self.metrics {
+                m.outbox_depth
+                    .observe(self.capacity.saturating_sub(tx.capacity()) as f64);
+            }
+            let permit =
+                match tokio::time::timeout(self.slow_timeout, tx.clone().reserve_owned()).await {
+                    Ok(Ok(p)) => p,
+                    // The socket went: a kept frame is kept on the next turn.
+                    Ok(Err(_)) if key.is_some() => continue,
+                    Ok(Err(_)) => return false,
+                    Err(_) => {
+                        tracing::warn!(
+                            timeout_s = self.slow_timeout.as_secs_f64(),
+                            "client is not reading: outbound queue full; closing the connection"
+                        );
+                        self.state().conn.cancel();
+                        if key.is_some() {
+                            continue;
+                        }
+                        return false;
+                    }
+                };
+            if key.is_none() {
+                permit.send(frame.take().expect("frame present"));
+                return true;
+            }
+            // A kept frame is numbered and queued in one locked step (next turn), with this room
+            // unless the socket changed meanwhile.
+            reserved = Some((tx, permit));
+        }
+    }
+}
+
+/// Which request and place a frame belongs to, for the replay buffer (`request::replay`).
+fn key_of<'a>(msg: &'a ServerMessage, ctx: Option<&RequestCtx>) -> Option<(&'a str, FrameKey)> {
+    match msg {
+        ServerMessage::Response(r) => {
+            let end = r.text_stream_seq == Some(-1)
+                || r.voice_stream_seq == Some(-1)
+                || r.interrupted == Some(true);
+            let unsequenced = match (r.text_stream_seq, r.voice_stream_seq, end) {
+                (None, None, false) => Some(ctx?.next_unsequenced()),
+                _ => None,
+            };
+            Some((
+                r.request_id.as_str(),
+                FrameKey {
+                    text: r.text_stream_seq,
+                    voice: r.voice_stream_seq,
+                    unsequenced,
+                    end,
+                },
+            ))
+        }
+        ServerMessage::Error(e) => e.request_id.as_deref().map(|r| (r, FrameKey::end())),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Response, ResponseContent};
+    use crate::request::replay::Limits;
+
+    fn outbox(cap: usize) -> (Outbox, mpsc::Receiver<OutFrame>) {
+        let (o, rx) = Outbox::new(cap, CancellationToken::new(), Duration::from_secs(5));
+        o.enable_replay(Limits {
+            max_frames: 100,
+            max_bytes: 100_000,
+        });
+        (o, rx)
+    }
+
+    fn ctx(id: &str) -> Arc<RequestCtx> {
+        Arc::new(RequestCtx::new(id.into(), CancellationToken::new()))
+    }
+
+    fn texts(rx: &mut mpsc::Receiver<OutFrame>) -> Vec<String> {
+        let mut v = vec![];
+        while let Ok(f) = rx.try_recv() {
+            v.push(match f.kind {
+                OutKind::Text(t) => {
+                    let j: serde_json::Value = serde_json::from_str(&t).unwrap();
+                    j["payload"]["content"]["text"]
+                        .as_str()
+                        .map_or_else(|| j["msg_type"].to_string(), str::to_string)
+                }
+                OutKind::Ping => "PING".into(),
+                OutKind::Close { .. } => "CLOSE".into(),
+            });
+        }
+        v
+    }
+
+    #[tokio::test]
+    async fn frames_are_kept_until_a_pong_and_replayed_in_order_after_a_resume() {
+        let (o, mut rx) = outbox(16);
+        let r = ctx("r");
+        o.send_text_for(&r, 0, "a").await;
+        o.send_text_for(&r, 1, "b").await;
+        // A frame of no request is never kept.
+        o.send(&ServerMessage::Heartbeat(crate::protocol::Heartbeat {
+            remaining_seconds: 1,
+        }))
+        .await;
+        assert_eq!(o.kept().0, 2);
+        o.ping();
+        o.send_text_for(&r, 2, "c").await;
+        assert_eq!(texts(&mut rx), ["a", "b", "\"HEARTBEAT\"", "PING", "c"]);
+        // The pong covers what was queued before the ping only.
+        o.pong();
+        assert_eq!(o.kept().0, 1);
+        // The socket drops; the reply goes on into the buffer.
+        o.detach();
+        assert!(o.send_text_for(&r, 3, "d").await);
+        let end = Response {
+            request_id: "r".into(),
+            text_stream_seq: Some(-1),
+            content: Some(ResponseContent::default()),
+            ..Default::default()
+        };
+        assert!(o.send(&ServerMessage::Response(end)).await);
+        // Not kept while away: frames of no request.
+        assert!(
+            !o.send(&ServerMessage::Heartbeat(crate::protocol::Heartbeat {
+                remaining_seconds: 1,
+            }))
+            .await
+        );
+        // A new socket; the client saw "c".
+        let (other, mut rx2) = Outbox::new(16, CancellationToken::new(), Duration::from_secs(5));
+        o.attach(&other);
+        let seen = SeenUpTo {
+            text: 2,
+            voice: -1,
+            unsequenced: None,
+        };
+        assert_eq!(o.resume([("r", &seen)]), ResumePlan::default());
+        // While replaying, a producer's frame waits its turn behind the replay.
+        let r2 = ctx("r2");
+        o.send_text_for(&r2, 0, "x").await;
+        assert!(texts(&mut rx2).is_empty());
+        while let Some(f) = o.next_replay() {
+            assert!(o.push(f).await);
+        }
+        o.send_text_for(&r2, 1, "y").await;
+        assert_eq!(texts(&mut rx2), ["d", "\"RESPONSE\"", "x", "y"]);
+    }
+
+    #[tokio::test]
+    async fn a_reply_that_outgrows_the_buffer_while_away_is_cancelled() {
+        let (o, _rx) = Outbox::new(16, CancellationToken::new(), Duration::from_secs(5));
+        o.enable_replay(Limits {
+            max_frames: 2,
+            max_bytes: 100_000,
+        });
+        o.detach();
+        let r = ctx("r");
+        assert!(o.send_text_for(&r, 0, "a").await);
+        assert!(o.send_text_for(&r, 1, "b").await);
+        assert!(!o.send_text_for(&r, 2, "c").await);
+        assert!(r.token.is_cancelled(), "the upstream is stopped");
+        let none = SeenUpTo::default();
+        assert_eq!(o.resume([("r", &none)]).overflowed, ["r"]);
     }
 }

@@ -13,11 +13,18 @@
 //! The handlers are split by concern: `register` (REGISTER, authentication, admission),
 //! `requests` (REQUEST, attributes, spawning the pipeline), `voice` (uploads, binary frames,
 //! live STT), `control` (INTERRUPT, SESSION_QUERY, SHUTDOWN, heartbeats and expiry, drain),
-//! `text` (what the visitor reads). This file holds the event loop of a registered session.
+//! `text` (what the visitor reads), `resume` (resumable sessions, the parked session, takeover
+//! by a new socket). This file holds the event loop of a registered session.
+//!
+//! A session outlives its socket when resume is on: a socket that drops *parks* the session
+//! (`resume::park`) instead of ending it; its requests keep running (their tokens are children
+//! of the session's token, not of the socket's) and their frames are kept by the session's
+//! outbox until a new socket resumes it or the window runs out.
 
 mod control;
 mod register;
 mod requests;
+pub mod resume;
 mod text;
 pub mod timers;
 pub mod upload;
@@ -44,6 +51,7 @@ use crate::request::attributes::Attributes;
 use crate::request::inflight::InFlight;
 use crate::request::outbox::Outbox;
 use register::{SessionSlot, Unregistered};
+use resume::{Takeover, Takeovers};
 use timers::Liveness;
 use voice::OpenUpload;
 
@@ -52,6 +60,8 @@ use voice::OpenUpload;
 pub enum Inbound {
     Text(String),
     Binary(Bytes),
+    /// A WebSocket pong: the client has every frame written before the outbox's last ping.
+    Pong,
     /// The transport failed to read a frame (e.g. invalid UTF-8 in a text frame, RFC 6455
     /// §8.1); the connection is closed with this code. Always the last item.
     Broken {
@@ -70,8 +80,24 @@ pub mod close_code {
 /// What a handler tells the event loop.
 enum Flow {
     Continue,
+    /// Close the socket and end the session.
     Close(u16, String),
+    /// Close the socket; the session may be resumed (parked when resume is on).
+    Drop(u16, String),
 }
+
+/// How a registered session's time on one socket ended.
+enum Exit {
+    Ended,
+    /// The socket is gone; the session lives on if it can be resumed.
+    Dropped,
+    /// A new socket resumed the session: it is handed over.
+    TakenOver(Takeover),
+}
+
+/// How often, at most, a session with replies in flight asks its client (a WebSocket ping) to
+/// acknowledge the frames written so far, so the replay buffer can let them go.
+const ACK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The connection, in every state.
 struct Conn {
@@ -137,7 +163,8 @@ impl Conn {
         self.error(e.into_payload()).await;
     }
 
-    /// Ends the connection: the close frame (if the server ends it), then every request.
+    /// Ends the connection: the close frame (if the server ends it), then the socket's token
+    /// (its writer; the requests of a registered session hang off the session's own token).
     async fn end(&self, close: Option<(u16, String)>, label: &str) {
         if let Some((code, reason)) = close {
             tracing::info!(session = %label, code, %reason, "closing connection");
@@ -165,8 +192,18 @@ pub async fn run<S>(
         token,
         peer,
     };
-    if let Some(mut session) = Unregistered::new(conn).drive(&mut inbound).await {
-        session.drive(&mut inbound).await;
+    let Some(mut session) = Unregistered::new(conn).drive(&mut inbound).await else {
+        return;
+    };
+    match session.drive(&mut inbound).await {
+        Exit::Ended => {} // dropping the session ends it
+        Exit::Dropped => session.park_or_end().await,
+        Exit::TakenOver(t) => {
+            session.conn.outbox.detach();
+            if let Err(session) = t.reply.send(session) {
+                session.park_or_end().await;
+            }
+        }
     }
 }
 
@@ -185,7 +222,25 @@ struct Session {
     kick: tokio::sync::mpsc::Receiver<String>,
     /// Set once server shutdown has begun: when the grace ends.
     drain_deadline: Option<Instant>,
+    /// The session's own token (child of the server's hard stop): the parent of every request's
+    /// token. Cancelled when the session ends (dropped), not when a socket drops.
+    token: CancellationToken,
+    /// Takeovers by a resuming socket (None: resume is off).
+    takeovers: Option<Arc<Takeovers>>,
+    /// When the next acknowledgement ping may go.
+    next_ack: Instant,
     _slot: SessionSlot,
+}
+
+impl Drop for Session {
+    /// The session ends (not handed over: a handover moves it): its requests stop and it can no
+    /// longer be resumed.
+    fn drop(&mut self) {
+        self.token.cancel();
+        if self.takeovers.is_some() {
+            self.conn.app.resumable.remove(&self.id);
+        }
+    }
 }
 
 enum Event {
@@ -195,44 +250,104 @@ enum Event {
     DrainStart,
     Removed,
     Kicked(String),
+    Takeover(Takeover),
+    Ack,
+}
+
+/// The next takeover, or pending forever when resume is off.
+async fn next_takeover(takeovers: Option<Arc<Takeovers>>) -> Takeover {
+    match takeovers {
+        Some(t) => t.next().await,
+        None => std::future::pending().await,
+    }
 }
 
 impl Session {
-    /// The event loop of a registered session; returns when the connection is closed.
-    async fn drive<S>(&mut self, inbound: &mut S)
+    /// The event loop of a registered session on one socket; returns when the socket is closed
+    /// (the session ended, dropped, or taken over by another socket).
+    async fn drive<S>(&mut self, inbound: &mut S) -> Exit
     where
         S: Stream<Item = Inbound> + Unpin,
     {
-        let close = loop {
+        let (close, exit) = loop {
             let deadline = self.next_deadline();
             let token = self.conn.token.clone();
             let draining = self.conn.app.draining.clone();
             let drain_started = self.drain_deadline.is_some();
             let inflight = self.inflight.clone();
+            let acking = self.takeovers.is_some()
+                && (!self.inflight.is_empty() || self.conn.outbox.has_kept());
             let event = tokio::select! {
                 biased;
                 _ = token.cancelled() => Event::Cancelled,
                 Some(reason) = self.kick.recv() => Event::Kicked(reason),
+                t = next_takeover(self.takeovers.clone()) => Event::Takeover(t),
                 _ = draining.cancelled(), if !drain_started => Event::DrainStart,
                 _ = inflight.removed(), if drain_started => Event::Removed,
                 f = inbound.next() => Event::Frame(f),
                 _ = tokio::time::sleep_until(deadline) => Event::Timer,
+                _ = tokio::time::sleep_until(self.next_ack), if acking => Event::Ack,
             };
             let flow = match event {
-                Event::Cancelled | Event::Frame(None) => break None,
+                Event::Cancelled if self.token.is_cancelled() => break (None, Exit::Ended),
+                Event::Cancelled | Event::Frame(None) => break (None, Exit::Dropped),
+                Event::Takeover(t) => {
+                    let reason = resume::close_code::RESUMED_ELSEWHERE_REASON.to_string();
+                    break (
+                        Some((resume::close_code::RESUMED_ELSEWHERE, reason)),
+                        Exit::TakenOver(t),
+                    );
+                }
                 Event::Frame(Some(Inbound::Text(t))) => self.on_text(t).await,
                 Event::Frame(Some(Inbound::Binary(b))) => self.on_binary(b).await,
-                Event::Frame(Some(Inbound::Broken { code, reason })) => Flow::Close(code, reason),
+                Event::Frame(Some(Inbound::Pong)) => {
+                    self.conn.outbox.pong();
+                    Flow::Continue
+                }
+                Event::Frame(Some(Inbound::Broken { code, reason })) => Flow::Drop(code, reason),
                 Event::Timer => self.on_timer().await,
                 Event::DrainStart => self.on_drain_start().await,
                 Event::Removed => self.drain_check(),
                 Event::Kicked(reason) => self.on_kicked(reason).await,
+                Event::Ack => {
+                    self.conn.outbox.ping();
+                    self.next_ack = Instant::now() + ACK_INTERVAL;
+                    Flow::Continue
+                }
             };
-            if let Flow::Close(code, reason) = flow {
-                break Some((code, reason));
+            match flow {
+                Flow::Continue => {}
+                Flow::Close(code, reason) => break (Some((code, reason)), Exit::Ended),
+                Flow::Drop(code, reason) => break (Some((code, reason)), Exit::Dropped),
             }
         };
         self.conn.end(close, &self.id).await;
+        exit
+    }
+
+    /// The socket is gone: parks the session for a resume when it can be resumed, else ends it.
+    async fn park_or_end(mut self: Box<Self>) {
+        let app = self.conn.app.clone();
+        let window = app.config.session.resume_window_seconds;
+        if window == 0
+            || self.takeovers.is_none()
+            || self.token.is_cancelled()
+            || app.draining.is_cancelled()
+        {
+            return; // dropped: the session ends
+        }
+        self.conn.outbox.detach();
+        // An upload cannot go on without its socket: its request ends (the client hears of
+        // it on resume).
+        if self.upload.is_some() {
+            self.fail_upload(
+                crate::protocol::ErrorCode::StreamSeqError,
+                "the connection dropped during the voice upload; it was discarded".into(),
+            )
+            .await;
+        }
+        app.tracker
+            .spawn(resume::park(self, std::time::Duration::from_secs(window)));
     }
 
     fn next_deadline(&self) -> Instant {
@@ -253,6 +368,16 @@ impl Session {
         let Some(frame) = self.conn.decode(&text, Some(&self.inflight)).await else {
             return Flow::Continue;
         };
+        if let ClientMessage::Register(_) = frame.message {
+            // Before the session id check: a REGISTER carries `session_id: ""` by rule.
+            self.conn
+                .error(ErrorPayload::new(
+                    ErrorCode::MalformedPayload,
+                    "this connection is already registered; the session is unchanged",
+                ))
+                .await;
+            return Flow::Continue;
+        }
         let sid = frame.session_id.as_deref().unwrap_or("");
         let sid_ok = sid == self.id
             || (sid.is_empty() && matches!(frame.message, ClientMessage::HealthCheck(_)));
@@ -269,15 +394,7 @@ impl Session {
         }
         self.live.touch(Instant::now());
         match frame.message {
-            ClientMessage::Register(_) => {
-                self.conn
-                    .error(ErrorPayload::new(
-                        ErrorCode::MalformedPayload,
-                        "this connection is already registered; the session is unchanged",
-                    ))
-                    .await;
-                Flow::Continue
-            }
+            ClientMessage::Register(_) => Flow::Continue, // answered above
             ClientMessage::Request(p) => self.on_request(p).await,
             ClientMessage::Interrupt(p) => self.on_interrupt(p).await,
             ClientMessage::SessionQuery(p) => self.on_query(p).await,

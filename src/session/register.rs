@@ -1,6 +1,7 @@
 //! The connection before REGISTER, and REGISTER itself: authentication (under the connection's
 //! token and a timeout), admission against `limits.max_sessions`, and the registered
-//! [`Session`] it becomes.
+//! [`Session`] it becomes; or, with `resume`, the takeover of an existing session
+//! (`super::resume`) and the replay of what its client missed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -9,17 +10,22 @@ use std::time::Duration;
 use futures_util::{Stream, StreamExt};
 use tokio::time::Instant;
 
+use super::resume::{Refused, Takeover, Takeovers};
 use super::{Conn, Flow, Inbound, Session, close_code, text};
 use crate::app::{AppState, SessionEntry};
-use crate::auth::AuthError;
+use crate::auth::{AuthError, Principal};
 use crate::pipeline::history::History;
 use crate::protocol::{
-    ClientMessage, ErrorCode, ErrorPayload, RegisterAck, RegisterPayload, ServerMessage,
-    ShutdownPayload,
+    ClientMessage, ErrorCode, ErrorPayload, RegisterAck, RegisterPayload, ResumeRequest, SeenUpTo,
+    ServerMessage, ShutdownPayload,
 };
 use crate::request::attributes::Attributes;
 use crate::request::inflight::InFlight;
+use crate::request::replay::Limits;
 use crate::session::timers::Liveness;
+
+/// How long a resume waits for the session's current owner to hand it over.
+const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Holds one unit of the server's session count and the session's registry entry.
 pub(super) struct SessionSlot(Arc<AppState>, String);
@@ -42,6 +48,8 @@ pub(super) struct Unregistered {
 enum Step {
     Stay(Flow),
     Registered(Box<Registration>),
+    /// A resume: the session, taken over from its previous owner, and what the client saw.
+    Resumed(Box<Session>, std::collections::BTreeMap<String, SeenUpTo>),
 }
 
 /// A successful REGISTER: the session, but for the connection it will own.
@@ -52,6 +60,8 @@ struct Registration {
     live: Liveness,
     kick: tokio::sync::mpsc::Receiver<String>,
     slot: SessionSlot,
+    token: tokio_util::sync::CancellationToken,
+    takeovers: Option<Arc<Takeovers>>,
 }
 
 impl Registration {
@@ -68,6 +78,9 @@ impl Registration {
             upload: None,
             kick: self.kick,
             drain_deadline: None,
+            token: self.token,
+            takeovers: self.takeovers,
+            next_ack: Instant::now(),
             _slot: self.slot,
         }
     }
@@ -102,6 +115,7 @@ impl Unregistered {
                     Some(Inbound::Text(t)) => match self.on_text(t).await {
                         Step::Stay(flow) => flow,
                         Step::Registered(r) => return Some(Box::new(r.into_session(self.conn))),
+                        Step::Resumed(s, seen) => return Some(s.resume_on(self.conn, seen).await),
                     },
                     Some(Inbound::Binary(_)) => {
                         self.conn
@@ -112,6 +126,7 @@ impl Unregistered {
                             .await;
                         Flow::Continue
                     }
+                    Some(Inbound::Pong) => Flow::Continue,
                     Some(Inbound::Broken { code, reason }) => Flow::Close(code, reason),
                 },
                 _ = tokio::time::sleep_until(self.deadline) => {
@@ -172,6 +187,9 @@ impl Unregistered {
             ))
             .await;
             return Step::Stay(Flow::Continue);
+        }
+        if let Some(r) = p.resume {
+            return self.resume(r).await;
         }
         let auth = tokio::select! {
             _ = conn.token.cancelled() => {
@@ -236,6 +254,14 @@ impl Unregistered {
             },
         );
         tracing::info!(session = %id, who = %principal.label(), platform = ?p.platform, peer = %conn.peer, "session registered");
+        let resume = (cfg.resume_window_seconds > 0).then(|| {
+            conn.outbox.enable_replay(Limits {
+                max_frames: cfg.replay_max_frames,
+                max_bytes: cfg.replay_max_bytes,
+            });
+            app.resumable.insert(&id, principal.clone())
+        });
+        let resume_token = resume.as_ref().map(|(t, _)| t.clone());
         let timeout_seconds = cfg.timeout_seconds;
         let live = Liveness::new(
             Instant::now(),
@@ -256,6 +282,8 @@ impl Unregistered {
             live,
             kick,
             slot,
+            token: app.hard_stop.child_token(),
+            takeovers: resume.map(|(_, t)| t),
         };
         conn.outbox.set_session_id(&id);
         conn.send(ServerMessage::RegisterAck(RegisterAck {
@@ -264,9 +292,187 @@ impl Unregistered {
             session_id: id,
             session_timeout_seconds: timeout_seconds,
             capabilities: Some(crate::pipeline::capabilities::of(&conn.app.deps)),
+            resume_token,
         }))
         .await;
         Step::Registered(Box::new(registration))
+    }
+
+    /// REGISTER with `resume`: checks the token and the credential, then takes the session over
+    /// from whoever holds it (its parked task, or the connection of its other socket).
+    async fn resume(&self, r: ResumeRequest) -> Step {
+        let conn = &self.conn;
+        let app = &conn.app;
+        let invalid = |detail: &str| ErrorPayload::new(ErrorCode::SessionInvalid, detail);
+        if app.config.session.resume_window_seconds == 0 {
+            conn.error(invalid(
+                "session resume is off on this server; REGISTER without `resume`",
+            ))
+            .await;
+            return Step::Stay(Flow::Continue);
+        }
+        let (principal, takeover) = match app.resumable.check(&r.session_id, &r.resume_token) {
+            Ok(found) => found,
+            Err(Refused::Unknown) => {
+                conn.error(invalid(
+                    "no session to resume with this session_id (it ended, or its resume window is over); REGISTER without `resume`",
+                ))
+                .await;
+                return Step::Stay(Flow::Continue);
+            }
+            Err(Refused::WrongToken) => {
+                tracing::info!(peer = %conn.peer, session = %r.session_id, "resume refused: wrong token");
+                return self.auth_failed("invalid resume token").await;
+            }
+        };
+        match self.revoked(&principal).await {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::info!(peer = %conn.peer, session = %r.session_id, "resume refused: credential revoked");
+                return self
+                    .auth_failed("the session's credential was revoked")
+                    .await;
+            }
+            Err(flow) => return Step::Stay(flow),
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if takeover.offer(Takeover { reply: tx }).is_err() {
+            conn.error(ErrorPayload::new(
+                ErrorCode::ServerBusy,
+                "the session is being resumed from another connection right now; retry",
+            ))
+            .await;
+            return Step::Stay(Flow::Continue);
+        }
+        let handed = async { rx.await.ok() };
+        let session = tokio::select! {
+            _ = conn.token.cancelled() => {
+                return Step::Stay(Flow::Close(close_code::GOING_AWAY, "closed".into()));
+            }
+            s = tokio::time::timeout(TAKEOVER_TIMEOUT, handed) => s.ok().flatten(),
+        };
+        match session {
+            Some(s) => Step::Resumed(s, r.last_seen),
+            None => {
+                conn.error(invalid(
+                    "the session ended while it was being resumed; REGISTER without `resume`",
+                ))
+                .await;
+                Step::Stay(Flow::Continue)
+            }
+        }
+    }
+
+    async fn auth_failed(&self, detail: &str) -> Step {
+        self.conn
+            .error(ErrorPayload::new(ErrorCode::AuthFailed, detail))
+            .await;
+        Step::Stay(Flow::Close(
+            close_code::POLICY,
+            "authentication failed".into(),
+        ))
+    }
+
+    /// Whether the session's API key was revoked or account disabled (asked of the store now, not
+    /// left to the periodic check). `Err`: the store could not say; the client was told to retry.
+    async fn revoked(&self, who: &Principal) -> Result<bool, Flow> {
+        let conn = &self.conn;
+        // Through the user store, so a key revoked on another node (PostgreSQL) counts too.
+        let users = conn.app.auth.users().clone();
+        let ask = tokio::time::timeout(Duration::from_secs(5), users.revoked_principals());
+        let answer = tokio::select! {
+            _ = conn.token.cancelled() => {
+                return Err(Flow::Close(close_code::GOING_AWAY, "closed".into()));
+            }
+            a = ask => a,
+        };
+        match answer {
+            Ok(Ok((keys, accounts))) => Ok(match who {
+                Principal::ApiKey { id, .. } => keys.contains(id),
+                Principal::Account { id, .. } => accounts.contains(id),
+            }),
+            _ => {
+                conn.error(ErrorPayload::new(
+                    ErrorCode::InternalError,
+                    "the session's credential cannot be checked right now; retry",
+                ))
+                .await;
+                Err(Flow::Continue)
+            }
+        }
+    }
+}
+
+impl Session {
+    /// Attaches a resumed session to `conn`: REGISTER_ACK (same session id, a fresh resume
+    /// token), what the client must be told about requests it listed, then every kept frame it
+    /// did not see, in order; the outbox is live again once they are all queued.
+    async fn resume_on(
+        mut self: Box<Self>,
+        conn: Conn,
+        seen: std::collections::BTreeMap<String, SeenUpTo>,
+    ) -> Box<Session> {
+        let started = std::time::Instant::now();
+        self.conn.outbox.attach(&conn.outbox);
+        self.conn = Conn {
+            outbox: self.conn.outbox.clone(),
+            app: conn.app,
+            token: conn.token,
+            peer: conn.peer,
+        };
+        let app = self.conn.app.clone();
+        self.live.touch(Instant::now());
+        let plan = self
+            .conn
+            .outbox
+            .resume(seen.iter().map(|(r, s)| (r.as_str(), s)));
+        let resume_token = app.resumable.rotate(&self.id);
+        self.conn
+            .send(ServerMessage::RegisterAck(RegisterAck {
+                status: "SUCCESS".into(),
+                message: text::RESUMED.into(),
+                session_id: self.id.clone(),
+                session_timeout_seconds: app.config.session.timeout_seconds,
+                capabilities: Some(crate::pipeline::capabilities::of(&app.deps)),
+                resume_token,
+            }))
+            .await;
+        let cfg = &app.config.session;
+        for id in &plan.overflowed {
+            self.inflight.cancel(id);
+            let detail = format!(
+                "the reply outgrew the replay buffer ({} frames / {} bytes) while the connection was away, and was stopped; ask again",
+                cfg.replay_max_frames, cfg.replay_max_bytes
+            );
+            self.conn
+                .error(
+                    ErrorPayload::new(ErrorCode::ServerBusy, detail).with_request(Some(id.clone())),
+                )
+                .await;
+        }
+        for id in plan
+            .nothing_kept
+            .iter()
+            .filter(|id| !self.inflight.contains(id))
+        {
+            let detail = "the server has no record of this request: it did not arrive before the connection dropped; send it again";
+            self.conn
+                .error(
+                    ErrorPayload::new(ErrorCode::InternalError, detail)
+                        .with_request(Some(id.clone())),
+                )
+                .await;
+        }
+        self.inflight.remove_cancelled();
+        let mut replayed = 0usize;
+        while let Some(frame) = self.conn.outbox.next_replay() {
+            if !self.conn.outbox.push(frame).await {
+                break;
+            }
+            replayed += 1;
+        }
+        tracing::info!(session = %self.id, peer = %self.conn.peer, replayed, overflowed = plan.overflowed.len(), us = started.elapsed().as_micros() as u64, "session resumed");
+        self
     }
 }
 
@@ -327,10 +533,12 @@ mod tests {
             .await;
         h.sid.clear();
         h.register().await;
-        let sid = h.sid.clone();
+        let sid = std::mem::take(&mut h.sid);
+        // A REGISTER carries `session_id: ""` by rule: still "already registered".
         h.send("REGISTER", h.register_payload()).await;
         h.expect_error_saying("MALFORMED_PAYLOAD", "already registered")
             .await;
+        h.sid = sid.clone();
         // The session is unchanged and still serves.
         h.send("SESSION_QUERY", json!({})).await;
         let info = h.expect("SESSION_INFO").await;
@@ -353,11 +561,22 @@ mod tests {
         // The refused connection stays open, unregistered, and may try again later.
         second.send("HEALTH_CHECK", json!({})).await;
         second.expect("HEALTH_CHECK_ACK").await;
+        // A dropped socket parks its session for the resume window: it still holds its slot.
         h.finish().await;
-        assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 0);
-        second.register().await;
         assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 1);
-        second.finish().await;
+        let window = Duration::from_secs(app.config.session.resume_window_seconds);
+        tokio::time::sleep(window).await;
+        tokio::task::yield_now().await;
+        assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 0);
+        assert!(app.resumable.is_empty());
+        // (`second` met its registration deadline meanwhile.)
+        let mut third = second.another();
+        third.register().await;
+        assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 1);
+        // A client SHUTDOWN ends the session at once.
+        third.send("SHUTDOWN", json!({"reason": "bye"})).await;
+        third.expect_close(1000).await;
+        third.task.await.unwrap();
         assert_eq!(app.stats.sessions.load(Ordering::Relaxed), 0);
     }
 

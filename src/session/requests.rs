@@ -195,7 +195,7 @@ impl Session {
     /// Registers a new request in flight, or answers SERVER_BUSY.
     async fn admit(&self, id: &str) -> Option<Arc<RequestCtx>> {
         let max = self.conn.app.config.limits.max_requests_in_flight;
-        let e = match self.inflight.insert(id, &self.conn.token, max) {
+        let e = match self.inflight.insert(id, &self.token, max) {
             Ok(ctx) => return Some(ctx),
             Err(InsertError::Busy { max }) => ErrorPayload::new(
                 ErrorCode::ServerBusy,

@@ -91,11 +91,18 @@ impl Harness {
     }
 
     /// The next frame the session queued: a decoded message, or `{"close": code, "reason": …}`.
+    /// Pings are answered with a pong at once, as a WebSocket client does, and skipped.
     pub async fn next(&mut self) -> Value {
-        let f = self.rx.recv().await.expect("outbox closed");
-        match f.kind {
-            OutKind::Text(t) => serde_json::from_str(&t).unwrap(),
-            OutKind::Close { code, reason } => json!({"close": code, "reason": reason}),
+        loop {
+            let f = self.rx.recv().await.expect("outbox closed");
+            return match f.kind {
+                OutKind::Text(t) => serde_json::from_str(&t).unwrap(),
+                OutKind::Ping => {
+                    let _ = self.tx.send(Inbound::Pong).await;
+                    continue;
+                }
+                OutKind::Close { code, reason } => json!({"close": code, "reason": reason}),
+            };
         }
     }
 
@@ -177,8 +184,10 @@ impl Harness {
 
     /// Nothing more was queued (the session task may still run).
     pub fn assert_quiet(&mut self) {
-        if let Ok(f) = self.rx.try_recv() {
-            panic!("unexpected frame {f:?}");
+        while let Ok(f) = self.rx.try_recv() {
+            if !matches!(f.kind, OutKind::Ping) {
+                panic!("unexpected frame {f:?}");
+            }
         }
     }
 

@@ -3,6 +3,8 @@
 
 /// REGISTER_ACK `message`.
 pub const REGISTERED: &str = "会话创建成功";
+/// REGISTER_ACK `message` of a resumed session.
+pub const RESUMED: &str = "会话已恢复 (session resumed)";
 /// SHUTDOWN `reason` when the session's idle timeout ran out.
 pub const SESSION_EXPIRED: &str = "会话超时";
 /// SHUTDOWN `reason` when the server begins shutting down.

@@ -203,7 +203,9 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
                     return Some((Inbound::Text(t.as_str().to_owned()), Some(stream)));
                 }
                 Some(Ok(Message::Binary(b))) => return Some((Inbound::Binary(b), Some(stream))),
-                Some(Ok(_)) => continue, // ping/pong: answered by the WebSocket layer
+                // Acknowledges the frames written before the outbox's ping (session resume).
+                Some(Ok(Message::Pong(_))) => return Some((Inbound::Pong, Some(stream))),
+                Some(Ok(_)) => continue, // ping: answered by the WebSocket layer
                 Some(Err(e)) => {
                     let text = e.to_string();
                     tracing::debug!(error = %text, "websocket read failed");
@@ -377,6 +379,7 @@ impl FrameSource for OutboxFrames {
             }
             let wire = match std::mem::replace(&mut frame.kind, OutKind::Text(String::new())) {
                 OutKind::Text(s) => WireFrame::Text(s),
+                OutKind::Ping => WireFrame::Ping,
                 OutKind::Close { code, reason } => WireFrame::Close(code, reason),
             };
             return Some((wire, frame));

@@ -18,7 +18,8 @@
 //
 // Events (all CustomEvent, data in `event.detail`):
 //   state          {state, previous}   connecting | registering | ready | reconnecting | closed | auth_failed
-//   registered     REGISTER_ACK payload (session_id, session_timeout_seconds, ...)
+//   registered     REGISTER_ACK payload (session_id, session_timeout_seconds, ...; `resumed` true
+//                  when the session was resumed after a dropped connection)
 //   request_start  {requestId, kind}   a request was sent ('text' | 'voice' | 'update' | 'function_result')
 //   text           {requestId, seq, text}             text chunks, in text_stream_seq order
 //   voice          {requestId, seq, pcm: Int16Array}  16 kHz mono chunks, in voice_stream_seq order
@@ -32,6 +33,14 @@
 //   shutdown       {reason, fromServer}
 //   error          ERROR payload (also for errors tied to a request, before request_end)
 //   frame          {direction: 'in'|'out', message}  every JSON frame (debugging)
+//
+// Session resume (extension, docs/protocol.md "Session resume"): when the connection drops, the
+// client reconnects with backoff and sends REGISTER with `resume` (the last REGISTER_ACK's
+// `resume_token` and, per request still streaming, the last text/voice seq and the count of
+// unsequenced frames it received). The server answers with the same session and replays what
+// was missed; requests in flight carry on as if nothing happened (chunks already seen are
+// dropped by seq, so each is shown once). When the session cannot be resumed (expired, refused)
+// the requests in flight end with CONNECTION_LOST and a new session is registered.
 
 export const PROTOCOL_VERSION = '1.0';
 export const PCM_SAMPLE_RATE = 16000;
@@ -103,6 +112,10 @@ class PendingRequest {
     this.voiceEnded = false;
     this.voiceSeen = false;
     this.voiceChunks = 0;
+    /** Highest text / voice seq received (-1: none) and frames with neither seq, for resume. */
+    this.textTop = -1;
+    this.voiceTop = -1;
+    this.unsequenced = 0;
     /** INTERRUPT sent for it: its audio is dropped from now on. */
     this.cancelled = false;
     this.functionCalls = [];
@@ -137,6 +150,9 @@ export class MuseumAgentClient extends EventTarget {
     this.state = 'closed';
     this.sessionId = '';
     this.sessionTimeoutSeconds = undefined;
+    /** The session that may be resumed after a drop, and its secret (extension). */
+    this.resumeToken = null;
+    this.resuming = false;
     this.ws = null;
     this.requests = new Map();
     this.finished = [];
@@ -151,6 +167,8 @@ export class MuseumAgentClient extends EventTarget {
       framesIn: 0, framesOut: 0, binaryOut: 0, binaryBytesOut: 0,
       // Frames that arrived for a request after its final frame (ignored; should stay 0).
       lateFrames: 0, lateVoiceFrames: 0,
+      // Sessions resumed after a drop; frames received twice (dropped by seq, shown once).
+      resumes: 0, duplicateFrames: 0,
       // Voice chunks dropped because the request was being interrupted.
       droppedVoiceChunks: 0,
     };
@@ -176,6 +194,7 @@ export class MuseumAgentClient extends EventTarget {
     if (ws) {
       try { ws.close(1000, 'bye'); } catch { /* already closed */ }
     }
+    this.#forgetSession();
     this.#lost('closed');
     this.#setState('closed');
   }
@@ -212,15 +231,7 @@ export class MuseumAgentClient extends EventTarget {
     ws.onopen = () => {
       if (this.ws !== ws) return;
       this.#setState('registering');
-      const payload = {
-        auth: this.auth,
-        platform: this.platform,
-        require_tts: this.requireTts,
-        function_calling: wireFunctions([...this.functions.values()]),
-      };
-      if (this.enableSrs !== undefined) payload.enable_srs = this.enableSrs;
-      this.sessionId = '';
-      this.#send('REGISTER', payload);
+      this.#register();
     };
     ws.onmessage = (ev) => {
       if (this.ws !== ws) return;
@@ -239,6 +250,11 @@ export class MuseumAgentClient extends EventTarget {
     ws.onclose = (ev) => {
       if (this.ws !== ws) return;
       this.ws = null;
+      if (ev.code === 4001) {
+        // Another connection resumed this session: it is not ours any more.
+        this.wantOpen = false;
+        this.#forgetSession();
+      }
       this.#lost(`connection closed (${ev.code})`);
       if (this.state === 'auth_failed' || !this.wantOpen) {
         if (this.state !== 'auth_failed') this.#setState('closed');
@@ -267,13 +283,42 @@ export class MuseumAgentClient extends EventTarget {
     }, delay);
   }
 
-  /** The connection is gone: every request in flight ends with an error. */
-  #lost(why) {
-    this.upload = null;
+  /** REGISTER: a new session, or (extension) the resume of the one that dropped. */
+  #register() {
+    const payload = {
+      auth: this.auth,
+      platform: this.platform,
+      require_tts: this.requireTts,
+      function_calling: wireFunctions([...this.functions.values()]),
+    };
+    if (this.enableSrs !== undefined) payload.enable_srs = this.enableSrs;
+    this.resuming = !!(this.sessionId && this.resumeToken);
+    if (this.resuming) {
+      const lastSeen = {};
+      for (const req of this.requests.values()) lastSeen[req.id] = [req.textTop, req.voiceTop, req.unsequenced];
+      payload.resume = { session_id: this.sessionId, resume_token: this.resumeToken, last_seen: lastSeen };
+    }
+    this.#send('REGISTER', payload, '');
+  }
+
+  /** The session cannot be resumed any more: what was in flight ends. */
+  #forgetSession(why = 'session ended') {
     this.sessionId = '';
+    this.resumeToken = null;
     for (const req of [...this.requests.values()]) {
       this.#finish(req, { error: { error_code: 'CONNECTION_LOST', error_msg: why, retryable: true } });
     }
+  }
+
+  /**
+   * The connection is gone. With a resumable session the requests in flight wait for the resume
+   * (an open voice upload cannot go on: the server ends it); otherwise they end with an error.
+   */
+  #lost(why) {
+    if (this.upload) this.upload.open = false;
+    this.upload = null;
+    const resumable = this.sessionId && this.resumeToken && this.wantOpen && this.reconnect;
+    if (!resumable) this.#forgetSession(why);
     for (const w of this.waiters.splice(0)) w.reject(new Error(why));
   }
 
@@ -288,13 +333,13 @@ export class MuseumAgentClient extends EventTarget {
     this.dispatchEvent(new CustomEvent(type, { detail }));
   }
 
-  #send(msgType, payload) {
+  #send(msgType, payload, sessionId = this.sessionId) {
     const ws = this.ws;
     if (!ws || ws.readyState !== 1) throw new Error(`not connected (state ${this.state})`);
     const message = {
       version: PROTOCOL_VERSION,
       msg_type: msgType,
-      session_id: this.sessionId,
+      session_id: sessionId,
       payload,
       timestamp: Date.now(),
     };
@@ -500,16 +545,23 @@ export class MuseumAgentClient extends EventTarget {
   #dispatch(msg) {
     const p = msg.payload ?? {};
     switch (msg.msg_type) {
-      case 'REGISTER_ACK':
+      case 'REGISTER_ACK': {
+        const resumed = this.resuming && (p.session_id || msg.session_id) === this.sessionId;
+        this.resuming = false;
+        if (!resumed) this.#forgetSession('a new session was registered');
         this.sessionId = p.session_id || msg.session_id;
+        // Extension: absent from servers without resume (or with it off).
+        this.resumeToken = p.resume_token ?? null;
+        if (resumed) this.stats.resumes++;
         this.sessionTimeoutSeconds = p.session_timeout_seconds;
         // Extension: {speech_input, speech_output}; null from a server that does not send it.
         this.capabilities = p.capabilities ?? null;
         this.attempt = 0;
         this.stats.registrations++;
         this.#setState('ready');
-        this.#emit('registered', p);
+        this.#emit('registered', { ...p, resumed });
         break;
+      }
       case 'RESPONSE':
         this.#response(p);
         break;
@@ -528,6 +580,8 @@ export class MuseumAgentClient extends EventTarget {
         this.#emit('session_warn', p);
         break;
       case 'SHUTDOWN':
+        // The session ends: the next connection registers a new one.
+        this.resumeToken = null;
         this.#emit('shutdown', { reason: p.reason, fromServer: true });
         break;
       case 'SESSION_INFO':
@@ -549,6 +603,16 @@ export class MuseumAgentClient extends EventTarget {
   }
 
   #error(p) {
+    if (this.resuming && !p.request_id && ['SESSION_INVALID', 'AUTH_FAILED'].includes(p.error_code)) {
+      // The session is gone (expired, or refused): what was in flight is lost; register anew.
+      this.resuming = false;
+      this.#emit('error', p);
+      this.#forgetSession(`the session could not be resumed (${p.error_code})`);
+      // After SESSION_INVALID the socket stays open; after AUTH_FAILED the server closes it and
+      // the reconnect registers without `resume` (a revoked key then gets AUTH_FAILED again).
+      if (p.error_code === 'SESSION_INVALID' && this.ws?.readyState === 1) this.#register();
+      return;
+    }
     this.#emit('error', p);
     if (p.error_code === 'AUTH_FAILED') {
       // The server closes the socket; retrying the same credentials only leads to a lockout.
@@ -586,6 +650,14 @@ export class MuseumAgentClient extends EventTarget {
       this.#finish(req, { interrupted: true, interruptReason: p.interrupt_reason });
       return;
     }
+    const hasText = p.text_stream_seq !== undefined && p.text_stream_seq !== null;
+    const hasVoice = p.voice_stream_seq !== undefined && p.voice_stream_seq !== null;
+    if (!hasText && !hasVoice) {
+      // Transcript or function call: counted, so a resume names what was received.
+      req.unsequenced++;
+    }
+    if (hasText && p.text_stream_seq >= 0) req.textTop = Math.max(req.textTop, p.text_stream_seq);
+    if (hasVoice && p.voice_stream_seq >= 0) req.voiceTop = Math.max(req.voiceTop, p.voice_stream_seq);
     if (p.notice) req.notice = p.notice;
     if (typeof p.transcript === 'string') {
       req.transcript = p.transcript;
@@ -619,7 +691,10 @@ export class MuseumAgentClient extends EventTarget {
       req.textEnded = true;
       return;
     }
-    if (seq < req.textNext) return; // duplicate
+    if (seq < req.textNext || req.textBuf.has(seq)) {
+      this.stats.duplicateFrames++;
+      return;
+    }
     req.textBuf.set(seq, text);
     while (req.textBuf.has(req.textNext)) {
       const t = req.textBuf.get(req.textNext);
@@ -646,7 +721,10 @@ export class MuseumAgentClient extends EventTarget {
       req.voiceEnded = true;
       return;
     }
-    if (seq < req.voiceNext) return;
+    if (seq < req.voiceNext || req.voiceBuf.has(seq)) {
+      this.stats.duplicateFrames++;
+      return;
+    }
     req.voiceBuf.set(seq, b64);
     while (req.voiceBuf.has(req.voiceNext)) {
       const v = req.voiceBuf.get(req.voiceNext);

@@ -26,6 +26,9 @@
 //! **Integration tests** (`cargo test --test api`), one module per area:
 //! - `register::` — both auth types, bad credentials (AUTH_FAILED then close 1008), lockout,
 //!   revoked keys and disabled accounts, invalid UTF-8 (1007), frames over the hard limit.
+//! - `resume::` — session resume on the same node: a socket cut mid-text and mid-voice and
+//!   resumed (nothing lost, nothing twice, order kept), frames lost in flight replayed, the
+//!   window, wrong tokens, revoked keys, a second socket taking over, replay-buffer overflow.
 //! - `requests::`, `interrupt::`, `llm::` — streaming and numbering, concurrency and history,
 //!   tool calls and `function_result`, attribute updates, upstream failures (500, 429, stalls,
 //!   cut-off and malformed streams), interrupts and their race, Gemini's wire format.
@@ -103,6 +106,7 @@ mod load;
 mod local_models;
 mod register;
 mod requests;
+mod resume;
 mod retrieval;
 mod session_timers;
 mod shutdown;

@@ -214,3 +214,30 @@ async fn revoking_a_key_or_disabling_an_account_closes_live_sessions() {
     assert_eq!(by_account.recv().await["msg_type"], "SHUTDOWN");
     assert_eq!(by_account.expect_closed().await, Some(1008));
 }
+
+#[tokio::test]
+async fn a_second_register_on_a_registered_connection_is_malformed_not_session_invalid() {
+    let app = spawn_app().await;
+    let mut c = app.client().await;
+    let sid = c.session_id.clone();
+    // Every REGISTER carries `session_id: ""`, this one too.
+    c.send_value(&frame(
+        "REGISTER",
+        "",
+        register_payload(json!({"type": "API_KEY", "api_key": app.api_key})),
+    ))
+    .await;
+    let e = c.recv().await;
+    assert_eq!(e["payload"]["error_code"], "MALFORMED_PAYLOAD", "{e}");
+    assert!(
+        e["payload"]["error_detail"]
+            .as_str()
+            .unwrap()
+            .contains("already registered")
+    );
+    // The session is unchanged and still serves.
+    c.send("SESSION_QUERY", json!({})).await;
+    let info = c.recv().await;
+    assert_eq!(info["msg_type"], "SESSION_INFO");
+    assert_eq!(info["session_id"], sid.as_str());
+}

@@ -95,6 +95,9 @@ async fn a_client_that_stops_reading_is_disconnected_and_its_upstream_dropped() 
     let app = spawn_app_with(|c| {
         c.limits.outbound_queue_frames = 4;
         c.limits.slow_client_timeout_seconds = 0.5;
+        // Cut off, the session is parked for a resume and the reply streams into its replay
+        // buffer until that is full: a small one drops the upstream soon.
+        c.session.replay_max_bytes = 64 * 1024;
     })
     .await;
     // ~40 MB of reply: far more than the socket buffers hold.
@@ -121,6 +124,8 @@ async fn no_task_outlives_its_connection_after_upstream_faults() {
         c.llm.first_token_timeout_seconds = 0.3;
         c.llm.idle_timeout_seconds = 0.3;
         c.llm.max_retries = 0;
+        // The dropped session is parked for a resume this long, then ends by itself too.
+        c.session.resume_window_seconds = 1;
     })
     .await;
     let mut c = app.client().await;

@@ -171,6 +171,64 @@ test('a lost connection ends requests in flight and reconnects with growing dela
   c.close();
 });
 
+test('resume: after a drop the session is resumed with last_seen, replayed chunks are shown once', async () => {
+  FakeSocket.all = [];
+  const c = new MuseumAgentClient({ url: 'ws://x', auth: { type: 'API_KEY', api_key: 'k' }, WebSocket: FakeSocket, requireTts: true, reconnect: { initialDelayMs: 1, maxDelayMs: 1, factor: 1, jitter: 0 } });
+  const texts = [];
+  c.addEventListener('text', (e) => texts.push(e.detail.text));
+  const calls = [];
+  c.functions.set('show_exhibit', { name: 'show_exhibit', handler: (p) => calls.push(p) });
+  c.connect();
+  await tick();
+  let ws = FakeSocket.all.at(-1);
+  ws.serve('REGISTER_ACK', { status: 'SUCCESS', session_id: 'sess_1', session_timeout_seconds: 60, resume_token: 'rt_1' }, '');
+  const { id, done } = c.sendText('q');
+  ws.serve('RESPONSE', { request_id: id, text_stream_seq: 0, voice_stream_seq: 0, content: { text: 'A', voice: bytesToBase64(pcm16ToBytes([1])) } });
+  ws.serve('RESPONSE', { request_id: id, function_call: { name: 'show_exhibit', parameters: { exhibit_id: '1' } } });
+  ws.serve('RESPONSE', { request_id: id, text_stream_seq: 1, content: { text: 'B' } });
+  ws.close(1006);
+  await tick();
+  assert.equal(c.state, 'reconnecting');
+  assert.deepEqual(c.inFlight, [id], 'the request waits for the resume');
+  await new Promise((res) => { const on = (e) => { if (e.detail.state === 'registering') { c.removeEventListener('state', on); res(); } }; c.addEventListener('state', on); });
+  await tick();
+  ws = FakeSocket.all.at(-1);
+  const reg = ws.last('REGISTER');
+  assert.equal(reg.session_id, '');
+  assert.deepEqual(reg.payload.resume, { session_id: 'sess_1', resume_token: 'rt_1', last_seen: { [id]: [1, 0, 1] } });
+  ws.serve('REGISTER_ACK', { status: 'SUCCESS', session_id: 'sess_1', session_timeout_seconds: 60, resume_token: 'rt_2' });
+  assert.equal(c.state, 'ready');
+  // A server may replay a chunk the client had: it is dropped by its seq.
+  ws.serve('RESPONSE', { request_id: id, text_stream_seq: 1, content: { text: 'B' } });
+  ws.serve('RESPONSE', { request_id: id, text_stream_seq: 2, content: { text: 'C' } });
+  ws.serve('RESPONSE', { request_id: id, text_stream_seq: -1, voice_stream_seq: -1, content: {} });
+  const end = await done;
+  assert.equal(end.error, undefined);
+  assert.equal(end.text, 'ABC');
+  assert.deepEqual(texts, ['A', 'B', 'C']);
+  assert.equal(c.stats.resumes, 1);
+  assert.equal(c.stats.duplicateFrames, 1);
+  assert.equal(c.resumeToken, 'rt_2');
+  await tick();
+  assert.equal(calls.length, 1);
+
+  // The next drop finds the session gone: the request ends, a new session is registered.
+  const r2 = c.sendText('again');
+  ws.close(1006);
+  await new Promise((res) => { const on = (e) => { if (e.detail.state === 'registering') { c.removeEventListener('state', on); res(); } }; c.addEventListener('state', on); });
+  await tick();
+  ws = FakeSocket.all.at(-1);
+  assert.equal(ws.last('REGISTER').payload.resume.resume_token, 'rt_2');
+  ws.serve('ERROR', { error_code: 'SESSION_INVALID', error_msg: 'gone', error_detail: '', retryable: false });
+  const end2 = await r2.done;
+  assert.equal(end2.error.error_code, 'CONNECTION_LOST');
+  const plain = ws.last('REGISTER');
+  assert.equal(plain.payload.resume, undefined);
+  ws.serve('REGISTER_ACK', { status: 'SUCCESS', session_id: 'sess_2', session_timeout_seconds: 60, resume_token: 'rt_3' });
+  assert.equal(c.sessionId, 'sess_2');
+  c.close();
+});
+
 test('base64 PCM helpers are little-endian and round-trip', () => {
   const s = Int16Array.from([0, 1, -1, 32767, -32768, 258]);
   const b = pcm16ToBytes(s);

@@ -116,8 +116,8 @@ const EXHIBITS = [
   { re: /画|painting/i, id: 'walters-13693', zh: '这幅山水画摹自北宋范宽的《溪山行旅图》。', en: 'This landscape copies Fan Kuan’s Travellers among Mountains and Streams, Northern Song.' },
 ];
 
-const LONG_EN = 'Let me tell you the long story of our museum. ';
-const LONG_SENTENCE_EN = 'Room after room, the collection grew over a century, gift by gift and find by find. ';
+export const LONG_EN = 'Let me tell you the long story of our museum. ';
+export const LONG_SENTENCE_EN = 'Room after room, the collection grew over a century, gift by gift and find by find. ';
 
 function chunk(delta, finish = null) {
   return { id: 'chatcmpl-fake', object: 'chat.completion.chunk', created: 1, model: 'fake', choices: [{ index: 0, delta, finish_reason: finish }] };
@@ -133,6 +133,11 @@ function script(body) {
   const pieces = (s) => s.match(/.{1,8}/gsu) ?? [];
   if (last.role === 'tool') {
     return { kind: 'tool-followup', delayMs: 20, chunks: [chunk({ role: 'assistant', content: '' }), ...pieces(zh ? '好的。' : 'Done.').map((c) => chunk({ content: c })), chunk({}, 'stop')] };
+  }
+  if (/history of the museum/i.test(text)) {
+    // A medium reply (about 4 s of text, with speech) for the resume test to cut twice.
+    const words = (LONG_EN + LONG_SENTENCE_EN.repeat(4)).split(/(?<= )/);
+    return { kind: 'medium', delayMs: 50, chunks: [chunk({ role: 'assistant', content: '' }), ...words.map((w) => chunk({ content: w })), chunk({}, 'stop')] };
   }
   if (/long story|故事/i.test(text)) {
     // A long, slow reply (about 30 s of text) to be interrupted.

@@ -16,7 +16,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
-import { startFakes, writePaddedWav } from './fakes.mjs';
+import { startFakes, writePaddedWav, LONG_EN, LONG_SENTENCE_EN } from './fakes.mjs';
 import { freePort, waitFor, stopProcess, writeSampleCollection } from './util.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
@@ -139,7 +139,7 @@ before(async () => {
   page.on('pageerror', (e) => pageErrors.push(String(e)));
   // Record every frame and reply event the page's client sees, from the first one.
   await page.addInitScript(() => {
-    const r = (window.__e2e = { frames: [], ends: [], texts: [], interrupting: [], voice: [] });
+    const r = (window.__e2e = { frames: [], ends: [], texts: [], interrupting: [], voice: [], states: [] });
     const at = () => performance.now();
     window.addEventListener('kiosk:created', (ev) => {
       const c = ev.detail.client;
@@ -148,6 +148,7 @@ before(async () => {
       c.addEventListener('text', (e) => r.texts.push({ id: e.detail.requestId, seq: e.detail.seq }));
       c.addEventListener('voice', (e) => r.voice.push({ id: e.detail.requestId, seq: e.detail.seq, n: e.detail.pcm.length, t: at() }));
       c.addEventListener('interrupting', (e) => r.interrupting.push({ ...e.detail, t: at() }));
+      c.addEventListener('state', (e) => r.states.push(e.detail.state));
       // Whether a "thinking" bubble was ever shown.
       new MutationObserver(() => {
         if (document.querySelector('.msg.agent.thinking')) r.sawThinking = true;
@@ -379,6 +380,56 @@ test('hands-free: speech while the agent talks barges in, and the utterance is a
   // Everything settles once hands-free is off.
   await pageWait('all replies to end', () => window.kiosk.replies.size === 0 && !window.kiosk.listening, undefined, 20000);
   await pageWait('playback to finish', () => !window.kiosk.player.playing, undefined, 30000);
+});
+
+test('a connection cut twice mid-answer is resumed: the whole answer, text and voice, is shown once', { timeout: 60000 }, async () => {
+  await pageWait('status "ready"', () => window.kiosk.client.state === 'ready' && window.kiosk.replies.size === 0);
+  const before = await page.evaluate(() => ({ sid: window.kiosk.client.sessionId, resumes: window.kiosk.client.stats.resumes, states: window.__e2e.states.length }));
+  const llmCalls = fakes.state.llm.length;
+  await page.fill('#question', 'Tell me the history of the museum');
+  await page.press('#question', 'Enter');
+  const id = await pageWait('the reply to start', () => [...window.kiosk.replies][0], undefined, 5000).then((h) => h.jsonValue());
+  const cut = () => page.evaluate(() => window.kiosk.client.ws.close(4000, 'e2e: connection cut'));
+  // First cut: text and voice both streaming.
+  await pageWait('text and voice streaming', (rid) => window.__e2e.texts.filter((x) => x.id === rid).length >= 4 && window.__e2e.voice.filter((v) => v.id === rid).length >= 2, id, 15000);
+  await cut();
+  await pageWait('the session resumed', (n) => window.kiosk.client.stats.resumes > n && window.kiosk.client.state === 'ready', before.resumes, 15000);
+  // Second cut, further into the same answer (when it is still streaming).
+  const more = await page.evaluate((rid) => window.__e2e.texts.filter((x) => x.id === rid).length + 8, id);
+  await pageWait('more of the answer', ([rid, n]) => window.__e2e.ends.some((e) => e.requestId === rid) || window.__e2e.texts.filter((x) => x.id === rid).length >= n, [id, more], 15000);
+  const cutTwice = await page.evaluate((rid) => !window.__e2e.ends.some((e) => e.requestId === rid), id);
+  if (cutTwice) {
+    await cut();
+    await pageWait('the session resumed again', (n) => window.kiosk.client.stats.resumes > n + 1 && window.kiosk.client.state === 'ready', before.resumes, 15000);
+  }
+  const end = await pageWait('the reply to end', (rid) => window.__e2e.ends.find((e) => e.requestId === rid), id, 30000).then((h) => h.jsonValue());
+  assert.equal(end.error, undefined, `reply failed: ${JSON.stringify(end.error)}`);
+  assert.equal(end.interrupted, false);
+  // The whole answer, once: every chunk of both streams exactly once, in order.
+  const expected = (LONG_EN + LONG_SENTENCE_EN.repeat(4)).trim();
+  assert.equal(end.text.trim(), expected);
+  const seqs = await page.evaluate((rid) => ({
+    text: window.__e2e.texts.filter((x) => x.id === rid).map((x) => x.seq),
+    voice: window.__e2e.voice.filter((v) => v.id === rid).map((v) => v.seq),
+    states: window.__e2e.states,
+    sid: window.kiosk.client.sessionId,
+    resumes: window.kiosk.client.stats.resumes,
+    duplicates: window.kiosk.client.stats.duplicateFrames,
+    bubble: document.querySelector(`.msg.agent[data-request-id="${rid}"] .body`).textContent,
+  }), id);
+  assert.deepEqual(seqs.text, seqs.text.map((_, i) => i), 'text chunks lost, repeated or out of order');
+  assert.ok(seqs.voice.length > 2, `only ${seqs.voice.length} voice chunks`);
+  assert.deepEqual(seqs.voice, seqs.voice.map((_, i) => i), 'voice chunks lost, repeated or out of order');
+  assert.equal(seqs.bubble.trim(), expected, 'the bubble does not show the answer exactly once');
+  // Same session, resumed (not a new one), and the question was asked upstream only once.
+  assert.equal(seqs.sid, before.sid);
+  assert.equal(seqs.resumes, before.resumes + (cutTwice ? 2 : 1));
+  assert.ok(seqs.states.slice(before.states).includes('reconnecting'), `states: ${seqs.states}`);
+  assert.equal(fakes.state.llm.slice(llmCalls).filter((r) => r.kind === 'medium').length, 1);
+  log(`resume e2e: cut ${cutTwice ? 2 : 1}×, ${seqs.text.length} text and ${seqs.voice.length} voice chunks, ${seqs.duplicates} duplicate frame(s) dropped by the client`);
+  await shot('12-after-resume');
+  await pageWait('playback to finish', () => !window.kiosk.player.playing, undefined, 30000);
+  assert.deepEqual(pageErrors, [], 'errors in the page');
 });
 
 test('server shutdown is shown, and the page reconnects by itself when the server is back', { timeout: 60000 }, async () => {
