@@ -17,6 +17,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 pub mod collection;
 pub mod hub;
+pub mod vectors;
 
 /// Migrations, in order. `user_version` = how many have been applied.
 const MIGRATIONS: &[(&str, &str)] = &[
@@ -29,6 +30,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0002_collection.sql"),
     ),
     ("0003_hub", include_str!("../../migrations/0003_hub.sql")),
+    (
+        "0004_vectors",
+        include_str!("../../migrations/0004_vectors.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
