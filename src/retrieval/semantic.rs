@@ -107,6 +107,8 @@ pub struct Semantic {
     query_timeout: Duration,
     inner: Mutex<Inner>,
     kick: Notify,
+    /// Woken at every status change (see [`Semantic::wait_until`]).
+    changed: Notify,
     /// One pass at a time (the background worker, or an inline one for the CLI).
     pass_lock: tokio::sync::Mutex<()>,
     cancel: CancellationToken,
@@ -142,6 +144,7 @@ impl Semantic {
                 worker: false,
             }),
             kick: Notify::new(),
+            changed: Notify::new(),
             pass_lock: tokio::sync::Mutex::new(()),
             cancel: CancellationToken::new(),
         })
@@ -221,18 +224,33 @@ impl Semantic {
     /// Waits (bounded) until the first pass has reached the endpoint or failed: for the
     /// one-shot `search` command, which has no time to wait for a whole pass.
     pub async fn settle(&self, within: Duration) {
-        let _ = tokio::time::timeout(within, async {
-            while self.lock().status.state == SemanticState::Starting {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-        })
+        let _ = tokio::time::timeout(
+            within,
+            self.wait_until(|s| s.state != SemanticState::Starting),
+        )
         .await;
+    }
+
+    /// Returns once the status satisfies `pred` (no polling: woken at each change).
+    pub async fn wait_until(&self, pred: impl Fn(&SemanticStatus) -> bool) -> SemanticStatus {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let st = self.status();
+            if pred(&st) {
+                return st;
+            }
+            notified.await;
+        }
     }
 
     fn set_down(&self, error: String) {
         let mut g = self.lock();
         g.status.state = SemanticState::Down;
         g.status.error = Some(error);
+        drop(g);
+        self.changed.notify_waiters();
     }
 
     /// Whether a question should be embedded now: vectors complete and the breaker closed.
@@ -287,6 +305,7 @@ impl Semantic {
                 g.breaker_failures += 1;
                 g.breaker_until = Some(Instant::now() + d);
                 drop(g);
+                self.changed.notify_waiters();
                 tracing::warn!(error = %e, lexical_for_s = d.as_secs(), "question embedding failed; lexical search meanwhile");
                 None
             }
@@ -365,6 +384,7 @@ impl Semantic {
                 g.status.state = SemanticState::Embedding;
             }
         }
+        self.changed.notify_waiters();
         if !pending.is_empty() {
             tracing::info!(pending = pending.len(), total, fingerprint = %fp, "embedding the collection in the background");
         }
@@ -405,6 +425,8 @@ impl Semantic {
                     let mut g = self.lock();
                     g.status.embedded = done;
                     g.status.batch = batch;
+                    drop(g);
+                    self.changed.notify_waiters();
                 }
                 Err(RetrievalError::Timeout) if batch > 1 => {
                     batch = (batch / 2).max(1);
@@ -436,6 +458,8 @@ impl Semantic {
         } else {
             g.status.state = SemanticState::Embedding;
         }
+        drop(g);
+        self.changed.notify_waiters();
         Ok(pending.len())
     }
 }
