@@ -241,7 +241,17 @@ impl Semantic {
             if pred(&st) {
                 return st;
             }
-            notified.await;
+            // The breaker closing changes the status without an event: wake up then too.
+            let until = self.lock().breaker_until.filter(|u| *u > Instant::now());
+            match until {
+                Some(u) => {
+                    tokio::select! {
+                        _ = notified => {}
+                        _ = tokio::time::sleep_until(u) => {}
+                    }
+                }
+                None => notified.await,
+            }
         }
     }
 
