@@ -548,8 +548,8 @@ impl Default for SrsConfig {
             embeddings_passage_prefix: "passage: ".into(),
             embeddings_input_type: false,
             embeddings_min_similarity: 0.85,
-            rrf_k: 60.0,
-            embeddings_weight: 1.0,
+            rrf_k: 20.0,
+            embeddings_weight: 0.5,
         }
     }
 }

@@ -351,8 +351,10 @@ async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::
     };
     if let Some(s) = retriever.semantic() {
         // A one-shot command cannot wait for a whole embedding pass: only for the probe.
-        s.settle(museum_agent::config::secs(config.srs.embeddings_timeout_seconds))
-            .await;
+        s.settle(museum_agent::config::secs(
+            config.srs.embeddings_timeout_seconds,
+        ))
+        .await;
     }
     let hits = retriever.search(&query, k).await?;
     if json {

@@ -184,11 +184,7 @@ pub fn fit(examples: &[(Features, bool)], names: &[&str], fitted_on: &str) -> Ab
     }
     let xs: Vec<Vec<f64>> = examples
         .iter()
-        .map(|(f, _)| {
-            (0..nf)
-                .map(|i| (f[i] - mean[i]) / scale[i])
-                .collect()
-        })
+        .map(|(f, _)| (0..nf).map(|i| (f[i] - mean[i]) / scale[i]).collect())
         .collect();
     // Classes weighted equally (there are far more answerable questions than negatives).
     let pos = examples.iter().filter(|e| e.1).count().max(1) as f64;
@@ -260,7 +256,10 @@ mod tests {
         assert_eq!(f.len(), SEMANTIC_FEATURES.len());
         assert!((f[8] - 0.9).abs() < 1e-6 && (f[9] - 0.1).abs() < 1e-6);
         assert_eq!(f[10], 0.5);
-        assert_eq!(semantic_features(&[0.5; 8], &[(7, 0.9f32)], Some(&4))[10], 0.0);
+        assert_eq!(
+            semantic_features(&[0.5; 8], &[(7, 0.9f32)], Some(&4))[10],
+            0.0
+        );
     }
 
     #[test]
@@ -281,6 +280,10 @@ mod tests {
         // Deterministic.
         assert_eq!(fit(&ex, &FEATURES, "test"), m);
         assert!(!m.is_semantic());
-        assert_eq!(m.probability(&[0.5]), 0.0, "a wrong feature count never answers");
+        assert_eq!(
+            m.probability(&[0.5]),
+            0.0,
+            "a wrong feature count never answers"
+        );
     }
 }

@@ -28,8 +28,8 @@ use serde_json::Value;
 
 use super::abstain::{self, AbstentionModel, Features};
 use super::embeddings::{Embedder, fuse, nearest};
-use super::semantic::Semantic;
 use super::ingest::{Rejected, content_hash, file_sha256, parse_file};
+use super::semantic::Semantic;
 use super::text::{self, QueryTerm};
 use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
 use crate::store::StoreError;
@@ -685,7 +685,11 @@ pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> 
         None => fused
             .into_iter()
             .filter(|(pk, _)| {
-                let cos = r.dense.iter().find(|d| d.0 == *pk).map_or(f32::MIN, |d| d.1);
+                let cos = r
+                    .dense
+                    .iter()
+                    .find(|d| d.0 == *pk)
+                    .map_or(f32::MIN, |d| d.1);
                 lex_score(*pk) >= opts.no_answer_threshold
                     || f64::from(cos) >= opts.embedding_min_similarity
             })
@@ -785,7 +789,9 @@ impl EmbeddedRetriever {
                 ))
             })
             .await?;
-        if let Some(m) = fitted_semantic.as_deref().and_then(AbstentionModel::from_json)
+        if let Some(m) = fitted_semantic
+            .as_deref()
+            .and_then(AbstentionModel::from_json)
             && m.is_semantic()
         {
             tracing::info!(fitted_on = %m.fitted_on, "using the museum's own semantic abstention fit");

@@ -276,8 +276,7 @@ pub fn fuse<T: Clone + Eq + std::hash::Hash>(
             e.0 += w / (k + rank as f64 + 1.0);
         }
     }
-    let mut out: Vec<(T, f64, usize)> =
-        scores.into_iter().map(|(id, (s, o))| (id, s, o)).collect();
+    let mut out: Vec<(T, f64, usize)> = scores.into_iter().map(|(id, (s, o))| (id, s, o)).collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
     out.into_iter().map(|(id, s, _)| (id, s)).collect()
 }
@@ -291,7 +290,12 @@ mod tests {
         let lexical = [1, 2, 3];
         let dense = [3, 4, 1];
         // Equal weights: 1 and 3 tie, 1 first.
-        let ids = |w: f64| -> Vec<i64> { fuse(&lexical, &dense, w, 10.0).into_iter().map(|x| x.0).collect() };
+        let ids = |w: f64| -> Vec<i64> {
+            fuse(&lexical, &dense, w, 10.0)
+                .into_iter()
+                .map(|x| x.0)
+                .collect()
+        };
         assert_eq!(ids(1.0)[..2], [1, 3]);
         // A heavier dense list puts its top first; weight 0 is the lexical order.
         assert_eq!(ids(2.0)[0], 3);

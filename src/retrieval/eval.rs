@@ -15,8 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::Retriever;
 use super::abstain::{self, AbstentionModel, Features};
 use super::embedded::{Dense, EmbeddedOptions, EmbeddedRetriever, rank};
-use super::semantic::Vectors;
 use super::embeddings::fuse;
+use super::semantic::Vectors;
 use super::text;
 use crate::store::StoreError;
 use crate::store::collection::CollectionStore;
@@ -345,24 +345,22 @@ impl Ranked {
     }
 }
 
+/// Each query's vector (in query order) and every record's `(pk, vector)`.
+pub type DenseInputs<'a> = (&'a [Vec<f32>], &'a [(i64, Vec<f32>)]);
+
 /// Ranks every query (blocking; the embedded index). `dense`: each query's vector (same order)
 /// and every record's vector, for the cosine ranking.
 pub fn rank_all(
     store: &CollectionStore,
     queries: &[EvalQuery],
     opts: &EmbeddedOptions,
-    dense: Option<(&[Vec<f32>], &[(i64, Vec<f32>)])>,
+    dense: Option<DenseInputs<'_>>,
 ) -> Result<Vec<Ranked>, StoreError> {
     queries
         .iter()
         .enumerate()
         .map(|(i, q)| {
-            let d = dense.and_then(|(qv, vectors)| {
-                qv.get(i).map(|v| Dense {
-                    query: v,
-                    vectors,
-                })
-            });
+            let d = dense.and_then(|(qv, vectors)| qv.get(i).map(|v| Dense { query: v, vectors }));
             let r = rank(store, &q.query, opts, d)?;
             let mut pks: Vec<i64> = r.lexical.iter().map(|l| l.0).collect();
             pks.extend(r.dense.iter().map(|d| d.0));

@@ -489,7 +489,11 @@ mod tests {
         };
         let t = passage_text(&e);
         assert!(t.starts_with("Jar; Potter\nddd"));
-        assert_eq!(t.chars().count(), PASSAGE_CHARS + 1, "clipped, with an ellipsis");
+        assert_eq!(
+            t.chars().count(),
+            PASSAGE_CHARS + 1,
+            "clipped, with an ellipsis"
+        );
         assert_eq!(text_hash(&t), text_hash(&passage_text(&e.clone())));
         assert_ne!(text_hash("a"), text_hash("b"));
     }

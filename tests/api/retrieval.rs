@@ -191,7 +191,12 @@ async fn hybrid_search_stores_vectors_at_ingest_and_fuses_them() {
     assert_eq!(reqs[0]["input"], json!(["passage: museum"]));
     assert!(reqs[0].get("input_type").is_none());
     assert_eq!(reqs[1]["input"].as_array().unwrap().len(), 2);
-    assert!(reqs[1]["input"][0].as_str().unwrap().starts_with("passage: Netsuke of a Sleeping Kitten"));
+    assert!(
+        reqs[1]["input"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("passage: Netsuke of a Sleeping Kitten")
+    );
     assert!(fake.auth_headers().iter().all(Option::is_none));
     let fp = store.vectors().counts().unwrap()[0].0.clone();
     assert!(fp.starts_with("fake-embed|fake-embed|5|"), "{fp}");
@@ -205,7 +210,10 @@ async fn hybrid_search_stores_vectors_at_ingest_and_fuses_them() {
     assert_eq!(hits[0].exhibit.id, "h1", "{hits:?}");
     assert!(hits[0].score > 0.0 && hits[0].score <= 1.0);
     let last = fake.requests().pop().unwrap();
-    assert_eq!(last["input"], json!(["query: Do you have anything feline?"]));
+    assert_eq!(
+        last["input"],
+        json!(["query: Do you have anything feline?"])
+    );
     let hits = r.search("a boat", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, "h3", "{hits:?}");
     // Lexical matches still rank.
@@ -244,7 +252,9 @@ async fn a_failing_embeddings_endpoint_degrades_to_lexical_search() {
 /// `config`'s database.
 async fn background_retriever(config: &Config) -> (Arc<EmbeddedRetriever>, Store) {
     let store = Store::open(&config.database.path).unwrap();
-    let r = retrieval::embedded_from_config(config, &store).await.unwrap();
+    let r = retrieval::embedded_from_config(config, &store)
+        .await
+        .unwrap();
     r.start_background_embedding();
     (Arc::new(r), store)
 }
@@ -356,14 +366,21 @@ async fn a_stalled_endpoint_costs_one_question_the_short_timeout_not_every_quest
     let hits = r.search("gold lacquer", 3).await.unwrap();
     let first = t.elapsed();
     assert_eq!(hits[0].exhibit.id, "h2");
-    assert!(first >= Duration::from_millis(250) && first < Duration::from_secs(3), "{first:?}");
+    assert!(
+        first >= Duration::from_millis(250) && first < Duration::from_secs(3),
+        "{first:?}"
+    );
     // The breaker is open: the next questions do not wait at all, and say so in the status.
     let asked = fake.requests().len();
     for _ in 0..5 {
         let t = std::time::Instant::now();
         let hits = r.search("gold lacquer", 3).await.unwrap();
         assert_eq!(hits[0].exhibit.id, "h2");
-        assert!(t.elapsed() < Duration::from_millis(250), "{:?}", t.elapsed());
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
     }
     assert_eq!(fake.requests().len(), asked);
     let st = r.semantic().unwrap().status();
@@ -400,7 +417,12 @@ async fn readyz_shows_the_semantic_path_embedding_ready_or_down_and_stays_ready(
     let (code, body) = readyz(app.addr).await;
     assert_eq!(code, 200, "lexical search still serves: {body}");
     assert_eq!(body["semantic"]["state"], "down", "{body}");
-    assert!(body["semantic"]["error"].as_str().unwrap().contains("HTTP 500"));
+    assert!(
+        body["semantic"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 500")
+    );
     // The endpoint comes back: the next ingest kicks the worker, which embeds and is ready.
     fake.set_mode(Mode::Ok);
     let dir = tempfile::tempdir().unwrap();

@@ -119,10 +119,8 @@ async fn embeddings(
         .unwrap()
         .clone()
         .map_or(body.0["model"].clone(), Value::from);
-    axum::Json(
-        json!({"object": "list", "data": data, "model": model,
-                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}),
-    )
+    axum::Json(json!({"object": "list", "data": data, "model": model,
+                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}))
     .into_response()
 }
 
@@ -165,7 +163,11 @@ impl FakeEmbeddings {
             .map(|r| {
                 r["input"]
                     .as_array()
-                    .map(|a| a.iter().map(|x| x.as_str().unwrap_or_default().to_string()).collect())
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| x.as_str().unwrap_or_default().to_string())
+                            .collect()
+                    })
                     .unwrap_or_default()
             })
             .collect()
