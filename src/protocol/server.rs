@@ -279,26 +279,34 @@ pub fn encode_text_chunk(
     let seq = seq_buf.format(seq).as_bytes();
     let mut ts_buf = itoa::Buffer::new();
     let ts = ts_buf.format(timestamp_ms).as_bytes();
+    // One scan per string: plain text (the rule) is then copied without a second look.
+    let extra = [
+        escape_extra(session_id.as_bytes()),
+        escape_extra(request_id.as_bytes()),
+        escape_extra(text.as_bytes()),
+    ];
     let len = HEAD.len()
-        + json_str_len(session_id)
+        + session_id.len()
         + RID.len()
-        + json_str_len(request_id)
+        + request_id.len()
         + SEQ.len()
         + seq.len()
         + TEXT.len()
-        + json_str_len(text)
+        + text.len()
         + TS.len()
         + ts.len()
-        + 1;
+        + 1
+        + 6
+        + extra.iter().sum::<usize>();
     let mut out = Vec::with_capacity(len);
     out.extend_from_slice(HEAD);
-    push_json_str(&mut out, session_id);
+    push_json_str_with(&mut out, session_id, extra[0]);
     out.extend_from_slice(RID);
-    push_json_str(&mut out, request_id);
+    push_json_str_with(&mut out, request_id, extra[1]);
     out.extend_from_slice(SEQ);
     out.extend_from_slice(seq);
     out.extend_from_slice(TEXT);
-    push_json_str(&mut out, text);
+    push_json_str_with(&mut out, text, extra[2]);
     out.extend_from_slice(TS);
     out.extend_from_slice(ts);
     out.push(b'}');
@@ -324,7 +332,8 @@ const fn escape_of(b: u8) -> u8 {
 }
 
 /// The index of the first byte of `s` that JSON escapes (a control character, `"` or `\`).
-/// Eight bytes at a time: plain text is the rule, so it is skipped a word per step.
+/// Eight bytes at a time (the last few padded with spaces): plain text is the rule, so it is
+/// skipped a word per step, and only a word that holds such a byte is looked at byte by byte.
 #[inline]
 fn first_escape(s: &[u8]) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
@@ -333,34 +342,57 @@ fn first_escape(s: &[u8]) -> Option<usize> {
     const fn below(x: u64, n: u8) -> u64 {
         x.wrapping_sub(ONES * n as u64) & !x & HIGHS
     }
+    const fn hit(x: u64) -> bool {
+        (below(x, 0x20) | below(x ^ (ONES * b'"' as u64), 1) | below(x ^ (ONES * b'\\' as u64), 1))
+            != 0
+    }
     let mut i = 0;
-    while i + 8 <= s.len() {
-        let x = u64::from_ne_bytes(s[i..i + 8].try_into().expect("eight bytes"));
-        let hit = below(x, 0x20)
-            | below(x ^ (ONES * b'"' as u64), 1)
-            | below(x ^ (ONES * b'\\' as u64), 1);
-        if hit != 0 {
-            break; // the byte is among these eight: found below, byte by byte
+    while i < s.len() {
+        let word = if i + 8 <= s.len() {
+            u64::from_ne_bytes(s[i..i + 8].try_into().expect("eight bytes"))
+        } else {
+            let mut w = [b' '; 8];
+            w[..s.len() - i].copy_from_slice(&s[i..]);
+            u64::from_ne_bytes(w)
+        };
+        if hit(word)
+            && let Some(p) = s[i..s.len().min(i + 8)]
+                .iter()
+                .position(|&b| escape_of(b) != 0)
+        {
+            return Some(i + p);
         }
         i += 8;
     }
-    s[i..]
-        .iter()
-        .position(|&b| escape_of(b) != 0)
-        .map(|p| i + p)
+    None
+}
+
+/// How many bytes escaping adds to `b` (0 for plain text).
+fn escape_extra(b: &[u8]) -> usize {
+    let mut extra = 0;
+    let mut from = 0;
+    while let Some(p) = first_escape(&b[from..]) {
+        let at = from + p;
+        extra += if escape_of(b[at]) == b'u' { 5 } else { 1 };
+        from = at + 1;
+    }
+    extra
 }
 
 /// The length of `s` as a JSON string, quotes included, escaped as [`push_json_str`] writes it.
 pub(crate) fn json_str_len(s: &str) -> usize {
-    let b = s.as_bytes();
-    let mut len = b.len() + 2;
-    let mut from = 0;
-    while let Some(p) = first_escape(&b[from..]) {
-        let at = from + p;
-        len += if escape_of(b[at]) == b'u' { 5 } else { 1 };
-        from = at + 1;
+    s.len() + 2 + escape_extra(s.as_bytes())
+}
+
+/// [`push_json_str`] when [`escape_extra`] of `s` is known: plain text is copied whole.
+fn push_json_str_with(out: &mut Vec<u8>, s: &str, extra: usize) {
+    if extra == 0 {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        push_json_str(out, s);
     }
-    len
 }
 
 /// Appends `s` as a JSON string, quotes included, escaped exactly as serde_json escapes it
