@@ -367,7 +367,7 @@ fn first_escape(s: &[u8]) -> Option<usize> {
     None
 }
 
-/// How many bytes escaping adds to `b` (0 for plain text).
+/// How many bytes escaping adds to `b` (0 for plain text), as [`push_json_str`] escapes it.
 fn escape_extra(b: &[u8]) -> usize {
     let mut extra = 0;
     let mut from = 0;
@@ -377,11 +377,6 @@ fn escape_extra(b: &[u8]) -> usize {
         from = at + 1;
     }
     extra
-}
-
-/// The length of `s` as a JSON string, quotes included, escaped as [`push_json_str`] writes it.
-pub(crate) fn json_str_len(s: &str) -> usize {
-    s.len() + 2 + escape_extra(s.as_bytes())
 }
 
 /// [`push_json_str`] when [`escape_extra`] of `s` is known: plain text is copied whole.
@@ -440,7 +435,11 @@ mod tests {
                 push_json_str(&mut out, &s);
                 let want = serde_json::to_string(&s).unwrap();
                 assert_eq!(String::from_utf8(out).unwrap(), want, "{c:?}");
-                assert_eq!(json_str_len(&s), want.len(), "{c:?}");
+                assert_eq!(
+                    s.len() + 2 + escape_extra(s.as_bytes()),
+                    want.len(),
+                    "{c:?}"
+                );
             }
         }
     }
@@ -451,7 +450,7 @@ mod tests {
             let mut out = Vec::new();
             push_json_str(&mut out, &s);
             let want = serde_json::to_string(&s).unwrap();
-            prop_assert_eq!(json_str_len(&s), want.len());
+            prop_assert_eq!(s.len() + 2 + escape_extra(s.as_bytes()), want.len());
             prop_assert_eq!(String::from_utf8(out).unwrap(), want);
         }
 

@@ -204,8 +204,8 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
 /// The session's side of the socket as a stream of [`Inbound`]: text and binary frames go to
 /// the session; a close ends the stream; a read error (invalid UTF-8 in a text frame, a frame
 /// over hard_frame_bytes, a protocol violation) becomes one last `Broken` so the session can
-/// close with the right code. A plain struct polled in place: an idle session holds 16 bytes
-/// here, where an `unfold` over an async block needed a boxed ~450-byte future.
+/// close with the right code. A plain struct polled in place (an `unfold` over an async block
+/// was one more boxed future per session, its state moved in and out on every frame).
 struct Incoming(Option<futures_util::stream::SplitStream<WebSocket>>);
 
 impl futures_util::Stream for Incoming {
