@@ -358,39 +358,6 @@ fn encode_sized<P: Serialize>(
     String::from_utf8(buf).expect("serde_json writes UTF-8")
 }
 
-/// The RESPONSE frame of one streamed text chunk, encoded from borrowed parts: the same bytes
-/// as [`encode_server`] of [`Response::text`] (a test holds them equal), without building the
-/// owned payload first. This is the frame sent once per streamed token.
-pub fn encode_text_chunk(
-    session_id: &str,
-    request_id: &str,
-    seq: i64,
-    text: &str,
-    timestamp_ms: i64,
-) -> String {
-    #[derive(Serialize)]
-    struct Content<'a> {
-        text: &'a str,
-    }
-    #[derive(Serialize)]
-    struct Chunk<'a> {
-        request_id: &'a str,
-        text_stream_seq: i64,
-        content: Content<'a>,
-    }
-    encode_sized(
-        session_id,
-        "RESPONSE",
-        &Chunk {
-            request_id,
-            text_stream_seq: seq,
-            content: Content { text },
-        },
-        timestamp_ms,
-        request_id.len() + text.len() + text.len() / 8,
-    )
-}
-
 impl ClientFrame {
     pub fn new(session_id: Option<&str>, message: ClientMessage, timestamp_ms: i64) -> Self {
         ClientFrame {

@@ -255,3 +255,226 @@ impl ServerMessage {
         }
     }
 }
+
+/// The RESPONSE frame of one streamed text chunk, written by hand from borrowed parts: the same
+/// bytes as [`super::encode_server`] of [`Response::text`] (tests hold them equal), in one
+/// allocation of exactly the frame's length. This is the frame sent once per streamed token;
+/// serde_json would escape each of its nine keys and six strings byte by byte, and its buffer
+/// (sized by a guess) would cost the socket writer one more allocation when it becomes `Bytes`
+/// (a `Vec` whose length is not its capacity is not converted in place).
+pub fn encode_text_chunk(
+    session_id: &str,
+    request_id: &str,
+    seq: i64,
+    text: &str,
+    timestamp_ms: i64,
+) -> String {
+    const HEAD: &[u8] = concat!(
+        r#"{"version":""#,
+        "1.0",
+        r#"","msg_type":"RESPONSE","session_id":"#
+    )
+    .as_bytes();
+    const RID: &[u8] = br#","payload":{"request_id":"#;
+    const SEQ: &[u8] = br#","text_stream_seq":"#;
+    const TEXT: &[u8] = br#","content":{"text":"#;
+    const TS: &[u8] = br#"}},"timestamp":"#;
+    debug_assert_eq!(super::PROTOCOL_VERSION, "1.0");
+    let mut seq_buf = itoa::Buffer::new();
+    let seq = seq_buf.format(seq).as_bytes();
+    let mut ts_buf = itoa::Buffer::new();
+    let ts = ts_buf.format(timestamp_ms).as_bytes();
+    // One scan per string: plain text (the rule) is then copied without a second look.
+    let extra = [
+        escape_extra(session_id.as_bytes()),
+        escape_extra(request_id.as_bytes()),
+        escape_extra(text.as_bytes()),
+    ];
+    let len = HEAD.len()
+        + session_id.len()
+        + RID.len()
+        + request_id.len()
+        + SEQ.len()
+        + seq.len()
+        + TEXT.len()
+        + text.len()
+        + TS.len()
+        + ts.len()
+        + 1
+        + 6
+        + extra.iter().sum::<usize>();
+    let mut out = Vec::with_capacity(len);
+    out.extend_from_slice(HEAD);
+    push_json_str_with(&mut out, session_id, extra[0]);
+    out.extend_from_slice(RID);
+    push_json_str_with(&mut out, request_id, extra[1]);
+    out.extend_from_slice(SEQ);
+    out.extend_from_slice(seq);
+    out.extend_from_slice(TEXT);
+    push_json_str_with(&mut out, text, extra[2]);
+    out.extend_from_slice(TS);
+    out.extend_from_slice(ts);
+    out.push(b'}');
+    debug_assert_eq!(out.len(), len);
+    // Only whole UTF-8 strings and ASCII were appended.
+    String::from_utf8(out).expect("JSON text is UTF-8")
+}
+
+/// What serde_json writes for byte `b` inside a string: 0 for the byte itself, else the letter
+/// of its short escape (`\n`), or `u` for `\u00XX`.
+const fn escape_of(b: u8) -> u8 {
+    match b {
+        b'"' => b'"',
+        b'\\' => b'\\',
+        0x08 => b'b',
+        0x09 => b't',
+        0x0A => b'n',
+        0x0C => b'f',
+        0x0D => b'r',
+        0..=0x1F => b'u',
+        _ => 0,
+    }
+}
+
+/// The index of the first byte of `s` that JSON escapes (a control character, `"` or `\`).
+/// Eight bytes at a time (the last few padded with spaces): plain text is the rule, so it is
+/// skipped a word per step, and only a word that holds such a byte is looked at byte by byte.
+#[inline]
+fn first_escape(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // Exact for "some byte is below n" when n <= 0x80 (and for "some byte is zero").
+    const fn below(x: u64, n: u8) -> u64 {
+        x.wrapping_sub(ONES * n as u64) & !x & HIGHS
+    }
+    const fn hit(x: u64) -> bool {
+        (below(x, 0x20) | below(x ^ (ONES * b'"' as u64), 1) | below(x ^ (ONES * b'\\' as u64), 1))
+            != 0
+    }
+    let mut i = 0;
+    while i < s.len() {
+        let word = if i + 8 <= s.len() {
+            u64::from_ne_bytes(s[i..i + 8].try_into().expect("eight bytes"))
+        } else {
+            let mut w = [b' '; 8];
+            w[..s.len() - i].copy_from_slice(&s[i..]);
+            u64::from_ne_bytes(w)
+        };
+        if hit(word)
+            && let Some(p) = s[i..s.len().min(i + 8)]
+                .iter()
+                .position(|&b| escape_of(b) != 0)
+        {
+            return Some(i + p);
+        }
+        i += 8;
+    }
+    None
+}
+
+/// How many bytes escaping adds to `b` (0 for plain text), as [`push_json_str`] escapes it.
+fn escape_extra(b: &[u8]) -> usize {
+    let mut extra = 0;
+    let mut from = 0;
+    while let Some(p) = first_escape(&b[from..]) {
+        let at = from + p;
+        extra += if escape_of(b[at]) == b'u' { 5 } else { 1 };
+        from = at + 1;
+    }
+    extra
+}
+
+/// [`push_json_str`] when [`escape_extra`] of `s` is known: plain text is copied whole.
+fn push_json_str_with(out: &mut Vec<u8>, s: &str, extra: usize) {
+    if extra == 0 {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        push_json_str(out, s);
+    }
+}
+
+/// Appends `s` as a JSON string, quotes included, escaped exactly as serde_json escapes it
+/// (`\"`, `\\`, the short escapes `\b \t \n \f \r`, other control characters as lowercase
+/// `\u00xx`; everything else, non-ASCII included, as is). Runs without escapes are copied whole.
+pub(crate) fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let b = s.as_bytes();
+    out.push(b'"');
+    let mut from = 0;
+    while let Some(p) = first_escape(&b[from..]) {
+        let at = from + p;
+        out.extend_from_slice(&b[from..at]);
+        match escape_of(b[at]) {
+            b'u' => out.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b[at] >> 4) as usize],
+                HEX[(b[at] & 0xF) as usize],
+            ]),
+            e => out.extend_from_slice(&[b'\\', e]),
+        }
+        from = at + 1;
+    }
+    out.extend_from_slice(&b[from..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn every_byte_escapes_as_serde_json_escapes_it() {
+        for c in (0u32..0x250).filter_map(char::from_u32) {
+            for s in [
+                c.to_string(),
+                format!("abcdefgh{c}ijklmnop"),
+                format!("{c}{c}{c}{c}{c}{c}{c}{c}{c}"),
+            ] {
+                let mut out = Vec::new();
+                push_json_str(&mut out, &s);
+                let want = serde_json::to_string(&s).unwrap();
+                assert_eq!(String::from_utf8(out).unwrap(), want, "{c:?}");
+                assert_eq!(
+                    s.len() + 2 + escape_extra(s.as_bytes()),
+                    want.len(),
+                    "{c:?}"
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn strings_escape_as_serde_json_escapes_them(s in "(\\PC|[\\x00-\\x1f\"\\\\\\x7f])*") {
+            let mut out = Vec::new();
+            push_json_str(&mut out, &s);
+            let want = serde_json::to_string(&s).unwrap();
+            prop_assert_eq!(s.len() + 2 + escape_extra(s.as_bytes()), want.len());
+            prop_assert_eq!(String::from_utf8(out).unwrap(), want);
+        }
+
+        #[test]
+        fn text_chunks_encode_as_the_general_encoder_does(
+            sid in "[\\PC\"\\\\\\x00-\\x1f]{0,40}",
+            rid in "[\\PC\"\\\\\\x00-\\x1f]{1,20}",
+            text in "(\\PC|[\\x00-\\x1f\"\\\\])*",
+            seq in any::<i64>(),
+            ts in any::<i64>(),
+        ) {
+            let general = super::super::encode_server(
+                &sid,
+                &ServerMessage::Response(Response::text(&rid, seq, text.as_str())),
+                ts,
+            );
+            let fast = encode_text_chunk(&sid, &rid, seq, &text, ts);
+            prop_assert_eq!(fast.len(), fast.capacity());
+            prop_assert_eq!(fast, general);
+        }
+    }
+}

@@ -39,9 +39,13 @@ use crate::config::secs;
 use crate::request::outbox::{OutFrame, OutKind, Outbox};
 use crate::session::{self, Inbound};
 
-/// Read buffer per connection: tungstenite's default (128 KiB, zero-filled) would cost ~133 KiB
-/// of RSS per idle connection; 4 KiB costs ~5 KiB with the same latency (STYLE.md).
-pub(crate) const READ_BUFFER: usize = 4096;
+/// Read buffer per connection, allocated and zero-filled by tungstenite at the upgrade and kept
+/// for the socket's life: its default (128 KiB) would cost ~133 KiB of RSS per idle connection.
+/// At 4 KiB it was the largest single item of an idle session (heaptrack: 4.1 of ~14.5 KiB);
+/// 1 KiB holds any ordinary client frame (REQUEST, INTERRUPT, HEARTBEAT_REPLY are a few hundred
+/// bytes) in one read. A larger frame (a 3.2 KB voice chunk) grows the buffer to its size and is
+/// read 1 KiB per call, a few more reads per voice frame, against 3 KiB less per idle session.
+pub(crate) const READ_BUFFER: usize = 1024;
 
 /// One unit of the server's connection count, released when dropped (also when the upgrade
 /// never completes and the callback is dropped unused).
@@ -191,20 +195,37 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
     let outbox = outbox.with_metrics(app.metrics.clone());
     let frames = OutboxFrames::new(rx, token.clone());
     let writer = tokio::spawn(write(sink, frames, token.clone(), slow));
-    // Text and binary frames go to the session; a close ends the stream; a read error (invalid
-    // UTF-8 in a text frame, a frame over hard_frame_bytes, a protocol violation) becomes one
-    // last `Broken` so the session can close with the right code.
-    let inbound = futures_util::stream::unfold(Some(stream), |state| async move {
-        let mut stream = state?;
+    let inbound = Incoming(Some(stream));
+    session::run(inbound, outbox, token.clone(), peer.ip(), app).await;
+    // The session is over: give the writer a moment to flush its close frame, then drop it.
+    join_writer(writer).await;
+}
+
+/// The session's side of the socket as a stream of [`Inbound`]: text and binary frames go to
+/// the session; a close ends the stream; a read error (invalid UTF-8 in a text frame, a frame
+/// over hard_frame_bytes, a protocol violation) becomes one last `Broken` so the session can
+/// close with the right code. A plain struct polled in place (an `unfold` over an async block
+/// was one more boxed future per session, its state moved in and out on every frame).
+struct Incoming(Option<futures_util::stream::SplitStream<WebSocket>>);
+
+impl futures_util::Stream for Incoming {
+    type Item = Inbound;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Inbound>> {
+        use std::task::Poll;
+        let Some(stream) = self.0.as_mut() else {
+            return Poll::Ready(None);
+        };
         loop {
-            match stream.next().await {
-                None | Some(Ok(Message::Close(_))) => return None,
-                Some(Ok(Message::Text(t))) => {
-                    return Some((Inbound::Text(t.as_str().to_owned()), Some(stream)));
-                }
-                Some(Ok(Message::Binary(b))) => return Some((Inbound::Binary(b), Some(stream))),
+            let item = match std::task::ready!(stream.poll_next_unpin(cx)) {
+                None | Some(Ok(Message::Close(_))) => None,
+                Some(Ok(Message::Text(t))) => Some(Inbound::Text(t.as_str().to_owned())),
+                Some(Ok(Message::Binary(b))) => Some(Inbound::Binary(b)),
                 // Acknowledges the frames written before the outbox's ping (session resume).
-                Some(Ok(Message::Pong(_))) => return Some((Inbound::Pong, Some(stream))),
+                Some(Ok(Message::Pong(_))) => Some(Inbound::Pong),
                 Some(Ok(_)) => continue, // ping: answered by the WebSocket layer
                 Some(Err(e)) => {
                     let text = e.to_string();
@@ -216,20 +237,19 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
                     } else {
                         (1002, "websocket protocol error")
                     };
-                    return Some((
-                        Inbound::Broken {
-                            code,
-                            reason: reason.into(),
-                        },
-                        None,
-                    ));
+                    self.0 = None;
+                    return Poll::Ready(Some(Inbound::Broken {
+                        code,
+                        reason: reason.into(),
+                    }));
                 }
+            };
+            if item.is_none() {
+                self.0 = None;
             }
+            return Poll::Ready(item);
         }
-    });
-    session::run(Box::pin(inbound), outbox, token.clone(), peer.ip(), app).await;
-    // The session is over: give the writer a moment to flush its close frame, then drop it.
-    join_writer(writer).await;
+    }
 }
 
 /// A frame as the writer puts it on the socket.

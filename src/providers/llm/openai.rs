@@ -247,9 +247,10 @@ impl ChunkParser {
 }
 
 /// The common chunk (text delta, role, finish reason) read without building a `Value` tree:
-/// borrowed strings, unknown fields skipped. Anything else (an `error`, `usage`, `tool_calls`,
-/// or a field of an unexpected type) makes [`ChunkParser::push`] read the chunk the general
-/// way, so the fast path changes no outcome, only the allocations per streamed token.
+/// borrowed strings, unknown fields skipped, no allocation unless the text has escapes.
+/// Anything else (an `error`, `usage`, `tool_calls`, or a field of an unexpected type) makes
+/// [`ChunkParser::push`] read the chunk the general way, so the fast path changes no outcome,
+/// only the work per streamed token.
 #[derive(serde::Deserialize)]
 struct FastChunk<'a> {
     #[serde(default, deserialize_with = "present")]
@@ -257,7 +258,41 @@ struct FastChunk<'a> {
     #[serde(default, deserialize_with = "present")]
     usage: bool,
     #[serde(borrow, default)]
-    choices: Option<Vec<FastChoice<'a>>>,
+    choices: Option<FastChoices<'a>>,
+}
+
+/// `choices`, read in place: the first choice of index 0 (the one the general path uses) and
+/// whether any choice carries `tool_calls`. No `Vec` of choices is built.
+#[derive(Default)]
+struct FastChoices<'a> {
+    first: Option<FastChoice<'a>>,
+    tool_calls: bool,
+}
+
+impl<'de: 'a, 'a> serde::Deserialize<'de> for FastChoices<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visit<'a> {
+            type Value = FastChoices<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of choices")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Self::Value, A::Error> {
+                let mut out = FastChoices::default();
+                while let Some(c) = seq.next_element::<FastChoice<'a>>()? {
+                    out.tool_calls |= c.delta.as_ref().is_some_and(|d| d.tool_calls);
+                    if out.first.is_none() && c.index.unwrap_or(0) == 0 {
+                        out.first = Some(c);
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_seq(Visit(std::marker::PhantomData))
+    }
 }
 
 #[derive(serde::Deserialize)]
@@ -302,13 +337,10 @@ impl ChunkParser {
         let Some(choices) = chunk.choices else {
             return true;
         };
-        if choices
-            .iter()
-            .any(|c| c.delta.as_ref().is_some_and(|d| d.tool_calls))
-        {
+        if choices.tool_calls {
             return false;
         }
-        if let Some(choice) = choices.into_iter().find(|c| c.index.unwrap_or(0) == 0) {
+        if let Some(choice) = choices.first {
             if let Some(text) = choice.delta.and_then(|d| d.content)
                 && !text.is_empty()
             {

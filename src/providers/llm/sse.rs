@@ -9,11 +9,13 @@
 //! the caller's timers see that the endpoint is still working.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 
 use super::{LlmError, Segment, SegmentStream};
 
@@ -80,63 +82,111 @@ pub enum SseItem {
     Comment,
 }
 
+/// [`SseItem`] borrowed from the parser's buffers, as [`SseLines::push_with`] hands it over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SseEvent<'a> {
+    Data(&'a str),
+    Comment,
+}
+
 /// The event-stream format (WHATWG server-sent events) reduced to what chat APIs use: `data`
 /// fields joined by newlines, dispatched at a blank line; comment lines (`:...`) reported
 /// (they are keep-alives); `event`, `id` and `retry` ignored. Lines end with LF or CRLF. An
 /// event not closed by a blank line when the body ends is discarded, as the format says.
+///
+/// Lines are read where they arrived: only a line cut by the end of a read is copied (kept
+/// until the rest comes), and an event's data goes into one buffer kept for the stream.
 #[derive(Debug, Default)]
 pub struct SseLines {
-    buf: Vec<u8>,
-    data: Option<String>,
+    /// The start of a line whose end has not arrived yet.
+    partial: Vec<u8>,
+    /// The current event's data, valid while `has_data`.
+    data: String,
+    has_data: bool,
 }
 
 impl SseLines {
     /// Feeds bytes as they arrive; returns the items they complete.
     pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseItem>, LlmError> {
         let mut out = Vec::new();
-        self.push_into(bytes, &mut out)?;
+        self.push_with(bytes, |e| {
+            out.push(match e {
+                SseEvent::Data(d) => SseItem::Data(d.to_string()),
+                SseEvent::Comment => SseItem::Comment,
+            });
+            Ok(())
+        })?;
         Ok(out)
     }
 
-    /// [`SseLines::push`] appending to `out`, so a caller can reuse one `Vec` for a stream.
-    pub fn push_into(&mut self, bytes: &[u8], out: &mut Vec<SseItem>) -> Result<(), LlmError> {
-        self.buf.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some(nl) = self.buf[start..].iter().position(|&b| b == b'\n') {
-            let mut line = &self.buf[start..start + nl];
-            start += nl + 1;
-            if let [rest @ .., b'\r'] = line {
-                line = rest;
-            }
-            let line = std::str::from_utf8(line)
-                .map_err(|_| LlmError::Malformed("the event stream is not valid UTF-8".into()))?;
-            if line.is_empty() {
-                if let Some(d) = self.data.take() {
-                    out.push(SseItem::Data(d));
-                }
-            } else if line.starts_with(':') {
-                out.push(SseItem::Comment);
-            } else {
-                let (field, value) = match line.split_once(':') {
-                    Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
-                    None => (line, ""),
-                };
-                if field == "data" {
-                    match self.data.as_mut() {
-                        Some(d) => {
-                            d.push('\n');
-                            d.push_str(value);
-                        }
-                        None => self.data = Some(value.to_string()),
-                    }
-                }
-            }
+    /// Feeds bytes as they arrive, handing each item they complete to `on`, in order. The
+    /// first error (`on`'s, or the stream's) stops the feed and is returned.
+    pub fn push_with(
+        &mut self,
+        mut bytes: &[u8],
+        mut on: impl FnMut(SseEvent<'_>) -> Result<(), LlmError>,
+    ) -> Result<(), LlmError> {
+        if !self.partial.is_empty() {
+            let Some(nl) = memchr::memchr(b'\n', bytes) else {
+                self.partial.extend_from_slice(bytes);
+                return self.check_partial();
+            };
+            self.partial.extend_from_slice(&bytes[..nl]);
+            bytes = &bytes[nl + 1..];
+            let line = std::mem::take(&mut self.partial);
+            let res = self.line(&line, &mut on);
+            self.partial = line;
+            self.partial.clear();
+            res?;
         }
-        self.buf.drain(..start);
-        if self.buf.len() > MAX_LINE_BYTES {
+        while let Some(nl) = memchr::memchr(b'\n', bytes) {
+            self.line(&bytes[..nl], &mut on)?;
+            bytes = &bytes[nl + 1..];
+        }
+        self.partial.extend_from_slice(bytes);
+        self.check_partial()
+    }
+
+    fn check_partial(&self) -> Result<(), LlmError> {
+        if self.partial.len() > MAX_LINE_BYTES {
             return Err(LlmError::Malformed(format!(
                 "an event-stream line is longer than {MAX_LINE_BYTES} bytes"
             )));
+        }
+        Ok(())
+    }
+
+    /// One complete line, without its LF.
+    fn line(
+        &mut self,
+        mut line: &[u8],
+        on: &mut impl FnMut(SseEvent<'_>) -> Result<(), LlmError>,
+    ) -> Result<(), LlmError> {
+        if let [rest @ .., b'\r'] = line {
+            line = rest;
+        }
+        let line = std::str::from_utf8(line)
+            .map_err(|_| LlmError::Malformed("the event stream is not valid UTF-8".into()))?;
+        if line.is_empty() {
+            if std::mem::take(&mut self.has_data) {
+                on(SseEvent::Data(&self.data))?;
+            }
+        } else if line.starts_with(':') {
+            on(SseEvent::Comment)?;
+        } else {
+            let (field, value) = match line.split_once(':') {
+                Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+                None => (line, ""),
+            };
+            if field == "data" {
+                if self.has_data {
+                    self.data.push('\n');
+                } else {
+                    self.data.clear();
+                    self.has_data = true;
+                }
+                self.data.push_str(value);
+            }
         }
         Ok(())
     }
@@ -145,99 +195,126 @@ impl SseLines {
 /// Longest line accepted (a whole chunk of JSON is one line).
 const MAX_LINE_BYTES: usize = 4 << 20;
 
-enum State<P> {
-    Start(Box<reqwest::RequestBuilder>, P),
-    /// The body, its lines, the parser, segments ready, and the items buffer reused per read.
-    Streaming(Body, SseLines, P, VecDeque<Segment>, Vec<SseItem>),
-    Draining(VecDeque<Segment>),
+type Connecting = Pin<Box<dyn Future<Output = Result<Body, LlmError>> + Send>>;
+
+enum State {
+    /// The request sent, its response awaited.
+    Connecting(Connecting),
+    Streaming(Body),
+    /// The body is over (or the vendor said so): `pending` holds the last segments.
+    Draining,
     Finished,
 }
 
-/// The whole exchange as one stream of segments. Dropping it closes the connection.
-pub fn segments<P: SseParser>(builder: reqwest::RequestBuilder, parser: P) -> SegmentStream {
-    let s = futures_util::stream::unfold(
-        State::Start(Box::new(builder), parser),
-        |state| async move {
-            let mut state = state;
-            loop {
-                state = match state {
-                    State::Finished => return None,
-                    State::Draining(mut q) => {
-                        let seg = q.pop_front()?;
-                        return Some((Ok(seg), State::Draining(q)));
+/// The exchange as a stream of segments; a plain state machine over fields that stay in
+/// place (an `unfold` moved its whole state in and out of a future on every segment).
+struct Segments<P> {
+    state: State,
+    lines: SseLines,
+    parser: P,
+    /// Segments completed and not yet yielded.
+    pending: VecDeque<Segment>,
+}
+
+/// Sends the request; the body of a 2xx response, or the error.
+async fn connect(builder: reqwest::RequestBuilder) -> Result<Body, LlmError> {
+    let resp = builder.send().await.map_err(map_reqwest)?;
+    let status = resp.status();
+    if !status.is_success() {
+        let body = tokio::time::timeout(Duration::from_secs(2), resp.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .map(|b| snippet(&b))
+            .unwrap_or_default();
+        return Err(LlmError::Status {
+            status: status.as_u16(),
+            body,
+        });
+    }
+    Ok(Box::pin(resp.bytes_stream()))
+}
+
+impl<P: SseParser + Unpin> Stream for Segments<P> {
+    type Item = Result<Segment, LlmError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.state {
+                State::Finished => return Poll::Ready(None),
+                State::Draining => {
+                    let seg = this.pending.pop_front();
+                    if seg.is_none() {
+                        this.state = State::Finished;
                     }
-                    State::Start(builder, parser) => {
-                        let resp = match builder.send().await {
-                            Ok(r) => r,
-                            Err(e) => return Some((Err(map_reqwest(e)), State::Finished)),
-                        };
-                        let status = resp.status();
-                        if !status.is_success() {
-                            let body = tokio::time::timeout(Duration::from_secs(2), resp.text())
-                                .await
-                                .ok()
-                                .and_then(Result::ok)
-                                .map(|b| snippet(&b))
-                                .unwrap_or_default();
-                            let e = LlmError::Status {
-                                status: status.as_u16(),
-                                body,
-                            };
-                            return Some((Err(e), State::Finished));
-                        }
-                        let body: Body = Box::pin(resp.bytes_stream());
-                        State::Streaming(
-                            body,
-                            SseLines::default(),
-                            parser,
-                            VecDeque::new(),
-                            Vec::new(),
-                        )
+                    return Poll::Ready(seg.map(Ok));
+                }
+                State::Connecting(fut) => match ready!(fut.as_mut().poll(cx)) {
+                    Ok(body) => this.state = State::Streaming(body),
+                    Err(e) => return this.fail(e),
+                },
+                State::Streaming(body) => {
+                    if let Some(seg) = this.pending.pop_front() {
+                        return Poll::Ready(Some(Ok(seg)));
                     }
-                    State::Streaming(mut body, mut lines, mut parser, mut pending, mut items) => {
-                        if let Some(seg) = pending.pop_front() {
-                            let state = State::Streaming(body, lines, parser, pending, items);
-                            return Some((Ok(seg), state));
-                        }
-                        let next = if parser.finished() {
-                            None
-                        } else {
-                            body.next().await
-                        };
-                        match next {
-                            Some(Ok(bytes)) => {
-                                items.clear();
-                                if let Err(e) = lines.push_into(&bytes, &mut items) {
-                                    return Some((Err(e), State::Finished));
+                    let next = if this.parser.finished() {
+                        None
+                    } else {
+                        ready!(body.as_mut().poll_next(cx))
+                    };
+                    match next {
+                        Some(Ok(bytes)) => {
+                            let (parser, pending) = (&mut this.parser, &mut this.pending);
+                            let fed = this.lines.push_with(&bytes, |event| match event {
+                                SseEvent::Data(data) if !parser.finished() => {
+                                    parser.push_into(data, pending)
                                 }
-                                for item in items.drain(..) {
-                                    let SseItem::Data(data) = item else { continue };
-                                    if let Err(e) = parser.push_into(&data, &mut pending) {
-                                        return Some((Err(e), State::Finished));
-                                    }
-                                    if parser.finished() {
-                                        break;
-                                    }
-                                }
-                                if pending.is_empty() {
-                                    pending.push_back(Segment::KeepAlive);
-                                }
-                                State::Streaming(body, lines, parser, pending, items)
+                                _ => Ok(()),
+                            });
+                            if let Err(e) = fed {
+                                return this.fail(e);
                             }
-                            Some(Err(e)) => {
-                                return Some((Err(map_reqwest(e)), State::Finished));
+                            if this.pending.is_empty() {
+                                this.pending.push_back(Segment::KeepAlive);
                             }
-                            None => match parser.end() {
-                                Ok(rest) => State::Draining(rest.into()),
-                                Err(e) => return Some((Err(e), State::Finished)),
-                            },
                         }
+                        Some(Err(e)) => return this.fail(map_reqwest(e)),
+                        None => match this.parser.end() {
+                            Ok(rest) => {
+                                this.pending.clear();
+                                this.pending.extend(rest);
+                                this.state = State::Draining; // drops the body
+                            }
+                            Err(e) => return this.fail(e),
+                        },
                     }
-                };
+                }
             }
-        },
-    );
-    Box::pin(s)
+        }
+    }
+}
+
+impl<P> Segments<P> {
+    /// Ends the stream with `e` (nothing else is yielded after it).
+    fn fail(&mut self, e: LlmError) -> Poll<Option<Result<Segment, LlmError>>> {
+        self.state = State::Finished;
+        self.pending.clear();
+        Poll::Ready(Some(Err(e)))
+    }
+}
+
+/// The whole exchange as one stream of segments. Dropping it closes the connection.
+pub fn segments<P: SseParser + Unpin>(
+    builder: reqwest::RequestBuilder,
+    parser: P,
+) -> SegmentStream {
+    Box::pin(Segments {
+        state: State::Connecting(Box::pin(connect(builder))),
+        lines: SseLines::default(),
+        parser,
+        pending: VecDeque::new(),
+    })
 }
 
 #[cfg(test)]

@@ -162,15 +162,16 @@ impl SpawnedServer {
         let child = serve.spawn()?;
         let pid = child.id().unwrap_or(0);
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse()?;
-        // Wait until it accepts connections (bounded).
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        // Wait until it accepts connections (bounded; generous, for a server started under
+        // valgrind on a busy machine).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(180);
         loop {
             if tokio::net::TcpStream::connect(addr).await.is_ok() {
                 break;
             }
             anyhow::ensure!(
                 tokio::time::Instant::now() < deadline,
-                "the server did not start listening within 30 s"
+                "the server did not start listening within 180 s"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }

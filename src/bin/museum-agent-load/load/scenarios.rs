@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::Report;
 use super::client::Client;
-use super::stats::{Samples, cpu_seconds};
+use super::stats::{Samples, cpu_seconds, cpu_times};
 use super::upstream::{FakeUpstream, UpstreamTiming, stamps};
 use museum_agent::util::rss_kib;
 
@@ -32,6 +32,11 @@ fn rss(pid: Option<u32>) -> f64 {
 
 fn cpu(pid: Option<u32>) -> f64 {
     pid.and_then(cpu_seconds).unwrap_or(f64::NAN)
+}
+
+/// (user, system) CPU seconds of the server, NaN when unknown.
+fn cpu_split(pid: Option<u32>) -> (f64, f64) {
+    pid.and_then(cpu_times).unwrap_or((f64::NAN, f64::NAN))
 }
 
 /// Raw WebSocket echo on loopback, measured by the same client code: the machine's baseline.
@@ -197,6 +202,7 @@ pub async fn stream(
 ) -> anyhow::Result<Report> {
     up.set_timing(UpstreamTiming { chunks, rate });
     let cpu_before = cpu(t.pid);
+    let split_before = cpu_split(t.pid);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for s in 0..sessions {
@@ -245,6 +251,7 @@ pub async fn stream(
     }
     let secs = start.elapsed().as_secs_f64();
     let cpu_used = cpu(t.pid) - cpu_before;
+    let split_after = cpu_split(t.pid);
     let mut r = Report::new(
         "stream",
         json!({"sessions": sessions, "requests": requests, "chunks": chunks, "rate": rate}),
@@ -263,6 +270,19 @@ pub async fn stream(
     r.add(
         "server CPU per relayed chunk",
         cpu_used * 1e6 / lat.len().max(1) as f64,
+        "us",
+    );
+    // The same, split: the server's own work, and the kernel's on its behalf (socket reads
+    // and writes, polling, thread wake-ups).
+    let per_chunk = |t: f64| t * 1e6 / lat.len().max(1) as f64;
+    r.add(
+        "server user CPU per relayed chunk",
+        per_chunk(split_after.0 - split_before.0),
+        "us",
+    );
+    r.add(
+        "server kernel CPU per relayed chunk",
+        per_chunk(split_after.1 - split_before.1),
         "us",
     );
     r.add("duration", secs, "s");
