@@ -130,10 +130,12 @@ impl Hub {
             serial: self.serial.fetch_add(1, Ordering::Relaxed),
         });
         // The seed's lifecycle: the hub greets a new connection with a heartbeat.
-        conn.control_envelope("heartbeat", "-", &self.heartbeat_payload(&conn, true));
+        // One trace for the greeting: the welcome heartbeat and the resume report.
+        let trace = super::route::new_trace();
+        conn.control_envelope("heartbeat", &trace, &self.heartbeat_payload(&conn, true));
         conn.reply(
             "resume",
-            "-",
+            &trace,
             &serde_json::json!({
                 "type": "resume",
                 "last_seq": claimed,
@@ -193,7 +195,7 @@ impl Hub {
         old.send_error(
             self,
             None,
-            "-",
+            &super::route::new_trace(),
             &HubError::new(
                 ClawCode::E002,
                 "another connection with this identity replaced this one",

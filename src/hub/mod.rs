@@ -372,7 +372,11 @@ impl Hub {
 
     /// Queues the periodic heartbeat (the caller also sends a WebSocket ping).
     pub fn heartbeat(&self, conn: &Conn) {
-        conn.control_envelope("heartbeat", "-", &self.heartbeat_payload(conn, false));
+        conn.control_envelope(
+            "heartbeat",
+            &route::new_trace(),
+            &self.heartbeat_payload(conn, false),
+        );
     }
 
     /// The deepest recipients (queued, unacked, stored), for `/metrics`.
@@ -452,6 +456,12 @@ impl Hub {
             tracing::warn!(error = %e.message, "hub: could not store a society join");
         }
     }
+}
+
+/// Frames above this are not read at all: the socket layer refuses them and the connection is
+/// closed with 1009 (twice `max_message_bytes`, which gets a VALIDATION_ERROR and goes on).
+pub fn hard_frame_limit(config: &HubConfig) -> usize {
+    config.max_message_bytes.max(1024) * 2
 }
 
 /// How often the periodic heartbeat runs.

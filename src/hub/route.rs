@@ -25,7 +25,9 @@ enum Dest {
 type Answered = ((Arc<str>, String), Pending);
 
 impl Hub {
-    /// Handles one text frame from `conn`.
+    /// Handles one text frame from `conn`. Every error it causes carries a real traceId: the
+    /// sender's when it gave a valid one (even in a frame refused for another member), else a
+    /// new one.
     pub async fn handle_text(&self, conn: &Arc<Conn>, text: &str) {
         self.metrics.received.fetch_add(1, Ordering::Relaxed);
         if text.len() > self.config.max_message_bytes {
@@ -37,17 +39,20 @@ impl Hub {
                 ),
                 "send large content by reference, or split it into stream messages",
             );
-            conn.send_error(self, None, "-", &err);
+            let (id, trace) = envelope::loose_ids(text);
+            conn.send_error(self, id.as_deref(), &trace_or_new(trace), &err);
             return;
         }
         match envelope::decode(text, self.config.max_ttl_seconds) {
-            Err(e) => conn.send_error(self, e.original_id.as_deref(), "-", &e.error),
+            Err(e) => conn.send_error(
+                self,
+                e.original_id.as_deref(),
+                &trace_or_new(e.trace_id),
+                &e.error,
+            ),
             Ok(envelope::Frame::Heartbeat) => {}
             Ok(envelope::Frame::Message(m)) => {
-                let trace: String = match &m.trace_id {
-                    Some(t) => t.to_string(),
-                    None => random_id("trace-"),
-                };
+                let trace = trace_or_new(m.trace_id.as_deref().map(str::to_owned));
                 if let Err(err) = self.route(conn, &m, &trace).await {
                     conn.send_error(self, m.id.as_deref(), &trace, &err);
                 }
@@ -434,6 +439,16 @@ impl Hub {
         }
         self.store_for(a, entry, role).await
     }
+}
+
+/// The sender's traceId, or a new one (`trace-…`) when it gave none.
+pub(super) fn trace_or_new(t: Option<String>) -> String {
+    t.unwrap_or_else(new_trace)
+}
+
+/// A new traceId, for what the hub sends on its own (heartbeats, resume reports, closes).
+pub(super) fn new_trace() -> String {
+    random_id("trace-")
 }
 
 pub(super) fn full(a: &Address, depth: usize) -> HubError {
