@@ -128,6 +128,8 @@ impl Hub {
             opts,
             token,
             serial: self.serial.fetch_add(1, Ordering::Relaxed),
+            pipe: Default::default(),
+            seen: Default::default(),
         });
         // The seed's lifecycle: the hub greets a new connection with a heartbeat.
         // One trace for the greeting: the welcome heartbeat and the resume report.
@@ -354,6 +356,9 @@ impl Hub {
             }
             was
         };
+        // Deliveries to other processes already sent are still settled (errors reported);
+        // no new ones start.
+        conn.close_pipe();
         if conn.mailbox.is_closed() {
             return;
         }
@@ -483,12 +488,24 @@ impl Hub {
             }
             let mut copy = clone_entry(&e);
             copy.seq = Some(seq);
-            self.hold(conn.address.clone(), Arc::new(copy), String::new(), true);
+            self.hold(
+                conn.address.clone(),
+                Arc::new(copy),
+                String::new(),
+                true,
+                Default::default(),
+            );
         }
         for e in d.queued {
             // Stored ones stay in JetStream unacknowledged: redelivered after ack_wait.
             if e.row.is_none() {
-                self.hold(conn.address.clone(), e, String::new(), true);
+                self.hold(
+                    conn.address.clone(),
+                    e,
+                    String::new(),
+                    true,
+                    Default::default(),
+                );
             }
         }
     }
@@ -557,7 +574,7 @@ impl Hub {
     ) -> Result<(), HubError> {
         let backend = self.backend();
         if let Backend::NatsDown = backend {
-            return self.hold_or_refuse(a, entry, role);
+            return self.hold_or_refuse(a, entry, role, Default::default());
         }
         if !self.known(&backend, a).await {
             return Err(not_found(a));

@@ -127,6 +127,11 @@ pub struct Conn {
     /// Cancelled to close the connection.
     pub token: CancellationToken,
     serial: u64,
+    /// Its deliveries to other processes waiting for their answers, in the order sent (NATS
+    /// backend; started at the first one, closed at detach).
+    pipe: Mutex<Option<tokio::sync::mpsc::Sender<cluster::Piped>>>,
+    /// Delivery ids of the messages other processes sent it lately (to drop a retry).
+    seen: Mutex<cluster::Seen>,
 }
 
 impl Conn {
@@ -227,6 +232,8 @@ pub struct Hub {
     /// Messages for other processes held while NATS is unreachable.
     held: Mutex<std::collections::VecDeque<cluster::Held>>,
     held_notify: tokio::sync::Notify,
+    /// This hub, for the tasks it starts (set by [`Hub::start`]).
+    me: std::sync::OnceLock<std::sync::Weak<Hub>>,
 }
 
 /// Where inboxes live and how other processes are reached, right now.
@@ -299,6 +306,7 @@ impl Hub {
             node: random_id("node-")[..17].to_string(),
             held: Mutex::new(Default::default()),
             held_notify: tokio::sync::Notify::new(),
+            me: std::sync::OnceLock::new(),
         })
     }
 
