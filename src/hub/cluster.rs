@@ -558,23 +558,58 @@ impl Hub {
         }
     }
 
-    /// Another process is accepting a connection with an identity we hold: ours is replaced;
-    /// the answer goes back once what it held is stored, so the new one reads a settled inbox.
+    /// Another process is attaching an identity we hold, or are attaching ourselves. The
+    /// later attach wins ([`nats::Stamp`]): if ours is later we answer "kept" at once (the other
+    /// attach is then the one replaced); otherwise ours is replaced, once its attach (if one is
+    /// under way) has finished, and the answer goes back when what it held is stored, so the
+    /// new one reads a settled inbox. Answering "kept" without waiting for our own attach is
+    /// what keeps two concurrent attaches from waiting on each other.
     async fn on_kick(&self, n: &Nats, msg: async_nats::Message) {
-        let key = String::from_utf8_lossy(&msg.payload).to_string();
-        let lock = self.address_lock(&Arc::from(key.as_str()));
-        {
-            let _guard = lock.lock().await;
-            let conn = self.state().online.get(key.as_str()).cloned();
-            if let Some(c) = conn {
-                tracing::info!(address = %key, "hub: replaced by a connection on another process");
-                self.replace(&c).await;
+        let kick: nats::Kick = match serde_json::from_slice(&msg.payload) {
+            Ok(k) => k,
+            // A bare address (an older process): it wins, as a kick always did.
+            Err(_) => nats::Kick {
+                key: String::from_utf8_lossy(&msg.payload).to_string(),
+                stamp: nats::Stamp {
+                    ms: i64::MAX,
+                    node: String::new(),
+                },
+            },
+        };
+        let key: Arc<str> = Arc::from(kick.key.as_str());
+        let ours = {
+            let st = self.state();
+            st.attaching
+                .get(&key)
+                .cloned()
+                .or_else(|| st.online.get(&key).map(|c| c.stamp.clone()))
+        };
+        let answer: &'static str = match ours {
+            Some(ours) if ours > kick.stamp => {
+                tracing::info!(address = %key, "hub: kept against an older attach on another process");
+                "kept"
             }
-        }
+            _ => {
+                let lock = self.address_lock(&key);
+                let _guard = lock.lock().await;
+                let conn = self.state().online.get(&key).cloned();
+                match conn {
+                    // A newer attach of ours meanwhile: it stays.
+                    Some(c) if c.stamp > kick.stamp => "kept",
+                    Some(c) => {
+                        tracing::info!(address = %key, "hub: replaced by a connection on another process");
+                        c.kicked.store(true, Ordering::Relaxed);
+                        self.replace(&c).await;
+                        "done"
+                    }
+                    None => "done",
+                }
+            }
+        };
         if let Some(reply) = msg.reply {
             let _ = tokio::time::timeout(
                 Duration::from_secs(2),
-                n.client.publish(reply, "done".into()),
+                n.client.publish(reply, answer.into()),
             )
             .await;
         }

@@ -71,10 +71,15 @@ pub async fn open(
                 }),
             )
         }
-        Err(e) => {
-            tracing::error!(address = %key, error = %e, "hub: could not attach a connection");
-            (Outgoing::new(hub.clone(), None), None)
-        }
+        Err(e) => match e.downcast::<super::inbox::Lost>() {
+            // A newer connection of this identity on another process keeps it: this one
+            // writes its greeting, the error saying so and the close (4001).
+            Ok(super::inbox::Lost(conn)) => (Outgoing::new(hub.clone(), Some(conn)), None),
+            Err(e) => {
+                tracing::error!(address = %key, error = %e, "hub: could not attach a connection");
+                (Outgoing::new(hub.clone(), None), None)
+            }
+        },
     }
 }
 

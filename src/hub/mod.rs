@@ -132,6 +132,19 @@ pub struct Conn {
     pipe: Mutex<Option<tokio::sync::mpsc::Sender<cluster::Piped>>>,
     /// Delivery ids of the messages other processes sent it lately (to drop a retry).
     seen: Mutex<cluster::Seen>,
+    /// When and where it attached: the tie-break between two attaches of one identity.
+    stamp: nats::Stamp,
+    /// Replaced by a connection on another process (which owns the presence entry now).
+    kicked: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("address", &self.address.key)
+            .field("serial", &self.serial)
+            .finish()
+    }
 }
 
 impl Conn {
@@ -207,6 +220,8 @@ struct State {
     online: HashMap<Arc<str>, Arc<Conn>>,
     /// Broadcast groups: (env or "" for humans, type) → connections.
     groups: HashMap<(Arc<str>, PeerType), Vec<Arc<Conn>>>,
+    /// Attaches in progress here, with their stamps (a kick arriving meanwhile compares them).
+    attaching: HashMap<Arc<str>, nats::Stamp>,
     /// Addresses with a stream, and the tier each last connected with.
     known: HashMap<Arc<str>, Option<Tier>>,
     /// Stored (offline) message counts, loaded lazily.

@@ -180,6 +180,31 @@ pub enum Corr {
     },
 }
 
+/// An attach's place in the tie-break between two connections of one identity: the later
+/// attach wins; at the same millisecond, the greater process id. Both processes compare the
+/// same two stamps, so they agree on the winner without asking each other again.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Stamp {
+    pub ms: i64,
+    pub node: String,
+}
+
+/// A kick: the address another process is attaching, and that attach's stamp.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Kick {
+    pub key: String,
+    pub stamp: Stamp,
+}
+
+/// What an attach learned from the presence bucket and the holder it kicked.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This attach holds the identity now.
+    Won,
+    /// A newer attach of the same identity (on another process) keeps it: this one is replaced.
+    Lost,
+}
+
 /// What travels with a cross-process unicast besides the entry.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Meta {
@@ -839,21 +864,57 @@ impl Nats {
             tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(subject, Bytes::new())).await;
     }
 
-    /// Asks the process that holds `a` (if another one does) to close its connection as
-    /// replaced, and waits until it has stored what that connection held (bounded).
-    pub async fn kick(&self, a: &Address) {
-        let Some(node) = self.holder(a).await else {
-            return;
-        };
-        if node == self.node {
-            return;
+    /// Claims `a` for this process's attach stamped `stamp`, in the presence bucket with
+    /// compare-and-set, so two processes attaching one identity at once see each other: the
+    /// holder found there is kicked (it yields, after storing what it held, if its attach is
+    /// older; otherwise it answers "kept" and this attach has lost). Bounded retries; if NATS
+    /// does not answer, the attach goes on (the last writer holds, as before).
+    pub async fn claim(&self, a: &Address, stamp: &Stamp) -> Claim {
+        let key = addr_tokens(a);
+        let mine = || Bytes::from(self.node.clone().into_bytes());
+        for _ in 0..5 {
+            let current = match within(self.presence.entry(key.clone())).await {
+                Ok(e) => e,
+                Err(_) => return Claim::Won,
+            };
+            let live = current
+                .as_ref()
+                .filter(|e| e.operation == kv::Operation::Put);
+            if let Some(e) = live {
+                let holder = String::from_utf8_lossy(&e.value).to_string();
+                if holder != self.node && self.kick(&holder, a, stamp).await {
+                    return Claim::Lost;
+                }
+            }
+            let claimed = match &current {
+                Some(e) => within(self.presence.update(&key, mine(), e.revision)).await,
+                None => within(self.presence.create(&key, mine())).await,
+            };
+            if claimed.is_ok() {
+                return Claim::Won;
+            }
+            // Someone wrote it meanwhile (another attach): read it again.
         }
-        let subject = format!("{}.kick.{}", self.prefix, token(&node));
-        let _ = tokio::time::timeout(
-            JS_TIMEOUT,
-            self.client.request(subject, a.key.to_string().into()),
-        )
-        .await;
+        self.present(a).await;
+        Claim::Won
+    }
+
+    /// Asks process `node` to close its connection of `a` as replaced, and waits (bounded)
+    /// until it has stored what that connection held. True when it answered "kept": its own
+    /// attach of `a` is newer, and this one is the one replaced.
+    async fn kick(&self, node: &str, a: &Address, stamp: &Stamp) -> bool {
+        let subject = format!("{}.kick.{}", self.prefix, token(node));
+        let kick = Kick {
+            key: a.key.to_string(),
+            stamp: stamp.clone(),
+        };
+        let Ok(payload) = serde_json::to_vec(&kick) else {
+            return false;
+        };
+        match tokio::time::timeout(JS_TIMEOUT, self.client.request(subject, payload.into())).await {
+            Ok(Ok(reply)) => &reply.payload[..] == b"kept",
+            _ => false,
+        }
     }
 }
 
@@ -880,6 +941,13 @@ mod tests {
             assert_eq!(untoken(&t).as_deref(), Some(id));
         }
         assert_eq!(token("agent_001"), "agent_001");
+        let stamp = |ms, node: &str| Stamp {
+            ms,
+            node: node.into(),
+        };
+        // The later attach wins; at the same millisecond, the greater process id.
+        assert!(stamp(2, "node-a") > stamp(1, "node-z"));
+        assert!(stamp(1, "node-b") > stamp(1, "node-a"));
         assert_ne!(token("_under"), "_under");
         assert_eq!(
             addr_tokens(&Address::agent("hall.1", "guide")),

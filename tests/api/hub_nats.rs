@@ -638,3 +638,64 @@ async fn a_retry_of_a_delivery_already_made_is_not_delivered_twice() {
     let (_, others) = rx.call(json!({"type": "presence"})).await.unwrap();
     assert!(others.is_empty(), "delivered twice: {others:?}");
 }
+
+/// Whether `c` is still the live connection of its identity: a hub call is answered. A
+/// replaced one reads the error saying so, then the close (4001).
+async fn alive(c: &mut HubClient) -> Result<(), String> {
+    match c.call(json!({"type": "presence"})).await {
+        Ok(_) => Ok(()),
+        Err(_) => Err("closed".into()),
+    }
+}
+
+/// Two connections of one identity attaching at the same time on two processes (each one's
+/// kick arrives while the other is mid-attach): exactly one survives, the later attach, and
+/// the other is closed as replaced (4001), every time; the survivor gets the messages.
+#[tokio::test]
+async fn two_attaches_of_one_identity_at_once_leave_exactly_one() {
+    let Some(n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut world = connect(
+        &s1,
+        Identity::Environment("hall_a".into()),
+        Options::default(),
+    )
+    .await;
+    for round in 0..6 {
+        let (u1, u2) = (s1.base_url(), s2.base_url());
+        let (a, b) = tokio::join!(
+            HubClient::connect(&u1, agent("hall_a", "twin"), &s1.api_key, manual()),
+            HubClient::connect(&u2, agent("hall_a", "twin"), &s2.api_key, manual()),
+        );
+        let mut live = vec![];
+        for c in [a, b] {
+            match c {
+                Ok(mut c) => {
+                    if alive(&mut c).await.is_ok() {
+                        live.push(c);
+                    } else {
+                        let (_, code) = c.until_close().await.unwrap_or((vec![], None));
+                        assert!(matches!(code, None | Some(4001)), "round {round}: {code:?}");
+                    }
+                }
+                Err(e) => assert!(e.to_string().contains("replaced"), "round {round}: {e}"),
+            }
+        }
+        // The loser may learn it lost just after its first call: look again.
+        let mut still = vec![];
+        for mut c in live {
+            if alive(&mut c).await.is_ok() {
+                still.push(c);
+            }
+        }
+        assert_eq!(still.len(), 1, "round {round}: survivors");
+        let mut twin = still.pop().unwrap();
+        world
+            .send(world.agent("twin"), &json!({"round": round}))
+            .await
+            .unwrap();
+        assert_eq!(twin.recv().await.unwrap().payload["round"], round);
+        twin.ack(twin.last_seq()).await.unwrap();
+        twin.call(json!({"type": "presence"})).await.unwrap();
+    }
+}
