@@ -66,7 +66,7 @@ pub(crate) struct Outbound {
 
 /// What a connection's pipe settles, in order.
 pub(crate) enum Piped {
-    Flight(InFlight),
+    Flight(Box<InFlight>),
     /// Completed once everything piped before it is settled.
     Barrier(oneshot::Sender<()>),
 }
@@ -106,6 +106,7 @@ async fn run_pipe(hub: Weak<Hub>, conn: Weak<Conn>, mut rx: mpsc::Receiver<Piped
                 continue;
             }
         };
+        let f = *f;
         let answer = tokio::time::timeout_at(f.deadline, f.answer).await;
         let Some(hub) = hub.upgrade() else { return };
         let r = match answer {
@@ -454,13 +455,13 @@ impl Hub {
         };
         match n.send_remote(&out.a, &out.entry, &out.role, &meta).await {
             Ok((token, answer)) => {
-                permit.send(Piped::Flight(InFlight {
+                permit.send(Piped::Flight(Box::new(InFlight {
                     token,
                     answer,
                     deadline: n.answer_deadline(),
                     meta,
                     out,
-                }));
+                })));
                 Ok(())
             }
             Err(r) => {
@@ -822,5 +823,25 @@ impl Hub {
             }
             Err(e) => tracing::debug!(error = %e, "hub: inbox sweep failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_remembers_the_last_deliveries_only() {
+        let mut s = Seen::default();
+        for id in 0..SEEN_CAP as u64 {
+            s.insert(id);
+        }
+        assert!(s.contains(0) && s.contains(SEEN_CAP as u64 - 1));
+        assert!(!s.contains(SEEN_CAP as u64));
+        // Full: the oldest goes first.
+        s.insert(SEEN_CAP as u64);
+        assert!(!s.contains(0));
+        assert!(s.contains(1) && s.contains(SEEN_CAP as u64));
+        assert_eq!(s.ids.len(), SEEN_CAP);
     }
 }

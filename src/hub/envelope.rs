@@ -355,15 +355,15 @@ pub enum Frame<'a> {
 /// A refused frame: the error and, when they could be read, the frame's own id and traceId.
 #[derive(Debug, PartialEq)]
 pub struct DecodeError {
-    pub original_id: Option<String>,
+    pub original_id: Option<Box<str>>,
     /// The sender's traceId when it is a valid one (1 to 128 characters); the error carries it.
-    pub trace_id: Option<String>,
+    pub trace_id: Option<Box<str>>,
     pub error: HubError,
 }
 
 fn invalid(id: Option<&Cow<'_, str>>, message: String, suggested: &str) -> DecodeError {
     DecodeError {
-        original_id: id.map(|s| s.to_string()),
+        original_id: id.map(|s| Box::from(&**s)),
         trace_id: None,
         error: HubError::validation(message, suggested),
     }
@@ -428,8 +428,8 @@ pub fn decode(text: &str, max_ttl_seconds: f64) -> Result<Frame<'_>, DecodeError
         // still be readable: the error names them (only a broken JSON text has neither).
         let (original_id, trace_id) = loose_ids(text);
         DecodeError {
-            original_id,
-            trace_id,
+            original_id: original_id.map(String::into_boxed_str),
+            trace_id: trace_id.map(String::into_boxed_str),
             error: HubError::validation(
                 msg,
                 "send a JSON object {type, id, sender, recipient, payload}",
@@ -440,7 +440,7 @@ pub fn decode(text: &str, max_ttl_seconds: f64) -> Result<Frame<'_>, DecodeError
         .trace_id
         .as_deref()
         .filter(|t| valid_trace(t))
-        .map(str::to_owned);
+        .map(Box::<str>::from);
     decode_checked(w, max_ttl_seconds).map_err(|mut e| {
         e.trace_id = trace;
         e
@@ -1460,7 +1460,7 @@ mod tests {
                     prop_assert!(e.error.message.contains(n.as_str()),
                         "{}: message {:?} does not name {:?}\n{}", b.what, e.error.message, n, b.text);
                 }
-                prop_assert_eq!(&e.original_id, &b.original_id, "{}: {}\n{}", b.what, e.error.message, b.text);
+                prop_assert_eq!(e.original_id.as_deref(), b.original_id.as_deref(), "{}: {}\n{}", b.what, e.error.message, b.text);
             }
 
             /// Valid envelopes decode to what was sent, and the delivery body built from the

@@ -356,7 +356,7 @@ pub async fn connect(
         .request_timeout(Some(REQUEST_TIMEOUT))
         .ping_interval(Duration::from_secs(5))
         .client_capacity(cfg.nats_outage_buffer.max(2048))
-        .subscription_capacity(8192)
+        .subscription_capacity(65_536)
         .event_callback(move |ev| {
             let tx = tx.clone();
             async move {

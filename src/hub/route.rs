@@ -92,7 +92,7 @@ impl Hub {
             Err(e) => conn.send_error(
                 self,
                 e.original_id.as_deref(),
-                &trace_or_new(e.trace_id),
+                &trace_or_new(e.trace_id.map(String::from)),
                 &e.error,
             ),
             Ok(envelope::Frame::Heartbeat) => {}
