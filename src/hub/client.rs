@@ -133,6 +133,8 @@ pub struct HubClient {
     pub welcome: Value,
     /// The resume report (`complete`, `missing`, `resent`, …).
     pub resume: Value,
+    /// The greeting as received: the welcome heartbeat and the resume report envelopes.
+    pub greeting: Vec<Envelope>,
 }
 
 impl HubClient {
@@ -182,19 +184,21 @@ impl HubClient {
             counter: 0,
             welcome: Value::Null,
             resume: Value::Null,
+            greeting: Vec::new(),
         };
         let hb = c.next_raw().await?;
         anyhow::ensure!(
             hb.ty == "heartbeat",
             "expected the welcome heartbeat, got {hb:?}"
         );
-        c.welcome = hb.payload;
+        c.welcome = hb.payload.clone();
         let r = c.next_raw().await?;
         anyhow::ensure!(
             r.payload["type"] == "resume",
             "expected the resume report, got {r:?}"
         );
-        c.resume = r.payload;
+        c.resume = r.payload.clone();
+        c.greeting = vec![hb, r];
         Ok(c)
     }
 
@@ -300,6 +304,16 @@ impl HubClient {
         Ok(())
     }
 
+    /// Sends a binary frame (not part of the hub protocol: tests use it).
+    pub async fn send_binary(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        tokio::time::timeout(
+            self.timeout,
+            self.ws.send(Message::Binary(bytes.to_vec().into())),
+        )
+        .await??;
+        Ok(())
+    }
+
     /// Acknowledges everything up to `seq`.
     pub async fn ack(&mut self, seq: u64) -> anyhow::Result<()> {
         self.send(Self::hub(), &json!({"type": "ack", "seq": seq}))
@@ -333,6 +347,11 @@ impl HubClient {
         }
     }
 
+    /// The next envelope of any type, heartbeats included (they are answered too).
+    pub async fn next_envelope(&mut self) -> anyhow::Result<Envelope> {
+        self.next_raw().await
+    }
+
     async fn next_raw(&mut self) -> anyhow::Result<Envelope> {
         loop {
             let msg = tokio::time::timeout(self.timeout, self.ws.next())
@@ -352,6 +371,24 @@ impl HubClient {
                 }
                 Message::Close(f) => anyhow::bail!("the hub closed the connection: {f:?}"),
                 _ => continue,
+            }
+        }
+    }
+
+    /// Reads until the hub closes the connection: the envelopes before the close (heartbeats
+    /// included), and the close code (None: closed without a close frame).
+    pub async fn until_close(&mut self) -> anyhow::Result<(Vec<Envelope>, Option<u16>)> {
+        let mut got = vec![];
+        loop {
+            let msg = tokio::time::timeout(self.timeout, self.ws.next())
+                .await
+                .map_err(|_| anyhow::anyhow!("no close from the hub within {:?}", self.timeout))?;
+            match msg {
+                None => return Ok((got, None)),
+                Some(Err(e)) => anyhow::bail!("read failed before a close frame: {e}"),
+                Some(Ok(Message::Text(t))) => got.push(serde_json::from_str(t.as_str())?),
+                Some(Ok(Message::Close(f))) => return Ok((got, f.map(|f| u16::from(f.code)))),
+                Some(Ok(_)) => {}
             }
         }
     }

@@ -10,11 +10,75 @@ use futures_util::StreamExt;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use tokio::sync::{mpsc, oneshot};
+
 use super::envelope::{ClawCode, HubError, PeerType, Tier};
 use super::mailbox::{Entry, PushError, StoredRef};
-use super::nats::{self, Nats, Remote};
-use super::{Address, Backend, Hub, group_key};
+use super::nats::{self, Corr, Meta, Nats, Remote};
+use super::route::{Answered, Miss, full, take_pending, timed_out, uncorrelated};
+use super::{Address, Backend, Conn, Hub, Pending, group_key};
 use crate::config::{HubBackend, secs};
+
+/// Deliveries to other processes one connection may have waiting for their answers. Past it
+/// the connection's next one waits (the client's frames are read more slowly): bounded memory
+/// and a bounded queue at the holders, whatever a sender does.
+pub const PIPE_WINDOW: usize = 256;
+
+/// How many deliveries from other processes a connection remembers, to recognise a retry of
+/// one it already got (a holder that answered after the sender's timeout). Grown on demand;
+/// 8 bytes each; looked through only for retries.
+pub const SEEN_CAP: usize = 4096;
+
+/// The delivery ids a connection received from other processes lately (a ring).
+#[derive(Default)]
+pub(crate) struct Seen {
+    ids: Vec<u64>,
+    next: usize,
+}
+
+impl Seen {
+    pub fn insert(&mut self, id: u64) {
+        if self.ids.len() < SEEN_CAP {
+            self.ids.push(id);
+        } else {
+            self.ids[self.next] = id;
+            self.next = (self.next + 1) % SEEN_CAP;
+        }
+    }
+
+    pub fn contains(&self, id: u64) -> bool {
+        self.ids.contains(&id)
+    }
+}
+
+/// A routed message for a recipient on another process, as the router hands it over.
+pub(crate) struct Outbound {
+    pub a: Address,
+    pub entry: Arc<Entry>,
+    pub role: String,
+    pub corr: Option<Corr>,
+    /// For the error the sender gets if it is not delivered.
+    pub msg_id: String,
+    pub trace: String,
+    /// The pending request a response answered (put back if it is not delivered).
+    pub answered: Option<Answered>,
+}
+
+/// What a connection's pipe settles, in order.
+pub(crate) enum Piped {
+    Flight(Box<InFlight>),
+    /// Completed once everything piped before it is settled.
+    Barrier(oneshot::Sender<()>),
+}
+
+/// A delivery published to another process, waiting for its answer in its sender's pipe.
+pub(crate) struct InFlight {
+    token: u64,
+    answer: oneshot::Receiver<Remote>,
+    deadline: tokio::time::Instant,
+    meta: Meta,
+    out: Outbound,
+}
 
 /// A message for another process (or an inbox) held while NATS is unreachable.
 pub(crate) struct Held {
@@ -25,6 +89,63 @@ pub(crate) struct Held {
     pub role: String,
     /// Straight to the inbox (what a leaving connection had not acknowledged).
     pub store_only: bool,
+    /// Its delivery id and correlation (a replay is a retry of the same delivery).
+    pub meta: Meta,
+}
+
+/// A connection's pipe: settles its deliveries to other processes in the order they were sent
+/// (each waits for its answer until its deadline), reporting each failure to the sender with the
+/// message's id and trace, and putting back the pending request a failed response answered.
+/// Ends when the connection closes its side and the last one is settled.
+async fn run_pipe(hub: Weak<Hub>, conn: Weak<Conn>, mut rx: mpsc::Receiver<Piped>) {
+    while let Some(item) = rx.recv().await {
+        let f = match item {
+            Piped::Flight(f) => f,
+            Piped::Barrier(done) => {
+                let _ = done.send(());
+                continue;
+            }
+        };
+        let f = *f;
+        let answer = tokio::time::timeout_at(f.deadline, f.answer).await;
+        let Some(hub) = hub.upgrade() else { return };
+        let r = match answer {
+            Ok(Ok(r)) => r,
+            _ => {
+                if let Some(n) = hub.nats.get() {
+                    n.forget(f.token);
+                }
+                Remote::Unavailable
+            }
+        };
+        if r == Remote::Delivered {
+            continue;
+        }
+        let o = f.out;
+        if let Err(err) = hub.settle_outcome(&o.a, o.entry, &o.role, f.meta, r).await {
+            if let Some((k, p)) = o.answered {
+                hub.pending().insert(k, p);
+            }
+            match conn.upgrade() {
+                Some(c) => c.send_error(&hub, Some(&o.msg_id), &o.trace, &err),
+                None => {
+                    hub.metrics.error(err.code.star());
+                    tracing::debug!(to = %o.a.key, trace_id = %o.trace, msg_id = %o.msg_id, error = %err.message, "hub: undelivered, and its sender has gone");
+                }
+            }
+        }
+    }
+}
+
+impl Conn {
+    /// Closes the pipe: deliveries already sent are still settled, no new ones start.
+    pub(super) fn close_pipe(&self) {
+        self.pipe.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Subscriptions of this process, by local client and by broadcast group.
@@ -54,6 +175,7 @@ impl Hub {
             return;
         }
         let weak = Arc::downgrade(self);
+        let _ = self.me.set(weak.clone());
         let cfg = self.config.clone();
         let node = self.node.clone();
         tokio::spawn(async move {
@@ -67,7 +189,15 @@ impl Hub {
             let n = loop {
                 if client.connection_state() == async_nats::connection::State::Connected {
                     match Nats::setup(client.clone(), &cfg, &node).await {
-                        Ok(n) => break Arc::new(n),
+                        Ok(n) => {
+                            let n = Arc::new(n);
+                            match n.serve_replies().await {
+                                Ok(()) => break n,
+                                Err(e) => {
+                                    tracing::warn!(error = %e, "hub: NATS reply subscription failed; retrying")
+                                }
+                            }
+                        }
                         Err(e) => tracing::warn!(error = %e, "hub: NATS setup failed; retrying"),
                     }
                 }
@@ -195,38 +325,203 @@ impl Hub {
         }
     }
 
-    /// A delivery from another process to a client of ours; answers ok, full or closed.
+    /// A delivery from another process to a client of ours; answers ok, full or closed (and,
+    /// for a response, expired or uncorrelated). A retry of a delivery the client already got
+    /// is answered ok and not delivered again.
     async fn on_unicast(&self, key: &Arc<str>, msg: async_nats::Message) {
         let Some(n) = self.nats.get() else { return };
         n.metrics.received.fetch_add(1, Ordering::Relaxed);
         let conn = self.state().online.get(key).cloned();
-        let answer: &'static [u8] = match (
-            conn,
-            Nats::entry_of(msg.headers.as_ref(), &msg.payload, None),
-        ) {
-            (Some(c), Some((mut e, role))) => {
-                if c.opts.llm_format
-                    && let Some(b) = super::route::with_formatted(&e.body, &role)
-                {
-                    e.body = b.into();
-                }
-                match c.mailbox.push(Arc::new(e)) {
-                    Ok(()) => b"ok",
-                    Err(PushError::Full) => b"full",
-                    Err(PushError::Closed) => b"closed",
-                }
-            }
-            // Not (or no longer, or not yet) ours: stay silent so the process that does hold
-            // it answers; if none does, the sender times out and holds it for a retry.
-            _ => return,
+        // Not (or no longer, or not yet) ours: stay silent so the process that does hold it
+        // answers; if none does, the sender times out and holds it for a retry.
+        let Some(c) = conn else { return };
+        let Some((mut e, role)) = Nats::entry_of(msg.headers.as_ref(), &msg.payload, None) else {
+            return;
         };
+        let meta = Meta::read(msg.headers.as_ref());
+        let answer = self.receive_remote(&c, &mut e, &role, &meta);
         if let Some(reply) = msg.reply {
             // Bounded: a full client buffer (NATS down) blocks publish.
             let _ = tokio::time::timeout(
                 Duration::from_secs(2),
-                n.client.publish(reply, answer.into()),
+                n.client.publish(reply, answer.answer().into()),
             )
             .await;
+        }
+    }
+
+    /// Delivers a message from another process to the local connection `c`: drops a retry it
+    /// already got, checks a response against the request pending here, registers a request
+    /// for the local responder. What to answer the sender.
+    fn receive_remote(&self, c: &Arc<Conn>, e: &mut Entry, role: &str, meta: &Meta) -> Remote {
+        let key = &c.address.key;
+        if meta.delivery != 0 && meta.retry && c.seen().contains(meta.delivery) {
+            return Remote::Delivered;
+        }
+        let now = crate::util::now_ms();
+        let taken = match &meta.corr {
+            Some(Corr::Check {
+                responder,
+                request_id,
+            }) => {
+                let k = (key.clone(), request_id.clone());
+                match take_pending(&mut self.pending(), k, responder, now) {
+                    Ok(t) => Some(t),
+                    Err(Miss::Expired) => return Remote::Expired,
+                    Err(_) => return Remote::Uncorrelated,
+                }
+            }
+            // Checked (and taken) at the responder's process: this process's own entry for
+            // the request goes too, so a second response is refused wherever it comes from.
+            Some(Corr::Checked {
+                responder,
+                request_id,
+            }) => {
+                let k = (key.clone(), request_id.clone());
+                take_pending(&mut self.pending(), k, responder, now).ok()
+            }
+            _ => None,
+        };
+        if c.opts.llm_format
+            && let Some(b) = super::route::with_formatted(&e.body, role)
+        {
+            e.body = b.into();
+        }
+        let entry = Arc::new(super::inbox::clone_entry(e));
+        match c.mailbox.push(entry) {
+            Ok(()) => {
+                if meta.delivery != 0 {
+                    c.seen().insert(meta.delivery);
+                }
+                if let Some(Corr::Request {
+                    requester,
+                    id,
+                    until_ms,
+                }) = &meta.corr
+                {
+                    // The response will be sent from here: register the request here too.
+                    self.pending().insert(
+                        (requester.clone(), id.clone()),
+                        Pending {
+                            responder: Some(key.clone()),
+                            expires_at: *until_ms,
+                        },
+                    );
+                }
+                Remote::Delivered
+            }
+            Err(err) => {
+                if let Some((k, p)) = taken {
+                    self.pending().insert(k, p);
+                }
+                match err {
+                    PushError::Full => Remote::Full,
+                    PushError::Closed => Remote::NotHere,
+                }
+            }
+        }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, super::route::PendingMap> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Sends a routed message on to the process holding its recipient without waiting for
+    /// the answer: it is published now (so one sender's messages reach a recipient in the
+    /// order sent) and settled by the sender's pipe. Waits only while the sender has
+    /// [`PIPE_WINDOW`] deliveries unanswered.
+    pub(super) async fn send_remote(
+        &self,
+        conn: &Arc<Conn>,
+        n: &Arc<Nats>,
+        out: Outbound,
+    ) -> Result<(), HubError> {
+        let meta = Meta {
+            delivery: n.next_delivery(),
+            retry: false,
+            corr: out.corr.clone(),
+        };
+        let tx = self.pipe_of(conn);
+        let permit = match &tx {
+            Some(tx) => tx.reserve().await.ok(),
+            None => None,
+        };
+        let Some(permit) = permit else {
+            // The connection is leaving (no pipe): settle it here, waiting.
+            let r = n.deliver_remote(&out.a, &out.entry, &out.role, &meta).await;
+            return self
+                .settle_outcome(&out.a, out.entry, &out.role, meta, r)
+                .await;
+        };
+        match n.send_remote(&out.a, &out.entry, &out.role, &meta).await {
+            Ok((token, answer)) => {
+                permit.send(Piped::Flight(Box::new(InFlight {
+                    token,
+                    answer,
+                    deadline: n.answer_deadline(),
+                    meta,
+                    out,
+                })));
+                Ok(())
+            }
+            Err(r) => {
+                self.settle_outcome(&out.a, out.entry, &out.role, meta, r)
+                    .await
+            }
+        }
+    }
+
+    /// Waits until every delivery `conn` sent to other processes before now is settled (its
+    /// errors queued): hub services answer after what the client sent before them.
+    pub(super) async fn settle_pipe(&self, conn: &Conn) {
+        let tx = conn.pipe.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(tx) = tx else { return };
+        let (done, wait) = oneshot::channel();
+        if tx.send(Piped::Barrier(done)).await.is_ok() {
+            let _ = wait.await;
+        }
+    }
+
+    /// The sender side of `conn`'s pipe, started on first use; None once it is closed.
+    fn pipe_of(&self, conn: &Arc<Conn>) -> Option<mpsc::Sender<Piped>> {
+        let mut pipe = conn.pipe.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = &*pipe {
+            return Some(tx.clone());
+        }
+        if conn.mailbox.is_closed() {
+            return None;
+        }
+        let hub = self.me.get()?.clone();
+        let (tx, rx) = mpsc::channel(PIPE_WINDOW);
+        tokio::spawn(run_pipe(hub, Arc::downgrade(conn), rx));
+        *pipe = Some(tx.clone());
+        Some(tx)
+    }
+
+    /// What to do with a delivery to another process once its answer is known: nothing when
+    /// delivered; the recipient's inbox when nobody holds it; held for a retry when NATS did not
+    /// answer; else the error the sender gets.
+    pub(super) async fn settle_outcome(
+        &self,
+        a: &Address,
+        entry: Arc<Entry>,
+        role: &str,
+        meta: Meta,
+        r: Remote,
+    ) -> Result<(), HubError> {
+        let rid = |m: &Meta| match &m.corr {
+            Some(Corr::Check { request_id, .. } | Corr::Checked { request_id, .. }) => {
+                request_id.clone()
+            }
+            _ => String::new(),
+        };
+        match r {
+            Remote::Delivered => Ok(()),
+            Remote::Full => Err(full(a, self.config.inbox_depth)),
+            Remote::NotHere => self.store_for(a, entry, role).await,
+            Remote::Unavailable => self.hold_or_refuse(a, entry, role, meta),
+            Remote::Expired => Err(timed_out(&rid(&meta), &a.key)),
+            Remote::Uncorrelated => Err(uncorrelated(&rid(&meta), &a.key)),
         }
     }
 
@@ -264,23 +559,58 @@ impl Hub {
         }
     }
 
-    /// Another process is accepting a connection with an identity we hold: ours is replaced;
-    /// the answer goes back once what it held is stored, so the new one reads a settled inbox.
+    /// Another process is attaching an identity we hold, or are attaching ourselves. The
+    /// later attach wins ([`nats::Stamp`]): if ours is later we answer "kept" at once (the other
+    /// attach is then the one replaced); otherwise ours is replaced, once its attach (if one is
+    /// under way) has finished, and the answer goes back when what it held is stored, so the
+    /// new one reads a settled inbox. Answering "kept" without waiting for our own attach is
+    /// what keeps two concurrent attaches from waiting on each other.
     async fn on_kick(&self, n: &Nats, msg: async_nats::Message) {
-        let key = String::from_utf8_lossy(&msg.payload).to_string();
-        let lock = self.address_lock(&Arc::from(key.as_str()));
-        {
-            let _guard = lock.lock().await;
-            let conn = self.state().online.get(key.as_str()).cloned();
-            if let Some(c) = conn {
-                tracing::info!(address = %key, "hub: replaced by a connection on another process");
-                self.replace(&c).await;
+        let kick: nats::Kick = match serde_json::from_slice(&msg.payload) {
+            Ok(k) => k,
+            // A bare address (an older process): it wins, as a kick always did.
+            Err(_) => nats::Kick {
+                key: String::from_utf8_lossy(&msg.payload).to_string(),
+                stamp: nats::Stamp {
+                    ms: i64::MAX,
+                    node: String::new(),
+                },
+            },
+        };
+        let key: Arc<str> = Arc::from(kick.key.as_str());
+        let ours = {
+            let st = self.state();
+            st.attaching
+                .get(&key)
+                .cloned()
+                .or_else(|| st.online.get(&key).map(|c| c.stamp.clone()))
+        };
+        let answer: &'static str = match ours {
+            Some(ours) if ours > kick.stamp => {
+                tracing::info!(address = %key, "hub: kept against an older attach on another process");
+                "kept"
             }
-        }
+            _ => {
+                let lock = self.address_lock(&key);
+                let _guard = lock.lock().await;
+                let conn = self.state().online.get(&key).cloned();
+                match conn {
+                    // A newer attach of ours meanwhile: it stays.
+                    Some(c) if c.stamp > kick.stamp => "kept",
+                    Some(c) => {
+                        tracing::info!(address = %key, "hub: replaced by a connection on another process");
+                        c.kicked.store(true, Ordering::Relaxed);
+                        self.replace(&c).await;
+                        "done"
+                    }
+                    None => "done",
+                }
+            }
+        };
         if let Some(reply) = msg.reply {
             let _ = tokio::time::timeout(
                 Duration::from_secs(2),
-                n.client.publish(reply, "done".into()),
+                n.client.publish(reply, answer.into()),
             )
             .await;
         }
@@ -308,6 +638,7 @@ impl Hub {
         entry: Arc<Entry>,
         role: String,
         store_only: bool,
+        meta: Meta,
     ) -> bool {
         let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
         if held.len() >= self.config.nats_outage_buffer {
@@ -319,6 +650,7 @@ impl Hub {
             entry,
             role,
             store_only,
+            meta,
         });
         true
     }
@@ -328,8 +660,9 @@ impl Hub {
         a: &Address,
         entry: Arc<Entry>,
         role: &str,
+        meta: Meta,
     ) -> Result<(), HubError> {
-        if self.hold(a.clone(), entry, role.to_string(), false) {
+        if self.hold(a.clone(), entry, role.to_string(), false, meta) {
             Ok(())
         } else {
             Err(HubError::new(
@@ -393,9 +726,17 @@ impl Hub {
                     Err(_) => Err(true),
                 }
             } else {
-                match n.deliver_remote(&h.a, &h.entry, &h.role).await {
+                // The same delivery id again, marked as a retry: a holder that got it before
+                // (it answered after the sender gave up waiting) does not deliver it twice.
+                let mut meta = h.meta.clone();
+                if meta.delivery == 0 {
+                    meta.delivery = n.next_delivery();
+                } else {
+                    meta.retry = true;
+                }
+                match n.deliver_remote(&h.a, &h.entry, &h.role, &meta).await {
                     Remote::Delivered => Ok(()),
-                    Remote::Full => Err(false),
+                    Remote::Full | Remote::Expired | Remote::Uncorrelated => Err(false),
                     Remote::Unavailable => Err(true),
                     Remote::NotHere => {
                         // Through the normal path: known check, bound, dedup.
@@ -482,5 +823,25 @@ impl Hub {
             }
             Err(e) => tracing::debug!(error = %e, "hub: inbox sweep failed"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seen_remembers_the_last_deliveries_only() {
+        let mut s = Seen::default();
+        for id in 0..SEEN_CAP as u64 {
+            s.insert(id);
+        }
+        assert!(s.contains(0) && s.contains(SEEN_CAP as u64 - 1));
+        assert!(!s.contains(SEEN_CAP as u64));
+        // Full: the oldest goes first.
+        s.insert(SEEN_CAP as u64);
+        assert!(!s.contains(0));
+        assert!(s.contains(1) && s.contains(SEEN_CAP as u64));
+        assert_eq!(s.ids.len(), SEEN_CAP);
     }
 }

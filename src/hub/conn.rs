@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::envelope::{self, ClawCode, HubError};
 use super::mailbox::{Control, Next};
+use super::route::new_trace;
 use super::{Address, Conn, ConnOptions, Hub};
 use crate::util::now_ms;
 
@@ -34,6 +35,13 @@ pub enum Inbound {
     Binary,
     /// A ping or pong: no content, but proof of life.
     Alive,
+    /// The socket could not read a frame (over the hard size limit: `1009`; invalid UTF-8:
+    /// `1007`; a WebSocket protocol violation: `1002`). The last item: the client gets a
+    /// `VALIDATION_ERROR` saying why, then a close with `code`.
+    Broken {
+        code: u16,
+        reason: String,
+    },
 }
 
 /// The close the socket gets when the connection's stored state cannot be read.
@@ -63,10 +71,15 @@ pub async fn open(
                 }),
             )
         }
-        Err(e) => {
-            tracing::error!(address = %key, error = %e, "hub: could not attach a connection");
-            (Outgoing::new(hub.clone(), None), None)
-        }
+        Err(e) => match e.downcast::<super::inbox::Lost>() {
+            // A newer connection of this identity on another process keeps it: this one
+            // writes its greeting, the error saying so and the close (4001).
+            Ok(super::inbox::Lost(conn)) => (Outgoing::new(hub.clone(), Some(conn)), None),
+            Err(e) => {
+                tracing::error!(address = %key, error = %e, "hub: could not attach a connection");
+                (Outgoing::new(hub.clone(), None), None)
+            }
+        },
     }
 }
 
@@ -109,14 +122,14 @@ impl Connection {
                 }
                 reason = kick.recv() => {
                     let reason = reason.unwrap_or_else(|| "closed".into());
-                    conn.send_error(hub, None, "-", &HubError::denied(format!("connection closed: {reason}"), "use a valid API key"));
+                    conn.send_error(hub, None, &new_trace(), &HubError::denied(format!("connection closed: {reason}"), "use a valid API key"));
                     conn.mailbox.control(Control::Close(1008, reason));
                     break;
                 }
                 _ = ticker.tick() => {
                     if hub.config.max_missed_heartbeats > 0 && last_inbound.elapsed() >= dead_after {
                         tracing::info!(address = %key, silent_s = last_inbound.elapsed().as_secs_f64(), "hub: client presumed dead");
-                        conn.send_error(hub, None, "-", &HubError::new(
+                        conn.send_error(hub, None, &new_trace(), &HubError::new(
                             ClawCode::E004,
                             format!("no frame from this client for {:.0} s: presumed dead", dead_after.as_secs_f64()),
                             "answer heartbeats (any frame, or WebSocket pongs)",
@@ -137,12 +150,25 @@ impl Connection {
                         }
                         Some(Inbound::Binary) => {
                             last_inbound = Instant::now();
-                            conn.send_error(hub, None, "-", &HubError::validation(
+                            conn.send_error(hub, None, &new_trace(), &HubError::validation(
                                 "binary frames are not part of the hub protocol",
                                 "send JSON envelopes as text frames",
                             ));
                         }
                         Some(Inbound::Alive) => last_inbound = Instant::now(),
+                        Some(Inbound::Broken { code, reason }) => {
+                            let (message, action) = match code {
+                                1009 => (
+                                    format!("frame over the hard limit of {} bytes: connection closed", super::hard_frame_limit(&hub.config)),
+                                    "send large content by reference, or split it into stream messages",
+                                ),
+                                1007 => ("a text frame that is not UTF-8: connection closed".to_string(), "send JSON envelopes as UTF-8 text frames"),
+                                _ => (format!("{reason}: connection closed"), "speak WebSocket (RFC 6455)"),
+                            };
+                            conn.send_error(hub, None, &new_trace(), &HubError::validation(message, action));
+                            conn.mailbox.control(Control::Close(code, reason));
+                            break;
+                        }
                     }
                 }
             }

@@ -352,18 +352,51 @@ pub enum Frame<'a> {
     Message(Box<Inbound<'a>>),
 }
 
-/// A refused frame: the error and, when it could be read, the frame's own id.
+/// A refused frame: the error and, when they could be read, the frame's own id and traceId.
 #[derive(Debug, PartialEq)]
 pub struct DecodeError {
-    pub original_id: Option<String>,
+    pub original_id: Option<Box<str>>,
+    /// The sender's traceId when it is a valid one (1 to 128 characters); the error carries it.
+    pub trace_id: Option<Box<str>>,
     pub error: HubError,
 }
 
 fn invalid(id: Option<&Cow<'_, str>>, message: String, suggested: &str) -> DecodeError {
     DecodeError {
-        original_id: id.map(|s| s.to_string()),
+        original_id: id.map(|s| Box::from(&**s)),
+        trace_id: None,
         error: HubError::validation(message, suggested),
     }
+}
+
+/// Whether `t` is usable as a traceId (the rule `decode` enforces).
+pub fn valid_trace(t: &str) -> bool {
+    !t.is_empty() && t.len() <= 128
+}
+
+/// The `id` and `traceId` of a frame the typed decode refused (a member of the wrong JSON type,
+/// a frame over the size limit): read leniently, every other member ignored. An id is taken
+/// when it is a string of 1 to 128 characters, a traceId when [`valid_trace`]; anything else
+/// (or JSON that does not parse) gives None.
+pub fn loose_ids(text: &str) -> (Option<String>, Option<String>) {
+    #[derive(Deserialize)]
+    struct Loose {
+        #[serde(default)]
+        id: Option<serde_json::Value>,
+        #[serde(default, rename = "traceId")]
+        trace_id: Option<serde_json::Value>,
+    }
+    let Ok(l) = serde_json::from_str::<Loose>(text) else {
+        return (None, None);
+    };
+    let id =
+        l.id.and_then(|v| v.as_str().map(str::to_owned))
+            .filter(|i| !i.is_empty() && i.chars().count() <= 128);
+    let trace = l
+        .trace_id
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .filter(|t| valid_trace(t));
+    (id, trace)
 }
 
 /// Decodes and validates one client text frame.
@@ -372,6 +405,7 @@ pub fn decode(text: &str, max_ttl_seconds: f64) -> Result<Frame<'_>, DecodeError
     if !text.trim_start().starts_with('{') {
         return Err(DecodeError {
             original_id: None,
+            trace_id: None,
             error: HubError::validation(
                 "not a valid envelope: expected a JSON object",
                 "send a JSON object {type, id, sender, recipient, payload}",
@@ -390,14 +424,31 @@ pub fn decode(text: &str, max_ttl_seconds: f64) -> Result<Frame<'_>, DecodeError
             } else {
                 format!("field {path}: {inner}")
             };
+        // A member of the wrong type refuses the whole frame, but its id and traceId may
+        // still be readable: the error names them (only a broken JSON text has neither).
+        let (original_id, trace_id) = loose_ids(text);
         DecodeError {
-            original_id: None,
+            original_id: original_id.map(String::into_boxed_str),
+            trace_id: trace_id.map(String::into_boxed_str),
             error: HubError::validation(
                 msg,
                 "send a JSON object {type, id, sender, recipient, payload}",
             ),
         }
     })?;
+    let trace = w
+        .trace_id
+        .as_deref()
+        .filter(|t| valid_trace(t))
+        .map(Box::<str>::from);
+    decode_checked(w, max_ttl_seconds).map_err(|mut e| {
+        e.trace_id = trace;
+        e
+    })
+}
+
+/// The rules between members, once every member has its JSON type.
+fn decode_checked(w: WireEnvelope<'_>, max_ttl_seconds: f64) -> Result<Frame<'_>, DecodeError> {
     let id = w.id.as_ref();
     let ty = w.ty.as_deref().unwrap_or("");
     match ty {
@@ -759,6 +810,29 @@ mod tests {
         let e = err(r#"{"type":"message","ttl":"soon"}"#);
         assert!(e.error.message.contains("ttl"), "{}", e.error.message);
         assert_eq!(e.error.code.star(), ErrorCode::Validation);
+    }
+
+    #[test]
+    fn refused_frames_keep_their_readable_id_and_trace() {
+        // A member of the wrong JSON type: the typed decode fails, the id and trace are read.
+        let e = err(r#"{"type":"message","id":"w1","traceId":"tr-9","ttl":"soon"}"#);
+        assert!(e.error.message.contains("field ttl"), "{}", e.error.message);
+        assert_eq!(e.original_id.as_deref(), Some("w1"));
+        assert_eq!(e.trace_id.as_deref(), Some("tr-9"));
+        // The id itself of the wrong type, or a trace that is not a valid one: not named.
+        let e = err(r#"{"type":"message","id":7,"traceId":"","ttl":"soon"}"#);
+        assert_eq!((e.original_id, e.trace_id), (None, None));
+        // A rule between members: the trace comes along too.
+        let e = err(r#"{"type":"gossip","id":"g1","traceId":"tr-2"}"#);
+        assert_eq!(e.original_id.as_deref(), Some("g1"));
+        assert_eq!(e.trace_id.as_deref(), Some("tr-2"));
+        // Broken JSON: nothing readable.
+        assert_eq!(loose_ids(r#"{"id":"x","#), (None, None));
+        let long = "x".repeat(129);
+        assert_eq!(
+            loose_ids(&format!(r#"{{"id":"{long}","traceId":"{long}"}}"#)),
+            (None, None)
+        );
     }
 
     #[test]
@@ -1190,10 +1264,12 @@ mod tests {
             let id = base["id"].as_str().map(str::to_string);
             let mut out: Vec<BoxedStrategy<Broken>> = Vec::new();
             // A member of the wrong JSON type: serde refuses the frame, naming the member.
+            // The id is still named when it is not the member that is wrong.
             for &(ptr, t) in TYPED {
                 if base.pointer(parent(ptr)).is_some() {
                     let field = format!("field {}", dotted(ptr));
-                    out.push(vary(base, ptr, wrong_value(t), field, None));
+                    let named = if ptr == "/id" { None } else { id.clone() };
+                    out.push(vary(base, ptr, wrong_value(t), field, named));
                 }
             }
             // One member missing or contradicting another: (what, frame, wording, original id).
@@ -1384,7 +1460,7 @@ mod tests {
                     prop_assert!(e.error.message.contains(n.as_str()),
                         "{}: message {:?} does not name {:?}\n{}", b.what, e.error.message, n, b.text);
                 }
-                prop_assert_eq!(&e.original_id, &b.original_id, "{}: {}\n{}", b.what, e.error.message, b.text);
+                prop_assert_eq!(e.original_id.as_deref(), b.original_id.as_deref(), "{}: {}\n{}", b.what, e.error.message, b.text);
             }
 
             /// Valid envelopes decode to what was sent, and the delivery body built from the

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::envelope::{ClawCode, HubError, PeerType, Priority};
 use super::mailbox::{Control, Drained, Entry, Mailbox, PushError, StoredRef};
-use super::nats::{Nats, StreamState};
+use super::nats::{Claim, Nats, Stamp, StreamState};
 use super::route::{full, not_found};
 use super::{Address, Backend, Conn, ConnOptions, Hub, group_key};
 use crate::store::hub::InboxRow;
@@ -22,6 +22,33 @@ use crate::util::now_ms;
 
 /// WebSocket close code of a connection replaced by a newer one with the same identity.
 pub const CLOSE_REPLACED: u16 = 4001;
+
+/// The error a connection replaced by a newer one of the same identity gets before its close.
+fn replaced_error() -> HubError {
+    HubError::new(
+        ClawCode::E002,
+        "another connection with this identity replaced this one",
+        "do not run two clients with the same identity",
+    )
+    .with_extra(serde_json::json!({"reason": "replaced"}))
+}
+
+/// An attach that lost the tie-break to a newer one on another process: its connection, with
+/// the greeting, the error saying why and the close (4001) queued, registered nowhere.
+#[derive(Debug)]
+pub struct Lost(pub Arc<Conn>);
+
+impl std::fmt::Display for Lost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} was replaced by a newer connection",
+            self.0.address.key
+        )
+    }
+}
+
+impl std::error::Error for Lost {}
 
 /// What was stored for an address when it connects.
 struct Opened {
@@ -35,6 +62,11 @@ struct Opened {
 impl Hub {
     /// Registers a connection: replaces an older connection of the same address, restores its
     /// stored inbox from the resume point, and queues the welcome heartbeat and resume report.
+    ///
+    /// Across processes (NATS) the attach claims the identity first: a connection of it on
+    /// another process is replaced, unless that process is attaching it too, later; then this
+    /// attach is the one replaced ([`Lost`]). A kick that arrives here mid-attach is decided
+    /// the same way (see `on_kick`): the later attach wins, by [`Stamp`].
     pub async fn attach(
         self: &Arc<Self>,
         address: Address,
@@ -43,6 +75,24 @@ impl Hub {
     ) -> anyhow::Result<Arc<Conn>> {
         let lock = self.address_lock(&address.key);
         let _guard = lock.lock().await;
+        let key = address.key.clone();
+        let stamp = Stamp {
+            ms: now_ms(),
+            node: self.node.clone(),
+        };
+        self.state().attaching.insert(key.clone(), stamp.clone());
+        let res = self.attach_locked(address, opts, token, stamp).await;
+        self.state().attaching.remove(&key);
+        res
+    }
+
+    async fn attach_locked(
+        self: &Arc<Self>,
+        address: Address,
+        opts: ConnOptions,
+        token: CancellationToken,
+        stamp: Stamp,
+    ) -> anyhow::Result<Arc<Conn>> {
         let old = self.state().online.get(&address.key).cloned();
         if let Some(old) = old {
             tracing::info!(address = %address.key, "hub: a new connection replaces the old one");
@@ -50,9 +100,20 @@ impl Hub {
         }
         let backend = self.backend();
         if let Backend::Nats(n) = &backend {
-            // Any other process's connection with this identity is replaced too; then listen
-            // before reading the inbox, so nothing sent meanwhile is missed.
-            n.kick(&address).await;
+            // Any other process's connection with this identity is replaced too (or, if it is
+            // a newer attach, this one is); then listen before reading the inbox, so nothing
+            // sent meanwhile is missed.
+            if n.claim(&address, &stamp).await == Claim::Lost {
+                tracing::info!(address = %address.key, "hub: a newer connection on another process keeps this identity");
+                let conn = self.new_conn(address, opts, token, (1, 0), stamp);
+                let trace = super::route::new_trace();
+                conn.control_envelope("heartbeat", &trace, &self.heartbeat_payload(&conn, true));
+                conn.send_error(self, None, &trace, &replaced_error());
+                conn.mailbox
+                    .control(Control::Close(CLOSE_REPLACED, "replaced".into()));
+                conn.mailbox.close();
+                return Err(anyhow::Error::new(Lost(conn)));
+            }
             self.subscribe(n, &address).await?;
         }
         let opened = match self.open_inbox(&backend, &address, opts.tier).await {
@@ -117,23 +178,14 @@ impl Hub {
         self.metrics.expired.fetch_add(expired, Ordering::Relaxed);
         let resent = resend.len();
         let pending = fresh.len();
-        let conn = Arc::new(Conn {
-            mailbox: Mailbox::new(
-                self.config.inbox_depth,
-                opts.manual_ack,
-                next_seq,
-                acked_now,
-            ),
-            address,
-            opts,
-            token,
-            serial: self.serial.fetch_add(1, Ordering::Relaxed),
-        });
+        let conn = self.new_conn(address, opts, token, (next_seq, acked_now), stamp);
         // The seed's lifecycle: the hub greets a new connection with a heartbeat.
-        conn.control_envelope("heartbeat", "-", &self.heartbeat_payload(&conn, true));
+        // One trace for the greeting: the welcome heartbeat and the resume report.
+        let trace = super::route::new_trace();
+        conn.control_envelope("heartbeat", &trace, &self.heartbeat_payload(&conn, true));
         conn.reply(
             "resume",
-            "-",
+            &trace,
             &serde_json::json!({
                 "type": "resume",
                 "last_seq": claimed,
@@ -188,19 +240,30 @@ impl Hub {
         Ok(conn)
     }
 
+    fn new_conn(
+        &self,
+        address: Address,
+        opts: ConnOptions,
+        token: CancellationToken,
+        (next_seq, acked): (u64, u64),
+        stamp: Stamp,
+    ) -> Arc<Conn> {
+        Arc::new(Conn {
+            mailbox: Mailbox::new(self.config.inbox_depth, opts.manual_ack, next_seq, acked),
+            address,
+            opts,
+            token,
+            serial: self.serial.fetch_add(1, Ordering::Relaxed),
+            pipe: Default::default(),
+            seen: Default::default(),
+            stamp,
+            kicked: Default::default(),
+        })
+    }
+
     /// Closes `old` as replaced by a newer connection with the same identity.
     pub(super) async fn replace(&self, old: &Arc<Conn>) {
-        old.send_error(
-            self,
-            None,
-            "-",
-            &HubError::new(
-                ClawCode::E002,
-                "another connection with this identity replaced this one",
-                "do not run two clients with the same identity",
-            )
-            .with_extra(serde_json::json!({"reason": "replaced"})),
-        );
+        old.send_error(self, None, &super::route::new_trace(), &replaced_error());
         old.mailbox
             .control(Control::Close(CLOSE_REPLACED, "replaced".into()));
         self.take_offline(old).await;
@@ -352,6 +415,9 @@ impl Hub {
             }
             was
         };
+        // Deliveries to other processes already sent are still settled (errors reported);
+        // no new ones start.
+        conn.close_pipe();
         if conn.mailbox.is_closed() {
             return;
         }
@@ -360,7 +426,10 @@ impl Hub {
         if was_online && let Some(n) = self.nats.get() {
             // Local subscriptions go whatever the link's state.
             self.unsubscribe(n, &conn.address);
-            if let Backend::Nats(n) = &backend {
+            // Replaced from another process: the presence entry is the new holder's now.
+            if let Backend::Nats(n) = &backend
+                && !conn.kicked.load(Ordering::Relaxed)
+            {
                 n.absent(&conn.address).await;
             }
         }
@@ -481,12 +550,24 @@ impl Hub {
             }
             let mut copy = clone_entry(&e);
             copy.seq = Some(seq);
-            self.hold(conn.address.clone(), Arc::new(copy), String::new(), true);
+            self.hold(
+                conn.address.clone(),
+                Arc::new(copy),
+                String::new(),
+                true,
+                Default::default(),
+            );
         }
         for e in d.queued {
             // Stored ones stay in JetStream unacknowledged: redelivered after ack_wait.
             if e.row.is_none() {
-                self.hold(conn.address.clone(), e, String::new(), true);
+                self.hold(
+                    conn.address.clone(),
+                    e,
+                    String::new(),
+                    true,
+                    Default::default(),
+                );
             }
         }
     }
@@ -555,7 +636,7 @@ impl Hub {
     ) -> Result<(), HubError> {
         let backend = self.backend();
         if let Backend::NatsDown = backend {
-            return self.hold_or_refuse(a, entry, role);
+            return self.hold_or_refuse(a, entry, role, Default::default());
         }
         if !self.known(&backend, a).await {
             return Err(not_found(a));

@@ -127,6 +127,24 @@ pub struct Conn {
     /// Cancelled to close the connection.
     pub token: CancellationToken,
     serial: u64,
+    /// Its deliveries to other processes waiting for their answers, in the order sent (NATS
+    /// backend; started at the first one, closed at detach).
+    pipe: Mutex<Option<tokio::sync::mpsc::Sender<cluster::Piped>>>,
+    /// Delivery ids of the messages other processes sent it lately (to drop a retry).
+    seen: Mutex<cluster::Seen>,
+    /// When and where it attached: the tie-break between two attaches of one identity.
+    stamp: nats::Stamp,
+    /// Replaced by a connection on another process (which owns the presence entry now).
+    kicked: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("address", &self.address.key)
+            .field("serial", &self.serial)
+            .finish()
+    }
 }
 
 impl Conn {
@@ -202,6 +220,8 @@ struct State {
     online: HashMap<Arc<str>, Arc<Conn>>,
     /// Broadcast groups: (env or "" for humans, type) → connections.
     groups: HashMap<(Arc<str>, PeerType), Vec<Arc<Conn>>>,
+    /// Attaches in progress here, with their stamps (a kick arriving meanwhile compares them).
+    attaching: HashMap<Arc<str>, nats::Stamp>,
     /// Addresses with a stream, and the tier each last connected with.
     known: HashMap<Arc<str>, Option<Tier>>,
     /// Stored (offline) message counts, loaded lazily.
@@ -227,6 +247,8 @@ pub struct Hub {
     /// Messages for other processes held while NATS is unreachable.
     held: Mutex<std::collections::VecDeque<cluster::Held>>,
     held_notify: tokio::sync::Notify,
+    /// This hub, for the tasks it starts (set by [`Hub::start`]).
+    me: std::sync::OnceLock<std::sync::Weak<Hub>>,
 }
 
 /// Where inboxes live and how other processes are reached, right now.
@@ -299,6 +321,7 @@ impl Hub {
             node: random_id("node-")[..17].to_string(),
             held: Mutex::new(Default::default()),
             held_notify: tokio::sync::Notify::new(),
+            me: std::sync::OnceLock::new(),
         })
     }
 
@@ -372,7 +395,11 @@ impl Hub {
 
     /// Queues the periodic heartbeat (the caller also sends a WebSocket ping).
     pub fn heartbeat(&self, conn: &Conn) {
-        conn.control_envelope("heartbeat", "-", &self.heartbeat_payload(conn, false));
+        conn.control_envelope(
+            "heartbeat",
+            &route::new_trace(),
+            &self.heartbeat_payload(conn, false),
+        );
     }
 
     /// The deepest recipients (queued, unacked, stored), for `/metrics`.
@@ -452,6 +479,12 @@ impl Hub {
             tracing::warn!(error = %e.message, "hub: could not store a society join");
         }
     }
+}
+
+/// Frames above this are not read at all: the socket layer refuses them and the connection is
+/// closed with 1009 (twice `max_message_bytes`, which gets a VALIDATION_ERROR and goes on).
+pub fn hard_frame_limit(config: &HubConfig) -> usize {
+    config.max_message_bytes.max(1024) * 2
 }
 
 /// How often the periodic heartbeat runs.

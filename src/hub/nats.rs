@@ -44,6 +44,14 @@ pub const H_EXPIRES: &str = "Hub-Expires-At";
 pub const H_SEQ: &str = "Hub-Seq";
 pub const H_ROLE: &str = "Hub-Sender-Role";
 pub const H_ORIGIN: &str = "Hub-Origin";
+/// The hub's id of one routed message, the same on every retry of it (see [`Meta`]).
+pub const H_DELIVERY: &str = "Hub-Delivery";
+pub const H_RETRY: &str = "Hub-Retry";
+/// Correlation of a request or response crossing processes (see [`Corr`]).
+pub const H_CORR: &str = "Hub-Corr";
+pub const H_SENDER: &str = "Hub-Sender";
+pub const H_REQUEST_ID: &str = "Hub-Request-Id";
+pub const H_UNTIL: &str = "Hub-Pending-Until";
 
 /// How long a cross-process request waits for the holder's answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -71,6 +79,11 @@ pub fn token(id: &str) -> String {
     } else {
         format!("_{}", hex::encode(id.as_bytes()))
     }
+}
+
+/// The node id as a subject token.
+fn token_of_node(node: &str) -> String {
+    token(node)
 }
 
 /// The inverse of [`token`].
@@ -104,14 +117,174 @@ pub struct StreamState {
 }
 
 /// What the process holding a client answered to a cross-process delivery.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
 pub enum Remote {
+    /// Delivered (or delivered already: a retry the holder recognised).
     Delivered,
     Full,
     /// No process holds the client (or it was leaving): use its durable inbox.
     NotHere,
     /// NATS is unreachable or did not answer in time.
     Unavailable,
+    /// A response whose request timed out at the requester's process.
+    Expired,
+    /// A response that matches no pending request at the requester's process.
+    Uncorrelated,
+}
+
+impl Remote {
+    /// The holder's answer, as written on the wire.
+    pub fn answer(self) -> &'static [u8] {
+        match self {
+            Remote::Delivered => b"ok",
+            Remote::Full => b"full",
+            Remote::NotHere | Remote::Unavailable => b"closed",
+            Remote::Expired => b"expired",
+            Remote::Uncorrelated => b"uncorrelated",
+        }
+    }
+
+    fn of_answer(a: &[u8]) -> Remote {
+        match a {
+            b"ok" => Remote::Delivered,
+            b"full" => Remote::Full,
+            b"expired" => Remote::Expired,
+            b"uncorrelated" => Remote::Uncorrelated,
+            _ => Remote::NotHere,
+        }
+    }
+}
+
+/// Request/response correlation carried with a cross-process unicast, so a response is
+/// checked like a local one wherever requester and responder are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Corr {
+    /// A request of `requester`: the process holding the responder registers it as pending
+    /// (until `until_ms`), so the response is checked where it is sent.
+    Request {
+        requester: Arc<str>,
+        id: String,
+        until_ms: i64,
+    },
+    /// A response the sending process matched with its pending entry (and took it): the
+    /// requester's process drops its own entry for the request.
+    Checked {
+        responder: Arc<str>,
+        request_id: String,
+    },
+    /// A response the sending process has no entry for: the requester's process checks it
+    /// against the entry it registered when the request was sent.
+    Check {
+        responder: Arc<str>,
+        request_id: String,
+    },
+}
+
+/// An attach's place in the tie-break between two connections of one identity: the later
+/// attach wins; at the same millisecond, the greater process id. Both processes compare the
+/// same two stamps, so they agree on the winner without asking each other again.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct Stamp {
+    pub ms: i64,
+    pub node: String,
+}
+
+/// A kick: the address another process is attaching, and that attach's stamp.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Kick {
+    pub key: String,
+    pub stamp: Stamp,
+}
+
+/// What an attach learned from the presence bucket and the holder it kicked.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Claim {
+    /// This attach holds the identity now.
+    Won,
+    /// A newer attach of the same identity (on another process) keeps it: this one is replaced.
+    Lost,
+}
+
+/// What travels with a cross-process unicast besides the entry.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Meta {
+    /// The hub's id of the routed message, fixed when it is first sent and kept by every retry.
+    pub delivery: u64,
+    /// A retry (after a timeout or an outage): the holder does not deliver it twice.
+    pub retry: bool,
+    pub corr: Option<Corr>,
+}
+
+impl Meta {
+    fn write(&self, h: &mut HeaderMap) {
+        h.insert(H_DELIVERY, self.delivery.to_string().as_str());
+        if self.retry {
+            h.insert(H_RETRY, "1");
+        }
+        match &self.corr {
+            None => {}
+            Some(Corr::Request {
+                requester,
+                id,
+                until_ms,
+            }) => {
+                h.insert(H_CORR, "request");
+                h.insert(H_SENDER, &**requester);
+                h.insert(H_REQUEST_ID, id.as_str());
+                h.insert(H_UNTIL, until_ms.to_string().as_str());
+            }
+            Some(Corr::Checked {
+                responder,
+                request_id,
+            }) => {
+                h.insert(H_CORR, "checked");
+                h.insert(H_SENDER, &**responder);
+                h.insert(H_REQUEST_ID, request_id.as_str());
+            }
+            Some(Corr::Check {
+                responder,
+                request_id,
+            }) => {
+                h.insert(H_CORR, "check");
+                h.insert(H_SENDER, &**responder);
+                h.insert(H_REQUEST_ID, request_id.as_str());
+            }
+        }
+    }
+
+    /// Reads the meta of a received unicast (absent members: defaults).
+    pub fn read(h: Option<&HeaderMap>) -> Meta {
+        let get = |k: &str| h.and_then(|h| h.get(k)).map(|v| v.as_str());
+        let sender = || get(H_SENDER).map(Arc::<str>::from);
+        let rid = || get(H_REQUEST_ID).map(str::to_owned);
+        let corr = match get(H_CORR) {
+            Some("request") => match (sender(), rid()) {
+                (Some(requester), Some(id)) => Some(Corr::Request {
+                    requester,
+                    id,
+                    until_ms: get(H_UNTIL).and_then(|u| u.parse().ok()).unwrap_or(0),
+                }),
+                _ => None,
+            },
+            Some(mode @ ("checked" | "check")) => match (sender(), rid()) {
+                (Some(responder), Some(request_id)) if mode == "checked" => Some(Corr::Checked {
+                    responder,
+                    request_id,
+                }),
+                (Some(responder), Some(request_id)) => Some(Corr::Check {
+                    responder,
+                    request_id,
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        Meta {
+            delivery: get(H_DELIVERY).and_then(|d| d.parse().ok()).unwrap_or(0),
+            retry: get(H_RETRY) == Some("1"),
+            corr,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -138,6 +311,11 @@ pub struct Nats {
     depth: usize,
     ack_wait: Duration,
     pub metrics: NatsMetrics,
+    /// Answers awaited from the processes holding recipients, by reply token.
+    replies: std::sync::Mutex<std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Remote>>>,
+    next_token: AtomicU64,
+    /// Delivery ids: a random base per process plus a counter.
+    next_delivery: AtomicU64,
 }
 
 /// Connects (retrying in the background if NATS is down at start). Returns at once; use
@@ -178,7 +356,7 @@ pub async fn connect(
         .request_timeout(Some(REQUEST_TIMEOUT))
         .ping_interval(Duration::from_secs(5))
         .client_capacity(cfg.nats_outage_buffer.max(2048))
-        .subscription_capacity(8192)
+        .subscription_capacity(65_536)
         .event_callback(move |ev| {
             let tx = tx.clone();
             async move {
@@ -251,7 +429,110 @@ impl Nats {
             // Heartbeats send Progress for held messages: keep ack_wait well above their period.
             ack_wait: secs((cfg.heartbeat_interval_seconds * 3.0).max(30.0)),
             metrics: NatsMetrics::default(),
+            replies: Default::default(),
+            next_token: AtomicU64::new(1),
+            next_delivery: AtomicU64::new(rand::random::<u64>() >> 1),
         })
+    }
+
+    /// A new delivery id (see [`Meta::delivery`]).
+    pub fn next_delivery(&self) -> u64 {
+        self.next_delivery.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Where the holders' answers to this process's deliveries come back.
+    fn reply_subject(&self, token: u64) -> String {
+        format!("{}.r.{}.{token}", self.prefix, token_of_node(&self.node))
+    }
+
+    /// Listens for the holders' answers (and NATS's "no responders") until the client closes.
+    /// Each answer completes the delivery that waits for it.
+    pub async fn serve_replies(self: &Arc<Self>) -> anyhow::Result<()> {
+        let subject = format!("{}.r.{}.*", self.prefix, token_of_node(&self.node));
+        let mut sub = self.client.subscribe(subject).await?;
+        let weak = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while let Some(m) = sub.next().await {
+                let Some(n) = weak.upgrade() else { return };
+                let Some(token) = m
+                    .subject
+                    .rsplit('.')
+                    .next()
+                    .and_then(|t| t.parse::<u64>().ok())
+                else {
+                    continue;
+                };
+                let waiter = n.replies().remove(&token);
+                let Some(waiter) = waiter else { continue }; // timed out already
+                let r = if m.status == Some(async_nats::StatusCode::NO_RESPONDERS) {
+                    Remote::NotHere
+                } else {
+                    Remote::of_answer(&m.payload)
+                };
+                let _ = waiter.send(r);
+            }
+        });
+        self.barrier().await;
+        Ok(())
+    }
+
+    fn replies(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<u64, tokio::sync::oneshot::Sender<Remote>>,
+    > {
+        self.replies.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publishes a delivery to the process holding `a` without waiting for its answer:
+    /// returns the reply token and where the answer (or "no responders") will come.
+    /// Deliveries published one after another by one task reach the holder in that order.
+    pub async fn send_remote(
+        &self,
+        a: &Address,
+        e: &Entry,
+        role: &str,
+        meta: &Meta,
+    ) -> Result<(u64, tokio::sync::oneshot::Receiver<Remote>), Remote> {
+        if !self.connected() {
+            return Err(Remote::Unavailable);
+        }
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.replies().insert(token, tx);
+        let mut h = self.headers(e, None, role);
+        meta.write(&mut h);
+        let sent = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            self.client.publish_with_reply_and_headers(
+                self.unicast_subject(a),
+                self.reply_subject(token),
+                h,
+                Bytes::copy_from_slice(e.body.as_bytes()),
+            ),
+        )
+        .await;
+        match sent {
+            Ok(Ok(())) => {
+                self.metrics.published.fetch_add(1, Ordering::Relaxed);
+                Ok((token, rx))
+            }
+            _ => {
+                self.forget(token);
+                Err(Remote::Unavailable)
+            }
+        }
+    }
+
+    /// Stops waiting for the answer of `token` (it timed out): a late answer is ignored.
+    pub fn forget(&self, token: u64) {
+        self.replies().remove(&token);
+    }
+
+    /// How long a delivery waits for the holder's answer.
+    pub fn answer_deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now() + REQUEST_TIMEOUT
     }
 
     pub fn connected(&self) -> bool {
@@ -289,7 +570,10 @@ impl Nats {
     /// The headers that carry an entry across processes.
     fn headers(&self, e: &Entry, seq: Option<u64>, role: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
-        h.insert(H_PRIORITY, (e.priority as u8).to_string().as_str());
+        // Absent: normal (the most common; every header costs on the hot path).
+        if e.priority != Priority::Normal {
+            h.insert(H_PRIORITY, (e.priority as u8).to_string().as_str());
+        }
         if let Some(t) = e.expires_at {
             h.insert(H_EXPIRES, t.to_string().as_str());
         }
@@ -299,7 +583,6 @@ impl Nats {
         if !role.is_empty() {
             h.insert(H_ROLE, role);
         }
-        h.insert(H_ORIGIN, self.node.as_str());
         h
     }
 
@@ -330,28 +613,18 @@ impl Nats {
         ))
     }
 
-    /// Delivers to the process holding `a`, if any.
-    pub async fn deliver_remote(&self, a: &Address, e: &Entry, role: &str) -> Remote {
-        if !self.connected() {
-            return Remote::Unavailable;
-        }
-        let req = async_nats::Request::new()
-            .payload(Bytes::copy_from_slice(e.body.as_bytes()))
-            .headers(self.headers(e, None, role))
-            .timeout(Some(REQUEST_TIMEOUT));
-        match self.client.send_request(self.unicast_subject(a), req).await {
-            Ok(reply) => {
-                self.metrics.published.fetch_add(1, Ordering::Relaxed);
-                match &reply.payload[..] {
-                    b"ok" => Remote::Delivered,
-                    b"full" => Remote::Full,
-                    _ => Remote::NotHere,
-                }
+    /// Delivers to the process holding `a`, if any, and waits for its answer.
+    pub async fn deliver_remote(&self, a: &Address, e: &Entry, role: &str, meta: &Meta) -> Remote {
+        let (token, rx) = match self.send_remote(a, e, role, meta).await {
+            Ok(x) => x,
+            Err(r) => return r,
+        };
+        match tokio::time::timeout_at(self.answer_deadline(), rx).await {
+            Ok(Ok(r)) => r,
+            _ => {
+                self.forget(token);
+                Remote::Unavailable
             }
-            Err(err) => match err.kind() {
-                async_nats::RequestErrorKind::NoResponders => Remote::NotHere,
-                _ => Remote::Unavailable,
-            },
         }
     }
 
@@ -366,7 +639,8 @@ impl Nats {
         sender_tier: Option<super::envelope::Tier>,
     ) -> anyhow::Result<()> {
         let mut h = self.headers(e, None, role);
-        h.insert("Hub-Sender", sender_key);
+        h.insert(H_SENDER, sender_key);
+        h.insert(H_ORIGIN, self.node.as_str());
         if let Some(t) = sender_tier {
             h.insert("Hub-Sender-Tier", t.as_str());
         }
@@ -590,21 +864,57 @@ impl Nats {
             tokio::time::timeout(REQUEST_TIMEOUT, self.client.request(subject, Bytes::new())).await;
     }
 
-    /// Asks the process that holds `a` (if another one does) to close its connection as
-    /// replaced, and waits until it has stored what that connection held (bounded).
-    pub async fn kick(&self, a: &Address) {
-        let Some(node) = self.holder(a).await else {
-            return;
-        };
-        if node == self.node {
-            return;
+    /// Claims `a` for this process's attach stamped `stamp`, in the presence bucket with
+    /// compare-and-set, so two processes attaching one identity at once see each other: the
+    /// holder found there is kicked (it yields, after storing what it held, if its attach is
+    /// older; otherwise it answers "kept" and this attach has lost). Bounded retries; if NATS
+    /// does not answer, the attach goes on (the last writer holds, as before).
+    pub async fn claim(&self, a: &Address, stamp: &Stamp) -> Claim {
+        let key = addr_tokens(a);
+        let mine = || Bytes::from(self.node.clone().into_bytes());
+        for _ in 0..5 {
+            let current = match within(self.presence.entry(key.clone())).await {
+                Ok(e) => e,
+                Err(_) => return Claim::Won,
+            };
+            let live = current
+                .as_ref()
+                .filter(|e| e.operation == kv::Operation::Put);
+            if let Some(e) = live {
+                let holder = String::from_utf8_lossy(&e.value).to_string();
+                if holder != self.node && self.kick(&holder, a, stamp).await {
+                    return Claim::Lost;
+                }
+            }
+            let claimed = match &current {
+                Some(e) => within(self.presence.update(&key, mine(), e.revision)).await,
+                None => within(self.presence.create(&key, mine())).await,
+            };
+            if claimed.is_ok() {
+                return Claim::Won;
+            }
+            // Someone wrote it meanwhile (another attach): read it again.
         }
-        let subject = format!("{}.kick.{}", self.prefix, token(&node));
-        let _ = tokio::time::timeout(
-            JS_TIMEOUT,
-            self.client.request(subject, a.key.to_string().into()),
-        )
-        .await;
+        self.present(a).await;
+        Claim::Won
+    }
+
+    /// Asks process `node` to close its connection of `a` as replaced, and waits (bounded)
+    /// until it has stored what that connection held. True when it answered "kept": its own
+    /// attach of `a` is newer, and this one is the one replaced.
+    async fn kick(&self, node: &str, a: &Address, stamp: &Stamp) -> bool {
+        let subject = format!("{}.kick.{}", self.prefix, token(node));
+        let kick = Kick {
+            key: a.key.to_string(),
+            stamp: stamp.clone(),
+        };
+        let Ok(payload) = serde_json::to_vec(&kick) else {
+            return false;
+        };
+        match tokio::time::timeout(JS_TIMEOUT, self.client.request(subject, payload.into())).await {
+            Ok(Ok(reply)) => &reply.payload[..] == b"kept",
+            _ => false,
+        }
     }
 }
 
@@ -631,6 +941,13 @@ mod tests {
             assert_eq!(untoken(&t).as_deref(), Some(id));
         }
         assert_eq!(token("agent_001"), "agent_001");
+        let stamp = |ms, node: &str| Stamp {
+            ms,
+            node: node.into(),
+        };
+        // The later attach wins; at the same millisecond, the greater process id.
+        assert!(stamp(2, "node-a") > stamp(1, "node-z"));
+        assert!(stamp(1, "node-b") > stamp(1, "node-a"));
         assert_ne!(token("_under"), "_under");
         assert_eq!(
             addr_tokens(&Address::agent("hall.1", "guide")),

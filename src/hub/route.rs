@@ -10,7 +10,7 @@ use super::envelope::{
     self, ClawCode, HubError, Inbound, Kind, OutMessage, OutPeer, PeerType, Tier,
 };
 use super::mailbox::{Entry, PushError};
-use super::nats::Remote;
+use super::nats::{Corr, Remote};
 use super::{Address, Backend, Conn, Hub, Pending, group_key, hub_timestamp, services, society};
 use crate::util::{now_ms, random_id};
 
@@ -22,10 +22,57 @@ enum Dest {
 }
 
 /// A pending request a response just answered: (requester, request id) and its entry.
-type Answered = ((Arc<str>, String), Pending);
+pub(super) type Answered = ((Arc<str>, String), Pending);
+
+/// The pending requests of this process, by (requester, request id).
+pub(super) type PendingMap = std::collections::HashMap<(Arc<str>, String), Pending>;
+
+/// Why a response matched no pending request.
+#[derive(Debug, PartialEq)]
+pub(super) enum Miss {
+    /// None registered here.
+    Unknown,
+    /// Registered, but for another responder.
+    NotYours,
+    /// Registered, and timed out (the entry is removed).
+    Expired,
+}
+
+/// Takes the pending request `k` answered by `responder`, the one rule for local and
+/// cross-process responses: it exists, has not timed out, and was addressed to `responder`
+/// (or to a group: anyone). Taken once.
+pub(super) fn take_pending(
+    p: &mut PendingMap,
+    k: (Arc<str>, String),
+    responder: &str,
+    now: i64,
+) -> Result<Answered, Miss> {
+    match p.get(&k) {
+        None => Err(Miss::Unknown),
+        Some(pend) if pend.expires_at <= now => {
+            p.remove(&k);
+            Err(Miss::Expired)
+        }
+        Some(pend) if pend.responder.as_deref().is_some_and(|r| r != responder) => {
+            Err(Miss::NotYours)
+        }
+        Some(_) => Ok(p.remove_entry(&k).expect("present")),
+    }
+}
+
+/// What correlation decided for one message.
+#[derive(Default)]
+struct Correlated {
+    /// The pending request a response answered (put back if the response is not delivered).
+    answered: Option<Answered>,
+    /// What the recipient's process needs to know, if the message crosses processes.
+    corr: Option<Corr>,
+}
 
 impl Hub {
-    /// Handles one text frame from `conn`.
+    /// Handles one text frame from `conn`. Every error it causes carries a real traceId: the
+    /// sender's when it gave a valid one (even in a frame refused for another member), else a
+    /// new one.
     pub async fn handle_text(&self, conn: &Arc<Conn>, text: &str) {
         self.metrics.received.fetch_add(1, Ordering::Relaxed);
         if text.len() > self.config.max_message_bytes {
@@ -37,17 +84,20 @@ impl Hub {
                 ),
                 "send large content by reference, or split it into stream messages",
             );
-            conn.send_error(self, None, "-", &err);
+            let (id, trace) = envelope::loose_ids(text);
+            conn.send_error(self, id.as_deref(), &trace_or_new(trace), &err);
             return;
         }
         match envelope::decode(text, self.config.max_ttl_seconds) {
-            Err(e) => conn.send_error(self, e.original_id.as_deref(), "-", &e.error),
+            Err(e) => conn.send_error(
+                self,
+                e.original_id.as_deref(),
+                &trace_or_new(e.trace_id.map(String::from)),
+                &e.error,
+            ),
             Ok(envelope::Frame::Heartbeat) => {}
             Ok(envelope::Frame::Message(m)) => {
-                let trace: String = match &m.trace_id {
-                    Some(t) => t.to_string(),
-                    None => random_id("trace-"),
-                };
+                let trace = trace_or_new(m.trace_id.as_deref().map(str::to_owned));
                 if let Err(err) = self.route(conn, &m, &trace).await {
                     conn.send_error(self, m.id.as_deref(), &trace, &err);
                 }
@@ -157,7 +207,8 @@ impl Hub {
             }
             self.check_tier(conn, a).await?;
         }
-        let answered = self.correlate(conn, m, &id, target_key.as_ref())?;
+        let Correlated { answered, corr } = self.correlate(conn, m, &id, target_key.as_ref())?;
+        let mut answered = answered;
         let ts_owned;
         let timestamp = match m.timestamp {
             Some(t) => t,
@@ -193,8 +244,11 @@ impl Hub {
             )
         };
         let body: Arc<str> = envelope::body(&out).into();
-        let result = self.dispatch(conn, m, &dest, body, trace, &id).await;
+        let result = self
+            .dispatch(conn, m, &dest, body, trace, &id, (&mut answered, corr))
+            .await;
         // A response that could not be delivered may be retried: its request waits again.
+        // (A response sent on to another process is settled by the connection's pipe.)
         if result.is_err()
             && let Some((k, pend)) = answered
         {
@@ -206,6 +260,7 @@ impl Hub {
         result
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn dispatch(
         &self,
         conn: &Arc<Conn>,
@@ -214,6 +269,7 @@ impl Hub {
         body: Arc<str>,
         trace: &str,
         id: &str,
+        (answered, corr): (&mut Option<Answered>, Option<Corr>),
     ) -> Result<(), HubError> {
         let me = &conn.address;
         let now = now_ms();
@@ -236,10 +292,25 @@ impl Hub {
             Dest::Hub => unreachable!("handled above"),
             Dest::One(a) => {
                 let target = self.state().online.get(&a.key).cloned();
+                let local = target.is_some();
                 let b = match target {
                     Some(t) if t.opts.llm_format => formatted_body(),
                     _ => body,
                 };
+                // Not here: sent on to the process that holds it without waiting for its
+                // answer (the connection's pipe settles it, in order).
+                if !local && let Backend::Nats(n) = self.backend() {
+                    let remote = super::cluster::Outbound {
+                        a: a.clone(),
+                        entry: entry(b),
+                        role: conn.opts.role.clone(),
+                        corr,
+                        msg_id: id.to_string(),
+                        trace: trace.to_string(),
+                        answered: answered.take(),
+                    };
+                    return self.send_remote(conn, n, remote).await;
+                }
                 self.deliver(a, entry(b), &conn.opts.role).await
             }
             Dest::Group(env, ty) => {
@@ -331,11 +402,12 @@ impl Hub {
         m: &Inbound<'_>,
         id: &str,
         target: Option<&Arc<str>>,
-    ) -> Result<Option<Answered>, HubError> {
+    ) -> Result<Correlated, HubError> {
         let now = now_ms();
         match m.kind {
             Some(Kind::Request) => {
                 let ttl = m.ttl.unwrap_or(self.config.request_timeout_seconds);
+                let until_ms = now.saturating_add((ttl * 1000.0) as i64);
                 let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
                 if p.len() >= 100_000 {
                     p.retain(|_, v| v.expires_at > now);
@@ -350,10 +422,17 @@ impl Hub {
                     (conn.address.key.clone(), id.to_string()),
                     Pending {
                         responder: target.cloned(),
-                        expires_at: now.saturating_add((ttl * 1000.0) as i64),
+                        expires_at: until_ms,
                     },
                 );
-                Ok(None)
+                Ok(Correlated {
+                    answered: None,
+                    corr: Some(Corr::Request {
+                        requester: conn.address.key.clone(),
+                        id: id.to_string(),
+                        until_ms,
+                    }),
+                })
             }
             Some(Kind::Response | Kind::Error) => {
                 let rid = m.request_id.as_deref().unwrap_or_default();
@@ -363,44 +442,39 @@ impl Hub {
                         "address the client that sent the request",
                     ));
                 };
-                let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                let me = &conn.address.key;
                 let k = (requester.clone(), rid.to_string());
-                match p.get(&k) {
-                    Some(pend)
-                        if pend.expires_at > now
-                            && pend
-                                .responder
-                                .as_ref()
-                                .is_none_or(|r| *r == conn.address.key) =>
+                let taken = {
+                    let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+                    take_pending(&mut p, k, me, now)
+                };
+                match taken {
+                    Ok(answered) => Ok(Correlated {
+                        answered: Some(answered),
+                        corr: Some(Corr::Checked {
+                            responder: me.clone(),
+                            request_id: rid.to_string(),
+                        }),
+                    }),
+                    Err(Miss::Expired) => Err(timed_out(rid, requester)),
+                    // Not registered here and the requester is on another process (NATS
+                    // backend): its process checks it against the entry it registered.
+                    Err(Miss::Unknown)
+                        if self.config.backend == crate::config::HubBackend::Nats
+                            && !self.state().online.contains_key(requester) =>
                     {
-                        Ok(p.remove_entry(&k))
+                        Ok(Correlated {
+                            answered: None,
+                            corr: Some(Corr::Check {
+                                responder: me.clone(),
+                                request_id: rid.to_string(),
+                            }),
+                        })
                     }
-                    Some(pend) if pend.expires_at <= now => {
-                        p.remove(&k);
-                        Err(HubError::new(
-                            ClawCode::E004,
-                            format!(
-                                "request {rid:?} of {requester} timed out before this response"
-                            ),
-                            "the requester has given up; send a notification instead if it still matters",
-                        ))
-                    }
-                    // The request was registered by the process of a requester that is not
-                    // here (NATS backend): correlation is per process, so let it through.
-                    None if self.config.backend == crate::config::HubBackend::Nats
-                        && !self.state().online.contains_key(requester) =>
-                    {
-                        Ok(None)
-                    }
-                    _ => Err(HubError::validation(
-                        format!(
-                            "requestId {rid:?} matches no pending request from {requester} to you"
-                        ),
-                        "answer a request you received, once, with its id as requestId",
-                    )),
+                    Err(_) => Err(uncorrelated(rid, requester)),
                 }
             }
-            _ => Ok(None),
+            _ => Ok(Correlated::default()),
         }
     }
 
@@ -423,17 +497,50 @@ impl Hub {
         } else {
             match self.backend() {
                 Backend::Embedded => {}
-                Backend::Nats(n) => match n.deliver_remote(a, &entry, role).await {
-                    Remote::Delivered => return Ok(()),
-                    Remote::Full => return Err(full(a, self.config.inbox_depth)),
-                    Remote::NotHere => {}
-                    Remote::Unavailable => return self.hold_or_refuse(a, entry, role),
-                },
-                Backend::NatsDown => return self.hold_or_refuse(a, entry, role),
+                Backend::Nats(n) => {
+                    let meta = super::nats::Meta {
+                        delivery: n.next_delivery(),
+                        ..Default::default()
+                    };
+                    match n.deliver_remote(a, &entry, role, &meta).await {
+                        Remote::NotHere => {}
+                        other => return self.settle_outcome(a, entry, role, meta, other).await,
+                    }
+                }
+                Backend::NatsDown => {
+                    return self.hold_or_refuse(a, entry, role, Default::default());
+                }
             }
         }
         self.store_for(a, entry, role).await
     }
+}
+
+/// A response whose request timed out (E004).
+pub(super) fn timed_out(rid: &str, requester: &str) -> HubError {
+    HubError::new(
+        ClawCode::E004,
+        format!("request {rid:?} of {requester} timed out before this response"),
+        "the requester has given up; send a notification instead if it still matters",
+    )
+}
+
+/// A response that answers no request pending for its sender.
+pub(super) fn uncorrelated(rid: &str, requester: &str) -> HubError {
+    HubError::validation(
+        format!("requestId {rid:?} matches no pending request from {requester} to you"),
+        "answer a request you received, once, with its id as requestId",
+    )
+}
+
+/// The sender's traceId, or a new one (`trace-…`) when it gave none.
+pub(super) fn trace_or_new(t: Option<String>) -> String {
+    t.unwrap_or_else(new_trace)
+}
+
+/// A new traceId, for what the hub sends on its own (heartbeats, resume reports, closes).
+pub(super) fn new_trace() -> String {
+    random_id("trace-")
 }
 
 pub(super) fn full(a: &Address, depth: usize) -> HubError {

@@ -36,6 +36,12 @@ pub(super) async fn handle(
     let op = payload.get("type").and_then(Value::as_str).unwrap_or("");
     let str_field = |k: &str| payload.get(k).and_then(Value::as_str);
     let reply = |v: Value| conn.reply(id, trace, &v);
+    // A service answers after what the client sent before it is settled (deliveries to other
+    // processes included): its reply is a barrier the client can rely on. Not acks: frequent,
+    // and they concern what the client received.
+    if op != "ack" {
+        hub.settle_pipe(conn).await;
+    }
     match op {
         "ack" => {
             let Some(seq) = payload.get("seq").and_then(Value::as_u64) else {

@@ -200,7 +200,7 @@ async fn endpoint(
         Ok(s) => s,
         Err(refused) => return refused.into_response(),
     };
-    let max = app.config.hub.max_message_bytes.max(1024) * 2;
+    let max = crate::hub::hard_frame_limit(&app.config.hub);
     ws::accept(ws, app.clone(), max, (slot, address_slot), move |socket| {
         serve(socket, app, hub, address, opts, principal)
     })
@@ -243,7 +243,9 @@ async fn serve(
     }
 }
 
-/// The socket's reads as the hub's [`Inbound`] stream; a close or a read error ends it.
+/// The socket's reads as the hub's [`Inbound`] stream; a close ends it, and a read error ends
+/// it after one [`Inbound::Broken`] with the close code it calls for (a frame over the hard
+/// limit: 1009), so the client is told why before the close.
 fn inbound(
     stream: futures_util::stream::SplitStream<WebSocket>,
     key: Arc<str>,
@@ -258,13 +260,37 @@ fn inbound(
                 Some(Ok(Message::Binary(_))) => Inbound::Binary,
                 Some(Ok(_)) => Inbound::Alive, // ping / pong
                 Some(Err(e)) => {
-                    tracing::debug!(address = %key, error = %e, "hub websocket read failed");
-                    return None;
+                    let text = e.to_string();
+                    tracing::debug!(address = %key, error = %text, "hub websocket read failed");
+                    // The socket cannot read past this error: the stream ends after it.
+                    let (code, reason) = read_error_close(&text)?;
+                    return Some((
+                        Inbound::Broken {
+                            code,
+                            reason: reason.into(),
+                        },
+                        None,
+                    ));
                 }
             };
             Some((item, Some(stream)))
         }
     }))
+}
+
+/// The close code and reason for a socket read error (by the WebSocket layer's wording, as
+/// the visitor endpoint does): over the size limit 1009, invalid UTF-8 1007, another protocol
+/// violation 1002; None when the connection itself failed (nobody to tell).
+fn read_error_close(text: &str) -> Option<(u16, &'static str)> {
+    Some(if text.contains("too long") || text.contains("too big") {
+        (1009, "frame too large")
+    } else if text.contains("UTF-8") {
+        (1007, "invalid UTF-8 in a text frame")
+    } else if text.contains("IO error") || text.contains("closed") {
+        return None;
+    } else {
+        (1002, "websocket protocol error")
+    })
 }
 
 impl FrameSource for Outgoing {

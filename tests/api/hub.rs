@@ -1049,25 +1049,64 @@ async fn an_api_key_can_pin_the_tier_of_its_connections() {
     expect_error(&mut other, "PERMISSION_DENIED").await;
 }
 
-/// One hub-corpus case: the frame is sent, then a `presence` call marks the end of what it
-/// caused; in between must come exactly one hub error with the expected code, original message
-/// id and wording.
-async fn hub_case(c: &mut HubClient, case: &Value) -> Result<(), String> {
-    let text = case["send"].as_str().ok_or("\"send\" must be a string")?;
+/// One hub-corpus case: the frame is sent (`@PAD@` in it replaced by `pad` characters), then a
+/// `presence` call marks the end of what it caused; in between must come exactly one hub error
+/// with the expected code, original message id and wording, and a real traceId (the sender's
+/// when `expect.trace_id` names it). With `expect.close` the connection must instead end after
+/// that one error with that close code. Returns whether the connection is still usable.
+async fn hub_case(c: &mut HubClient, case: &Value) -> (Result<(), String>, bool) {
+    let Some(text) = case["send"].as_str() else {
+        return (Err("\"send\" must be a string".into()), true);
+    };
+    let pad = case["pad"].as_u64().unwrap_or(0) as usize;
+    let text = text.replace("@PAD@", &"x".repeat(pad));
     let want = &case["expect"];
-    c.send_raw(text).await.map_err(|e| format!("send: {e}"))?;
-    let (answer, before) = c
-        .call(json!({"type": "presence"}))
-        .await
-        .map_err(|e| format!("no answer to the presence call after the frame: {e}"))?;
-    if answer.is_error() {
-        return Err(format!("the presence call after it failed: {answer:?}"));
+    if let Err(e) = c.send_raw(&text).await {
+        return (Err(format!("send: {e}")), false);
     }
+    let before = if let Some(code) = want["close"].as_u64() {
+        let (before, closed) = match c.until_close().await {
+            Ok(x) => x,
+            Err(e) => return (Err(format!("no close: {e}")), false),
+        };
+        let before: Vec<Envelope> = before.into_iter().filter(|e| e.ty != "heartbeat").collect();
+        if closed != Some(code as u16) {
+            return (
+                Err(format!(
+                    "closed with {closed:?}, expected {code}; before: {before:?}"
+                )),
+                false,
+            );
+        }
+        (before, false)
+    } else {
+        match c.call(json!({"type": "presence"})).await {
+            Ok((answer, _)) if answer.is_error() => {
+                return (
+                    Err(format!("the presence call after it failed: {answer:?}")),
+                    true,
+                );
+            }
+            Ok((_, before)) => (before, true),
+            Err(e) => {
+                return (
+                    Err(format!(
+                        "no answer to the presence call after the frame: {e}"
+                    )),
+                    false,
+                );
+            }
+        }
+    };
+    let (before, open) = before;
     let [e] = before.as_slice() else {
-        return Err(format!(
-            "expected exactly one hub error, got {}: {before:?}",
-            before.len()
-        ));
+        return (
+            Err(format!(
+                "expected exactly one hub error, got {}: {before:?}",
+                before.len()
+            )),
+            open,
+        );
     };
     let mut wrong = Vec::new();
     if !e.is_error() {
@@ -1098,33 +1137,52 @@ async fn hub_case(c: &mut HubClient, case: &Value) -> Result<(), String> {
     {
         wrong.push("no suggested_action".into());
     }
+    // Every error carries a real traceId, the same in the envelope and in its details.
+    let trace = e.trace_id.as_deref().unwrap_or("");
+    if trace.is_empty() || trace == "-" {
+        wrong.push(format!("traceId {trace:?} is not a real one"));
+    }
+    if e.payload["details"]["traceId"] != trace {
+        wrong.push(format!(
+            "details.traceId {} differs from the envelope's {trace:?}",
+            e.payload["details"]["traceId"]
+        ));
+    }
+    if let Some(sent) = want["trace_id"].as_str()
+        && trace != sent
+    {
+        wrong.push(format!("traceId {trace:?}, expected the sender's {sent:?}"));
+    }
     if wrong.is_empty() {
-        Ok(())
+        (Ok(()), open)
     } else {
-        Err(wrong.join("; "))
+        (Err(wrong.join("; ")), open)
     }
 }
 
 /// Every case of `fixtures/hub-bad-frames/`: the frame gets exactly one hub error with the
-/// expected code, original message id and wording; nothing reaches anyone else; the
-/// connection goes on. Every case runs and is printed with its verdict; the test fails at the
-/// end with the full list of failing cases.
+/// expected code, original message id, wording and traceId; nothing reaches anyone else; the
+/// connection goes on (or, for a frame over the hard limit, is closed with 1009). Every case
+/// runs and is printed with its verdict; the test fails at the end with the full list of
+/// failing cases.
 #[tokio::test]
 async fn hostile_frames_from_the_fixture_corpus_are_refused_and_the_connection_goes_on() {
     let app = hub_app().await;
     let _world = connect(&app, Identity::Environment("hall_a".into())).await;
     let mut victim = connect(&app, agent("hall_a", "agent_2")).await;
     let mut c = connect(&app, agent("hall_a", "agent_1")).await;
-    let cases = corpus("hub-bad-frames", 30);
+    let cases = corpus("hub-bad-frames", 43);
     let total = cases.len();
     let mut verdicts = Verdicts::new("hub-bad-frames", total);
     for (name, case) in cases {
-        let verdict = match case {
-            Err(e) => Err(e),
+        let (verdict, open) = match case {
+            Err(e) => (Err(e), true),
             Ok(case) => hub_case(&mut c, &case).await,
         };
+        verdicts.record(&name, verdict);
         // The next cases get a connection of their own if this one is gone.
-        if !verdicts.record(&name, verdict) && c.call(json!({"type": "presence"})).await.is_err() {
+        if !open {
+            wait_offline(&app, "agent/hall_a/agent_1").await;
             c = connect(&app, agent("hall_a", "agent_1")).await;
         }
     }
@@ -1140,6 +1198,88 @@ async fn hostile_frames_from_the_fixture_corpus_are_refused_and_the_connection_g
     };
     verdicts.record("(after all cases) nothing reached another client", clean);
     verdicts.finish();
+}
+
+/// The hub's own frames carry real traceIds: the greeting (welcome heartbeat and resume report,
+/// one trace), every periodic heartbeat (a new one each), the error of a binary frame, and the
+/// error and close of a connection replaced by a newer one.
+#[tokio::test]
+async fn greetings_heartbeats_and_closes_carry_real_trace_ids() {
+    let app = spawn_app_with(|c| {
+        c.hub.enabled = true;
+        c.hub.heartbeat_interval_seconds = 0.05;
+    })
+    .await;
+    let real = |t: &Option<String>| t.as_deref().is_some_and(|t| !t.is_empty() && t != "-");
+    let mut c = connect(&app, agent("hall_a", "tracer")).await;
+    let [hello, resume] = c.greeting.clone().try_into().expect("two greeting frames");
+    assert!(real(&hello.trace_id), "{hello:?}");
+    assert_eq!(
+        hello.trace_id, resume.trace_id,
+        "one trace for the greeting"
+    );
+    let mut traces = std::collections::HashSet::new();
+    while traces.len() < 3 {
+        let e = c.next_envelope().await.unwrap();
+        assert_eq!(e.ty, "heartbeat", "{e:?}");
+        assert!(real(&e.trace_id), "{e:?}");
+        assert_ne!(e.trace_id, hello.trace_id);
+        traces.insert(e.trace_id.unwrap());
+    }
+    c.send_binary(b"\x00\x01").await.unwrap();
+    let e = expect_error(&mut c, "VALIDATION_ERROR").await;
+    assert!(real(&e.trace_id), "{e:?}");
+    assert_eq!(e.payload["details"]["traceId"], json!(e.trace_id));
+    // Replaced by a second connection: the error saying so has a trace, then 4001.
+    let _second = connect(&app, agent("hall_a", "tracer")).await;
+    let (before, code) = c.until_close().await.unwrap();
+    let err = before.iter().find(|e| e.is_error()).expect("an error");
+    assert_eq!(err.payload["details"]["reason"], "replaced");
+    assert!(real(&err.trace_id), "{err:?}");
+    assert_eq!(code, Some(4001));
+}
+
+/// A frame over the hard limit (twice `max_message_bytes`) is never read: the client gets one
+/// VALIDATION_ERROR saying why (with a traceId), then a close with 1009; between the limits the
+/// frame gets a VALIDATION_ERROR and the connection goes on.
+#[tokio::test]
+async fn a_frame_over_the_hard_limit_is_closed_with_1009_after_an_error() {
+    let app = spawn_app_with(|c| {
+        c.hub.enabled = true;
+        c.hub.max_message_bytes = 4096;
+    })
+    .await;
+    let mut c = connect(&app, agent("hall_a", "big_1")).await;
+    let frame = |n: usize| {
+        json!({"type": "message", "id": "big", "traceId": "tr-big",
+               "recipient": {"id": "big_2", "type": "agent"}, "payload": {"pad": "x".repeat(n)}})
+        .to_string()
+    };
+    c.send_raw(&frame(6000)).await.unwrap();
+    let e = expect_error(&mut c, "VALIDATION_ERROR").await;
+    assert_eq!(e.payload["details"]["original_message_id"], "big");
+    assert_eq!(e.trace_id.as_deref(), Some("tr-big"));
+    c.send_raw(&frame(9000)).await.unwrap();
+    let (before, code) = c.until_close().await.unwrap();
+    let errors: Vec<_> = before.iter().filter(|e| e.is_error()).collect();
+    assert_eq!(errors.len(), 1, "{before:?}");
+    assert_eq!(errors[0].error_code(), Some("VALIDATION_ERROR"));
+    assert!(
+        errors[0].payload["message"]
+            .as_str()
+            .unwrap()
+            .contains("hard limit of 8192 bytes"),
+        "{:?}",
+        errors[0]
+    );
+    assert!(
+        errors[0]
+            .trace_id
+            .as_deref()
+            .is_some_and(|t| t.starts_with("trace-"))
+    );
+    assert_eq!(code, Some(1009));
+    wait_offline(&app, "agent/hall_a/big_1").await;
 }
 
 #[tokio::test]

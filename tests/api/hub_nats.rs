@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use museum_agent::config::HubBackend;
-use museum_agent::hub::client::{HubClient, Identity, Options};
+use museum_agent::hub::client::{Envelope, HubClient, Identity, Options, SendOptions};
 use serde_json::json;
 
 use crate::support::nats_server::NatsServer;
@@ -40,6 +40,18 @@ async fn nats() -> Option<NatsServer> {
 }
 
 async fn hub_on(n: &NatsServer, db: Option<PathBuf>) -> TestApp {
+    hub_with(n, move |c| {
+        if let Some(db) = db {
+            c.database.path = db;
+        }
+    })
+    .await
+}
+
+async fn hub_with(
+    n: &NatsServer,
+    more: impl FnOnce(&mut museum_agent::Config) + Send + 'static,
+) -> TestApp {
     let url = n.url();
     let app = spawn_app_with(move |c| {
         c.hub.enabled = true;
@@ -52,9 +64,7 @@ async fn hub_on(n: &NatsServer, db: Option<PathBuf>) -> TestApp {
         // loaded machine), so they cannot answer heartbeats; with 0.5 s periods the hub would
         // drop them as dead after 1.5 s. Dead-peer detection is tested in hub.rs.
         c.hub.max_missed_heartbeats = 0;
-        if let Some(db) = db {
-            c.database.path = db;
-        }
+        more(c);
     })
     .await;
     wait_for("the hub's NATS backend", || {
@@ -392,4 +402,300 @@ async fn connecting_on_another_process_replaces_the_old_connection_and_moves_its
         .await
         .unwrap();
     assert_eq!(new.recv().await.unwrap().seq, Some(3));
+}
+
+fn request(id: &str) -> SendOptions {
+    SendOptions {
+        id: Some(id.into()),
+        kind: Some("request".into()),
+        ..Default::default()
+    }
+}
+
+fn response(to: &str) -> SendOptions {
+    SendOptions {
+        kind: Some("response".into()),
+        request_id: Some(to.into()),
+        ..Default::default()
+    }
+}
+
+/// The next envelope, which must be a hub error with `code` naming `original`.
+async fn error_for(c: &mut HubClient, code: &str, original: &str) -> Envelope {
+    let e = c.recv().await.unwrap();
+    assert_eq!(e.error_code(), Some(code), "{e:?}");
+    assert_eq!(
+        e.payload["details"]["original_message_id"], original,
+        "{e:?}"
+    );
+    assert!(
+        e.trace_id
+            .as_deref()
+            .is_some_and(|t| !t.is_empty() && t != "-"),
+        "{e:?}"
+    );
+    e
+}
+
+/// Responses crossing processes are correlated like local ones: once, from the client the
+/// request was addressed to, before it times out; wherever the responder's process is (the one
+/// that delivered the request, or one that never saw it).
+#[tokio::test]
+async fn responses_across_processes_are_correlated_like_local_ones() {
+    let Some(n) = nats().await else { return };
+    let (s1, s2, s3) = (
+        hub_on(&n, None).await,
+        hub_on(&n, None).await,
+        hub_on(&n, None).await,
+    );
+    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
+    let mut answerer = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    let mut bystander = connect(&s2, agent("hall_a", "bystander"), Options::default()).await;
+    let mut faraway = connect(&s3, agent("hall_a", "faraway"), Options::default()).await;
+
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
+        .await
+        .unwrap();
+    assert_eq!(
+        answerer.recv().await.unwrap().kind.as_deref(),
+        Some("request")
+    );
+    // Not addressed to the bystander (same process as the answerer): refused there.
+    let id = bystander
+        .send_with(bystander.agent("asker"), &json!({"a": "x"}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut bystander, "VALIDATION_ERROR", &id).await;
+    // Nor from a process that never saw the request: the requester's process refuses it.
+    let id = faraway
+        .send_with(faraway.agent("asker"), &json!({"a": "y"}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut faraway, "VALIDATION_ERROR", &id).await;
+    // The answerer's response passes, once.
+    answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
+        .await
+        .unwrap();
+    let got = asker.recv().await.unwrap();
+    assert_eq!(
+        (got.request_id.as_deref(), &got.payload["a"]),
+        (Some("q1"), &json!(1))
+    );
+    let again = answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 2}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut answerer, "VALIDATION_ERROR", &again).await;
+
+    // A request answered from a process that did not deliver it (the answerer moved): the
+    // requester's process checks it and takes its entry, so it passes once.
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 2}), request("q2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        answerer.recv().await.unwrap().kind.as_deref(),
+        Some("request")
+    );
+    let mut moved = connect(&s3, agent("hall_a", "answerer"), Options::default()).await;
+    moved
+        .send_with(moved.agent("asker"), &json!({"a": 3}), response("q2"))
+        .await
+        .unwrap();
+    assert_eq!(asker.recv().await.unwrap().payload["a"], 3);
+    let twice = moved
+        .send_with(moved.agent("asker"), &json!({"a": 4}), response("q2"))
+        .await
+        .unwrap();
+    error_for(&mut moved, "VALIDATION_ERROR", &twice).await;
+
+    // Timed out at the requester's process: CONNECTION_ERROR (E004) to the responder.
+    let short = SendOptions {
+        ttl: Some(0.3),
+        ..request("q3")
+    };
+    asker
+        .send_with(asker.agent("faraway"), &json!({"q": 3}), short)
+        .await
+        .unwrap();
+    assert_eq!(
+        faraway.recv().await.unwrap().kind.as_deref(),
+        Some("request")
+    );
+    // Waiting out the request's ttl is the behaviour under test, not readiness.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let late = faraway
+        .send_with(faraway.agent("asker"), &json!({"a": 5}), response("q3"))
+        .await
+        .unwrap();
+    let e = error_for(&mut faraway, "CONNECTION_ERROR", &late).await;
+    assert_eq!(e.payload["details"]["clawos_code"], "E004", "{e:?}");
+    // Nothing else reached the asker: its next message is this one.
+    faraway
+        .send(faraway.agent("asker"), &json!({"n": "last"}))
+        .await
+        .unwrap();
+    assert_eq!(asker.recv().await.unwrap().payload["n"], "last");
+}
+
+/// One sender's messages to a recipient on another process arrive complete and in order
+/// while many are in flight at once (the pipeline), and each one that cannot be delivered
+/// (the recipient's inbox is full) gets its own error naming it, with its traceId.
+#[tokio::test]
+async fn pipelined_deliveries_keep_order_and_report_each_failure() {
+    let Some(n) = nats().await else { return };
+    let small = |c: &mut museum_agent::Config| c.hub.inbox_depth = 600;
+    let (s1, s2) = (hub_with(&n, small).await, hub_with(&n, small).await);
+    let mut rx = connect(&s2, agent("hall_a", "sink_1"), manual()).await;
+    let mut tx = connect(&s1, agent("hall_a", "source_1"), Options::default()).await;
+    for i in 0..600u64 {
+        tx.send(tx.agent("sink_1"), &json!({"n": i})).await.unwrap();
+    }
+    for i in 0..600u64 {
+        let got = rx.recv().await.unwrap();
+        assert_eq!((got.seq, got.payload["n"].as_u64()), (Some(i + 1), Some(i)));
+    }
+    // Nothing acknowledged: the inbox is full, and each further message fails on its own.
+    let mut ids = vec![];
+    for i in 0..3 {
+        let o = SendOptions {
+            trace_id: Some(format!("trace-over-{i}")),
+            ..Default::default()
+        };
+        ids.push(
+            tx.send_with(tx.agent("sink_1"), &json!({"over": i}), o)
+                .await
+                .unwrap(),
+        );
+    }
+    for (i, id) in ids.iter().enumerate() {
+        let e = error_for(&mut tx, "CONNECTION_ERROR", id).await;
+        assert!(
+            e.payload["message"].as_str().unwrap().contains("full"),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.trace_id.as_deref(),
+            Some(format!("trace-over-{i}").as_str())
+        );
+    }
+    // Acknowledged: the next one goes through, after the 600.
+    rx.ack(600).await.unwrap();
+    rx.call(json!({"type": "presence"})).await.unwrap();
+    tx.send(tx.agent("sink_1"), &json!({"n": "after"}))
+        .await
+        .unwrap();
+    let got = rx.recv().await.unwrap();
+    assert_eq!((got.seq, &got.payload["n"]), (Some(601), &json!("after")));
+}
+
+/// A holder that answers after the sender's timeout makes the sender hold the message and send
+/// it again, marked as a retry of the same delivery: the recipient gets it once. Driven here
+/// with a plain NATS client speaking the hub's subjects and headers.
+#[tokio::test]
+async fn a_retry_of_a_delivery_already_made_is_not_delivered_twice() {
+    let Some(n) = nats().await else { return };
+    let s1 = hub_on(&n, None).await;
+    let mut rx = connect(&s1, agent("hall_a", "robot_7"), Options::default()).await;
+    let nc = async_nats::connect(n.url()).await.unwrap();
+    let subject = format!(
+        "hub.u.{}",
+        museum_agent::hub::nats::addr_tokens(&museum_agent::hub::Address::agent(
+            "hall_a", "robot_7"
+        ))
+    );
+    let body = |k: &str| {
+        let v = json!({"type": "message", "id": k, "sender": {"id": "world", "type": "environment", "env": "hall_a"},
+                       "recipient": {"id": "robot_7", "type": "agent"}, "timestamp": "2025-01-01T00:00:00Z",
+                       "version": "1", "traceId": "t", "priority": "normal", "payload": {"k": k}})
+        .to_string();
+        bytes::Bytes::from(v[1..].to_string())
+    };
+    let send = |delivery: u64, retry: bool, k: &'static str| {
+        let nc = nc.clone();
+        let subject = subject.clone();
+        async move {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert("Hub-Delivery", delivery.to_string().as_str());
+            if retry {
+                h.insert("Hub-Retry", "1");
+            }
+            let r = nc
+                .request_with_headers(subject, h, body(k))
+                .await
+                .expect("the holder answers");
+            String::from_utf8(r.payload.to_vec()).unwrap()
+        }
+    };
+    assert_eq!(send(42, false, "first").await, "ok");
+    assert_eq!(send(42, true, "first again").await, "ok");
+    // A retry of a delivery it never got is delivered.
+    assert_eq!(send(43, true, "second").await, "ok");
+    assert_eq!(rx.recv().await.unwrap().payload["k"], "first");
+    assert_eq!(rx.recv().await.unwrap().payload["k"], "second");
+    let (_, others) = rx.call(json!({"type": "presence"})).await.unwrap();
+    assert!(others.is_empty(), "delivered twice: {others:?}");
+}
+
+/// Whether `c` is still the live connection of its identity: a hub call is answered. A
+/// replaced one reads the error saying so, then the close (4001).
+async fn alive(c: &mut HubClient) -> Result<(), String> {
+    match c.call(json!({"type": "presence"})).await {
+        Ok(_) => Ok(()),
+        Err(_) => Err("closed".into()),
+    }
+}
+
+/// Two connections of one identity attaching at the same time on two processes (each one's
+/// kick arrives while the other is mid-attach): exactly one survives, the later attach, and
+/// the other is closed as replaced (4001), every time; the survivor gets the messages.
+#[tokio::test]
+async fn two_attaches_of_one_identity_at_once_leave_exactly_one() {
+    let Some(n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut world = connect(
+        &s1,
+        Identity::Environment("hall_a".into()),
+        Options::default(),
+    )
+    .await;
+    for round in 0..6 {
+        let (u1, u2) = (s1.base_url(), s2.base_url());
+        let (a, b) = tokio::join!(
+            HubClient::connect(&u1, agent("hall_a", "twin"), &s1.api_key, manual()),
+            HubClient::connect(&u2, agent("hall_a", "twin"), &s2.api_key, manual()),
+        );
+        let mut live = vec![];
+        for c in [a, b] {
+            match c {
+                Ok(mut c) => {
+                    if alive(&mut c).await.is_ok() {
+                        live.push(c);
+                    } else {
+                        let (_, code) = c.until_close().await.unwrap_or((vec![], None));
+                        assert!(matches!(code, None | Some(4001)), "round {round}: {code:?}");
+                    }
+                }
+                Err(e) => assert!(e.to_string().contains("replaced"), "round {round}: {e}"),
+            }
+        }
+        // The loser may learn it lost just after its first call: look again.
+        let mut still = vec![];
+        for mut c in live {
+            if alive(&mut c).await.is_ok() {
+                still.push(c);
+            }
+        }
+        assert_eq!(still.len(), 1, "round {round}: survivors");
+        let mut twin = still.pop().unwrap();
+        world
+            .send(world.agent("twin"), &json!({"round": round}))
+            .await
+            .unwrap();
+        assert_eq!(twin.recv().await.unwrap().payload["round"], round);
+        twin.ack(twin.last_seq()).await.unwrap();
+        twin.call(json!({"type": "presence"})).await.unwrap();
+    }
 }
