@@ -78,6 +78,8 @@ pub(crate) struct InFlight {
     deadline: tokio::time::Instant,
     meta: Meta,
     out: Outbound,
+    /// Its place in the process's window ([`nats::PROCESS_WINDOW`]), given back when settled.
+    _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// A message for another process (or an inbox) held while NATS is unreachable.
@@ -429,7 +431,7 @@ impl Hub {
     /// Sends a routed message on to the process holding its recipient without waiting for
     /// the answer: it is published now (so one sender's messages reach a recipient in the
     /// order sent) and settled by the sender's pipe. Waits only while the sender has
-    /// [`PIPE_WINDOW`] deliveries unanswered.
+    /// [`PIPE_WINDOW`] deliveries unanswered or the process [`nats::PROCESS_WINDOW`].
     pub(super) async fn send_remote(
         &self,
         conn: &Arc<Conn>,
@@ -446,7 +448,11 @@ impl Hub {
             Some(tx) => tx.reserve().await.ok(),
             None => None,
         };
-        let Some(permit) = permit else {
+        let slot = match &permit {
+            Some(_) => n.inflight.clone().acquire_owned().await.ok(),
+            None => None,
+        };
+        let (Some(permit), Some(slot)) = (permit, slot) else {
             // The connection is leaving (no pipe): settle it here, waiting.
             let r = n.deliver_remote(&out.a, &out.entry, &out.role, &meta).await;
             return self
@@ -461,6 +467,7 @@ impl Hub {
                     deadline: n.answer_deadline(),
                     meta,
                     out,
+                    _slot: slot,
                 })));
                 Ok(())
             }

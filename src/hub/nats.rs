@@ -316,7 +316,19 @@ pub struct Nats {
     next_token: AtomicU64,
     /// Delivery ids: a random base per process plus a counter.
     next_delivery: AtomicU64,
+    /// Deliveries this process has published and not yet seen answered, all senders together
+    /// ([`PROCESS_WINDOW`]).
+    pub inflight: std::sync::Arc<tokio::sync::Semaphore>,
 }
+
+/// Deliveries to other processes this process may have unanswered at once, all senders
+/// together. Each sender's own window ([`super::cluster::PIPE_WINDOW`]) keeps its order and
+/// bounds its memory; this one keeps the holders' queues short enough to answer inside
+/// [`REQUEST_TIMEOUT`]: a thousand senders' windows together would queue far more than a
+/// process routes in that time, and every message past it would time out and be refused
+/// (measured: 120,000+ errors at saturation without it). A sender past it waits, and reads
+/// its client's frames more slowly, as it does at its own window.
+pub const PROCESS_WINDOW: usize = 2048;
 
 /// Connects (retrying in the background if NATS is down at start). Returns at once; use
 /// [`Nats::setup`] once connected.
@@ -432,6 +444,7 @@ impl Nats {
             replies: Default::default(),
             next_token: AtomicU64::new(1),
             next_delivery: AtomicU64::new(rand::random::<u64>() >> 1),
+            inflight: std::sync::Arc::new(tokio::sync::Semaphore::new(PROCESS_WINDOW)),
         })
     }
 
