@@ -232,7 +232,10 @@ fn child(db: &Path, data: &Path, rounds: usize) -> anyhow::Result<()> {
         let store = Store::open(db)?;
         let r = retrieval::embedded_from_config(&config, &store).await?;
         let loaded = r.ensure_demo(data).await.map_err(anyhow::Error::msg)?;
-        anyhow::ensure!(loaded.is_none(), "the unchanged collection was loaded again");
+        anyhow::ensure!(
+            loaded.is_none(),
+            "the unchanged collection was loaded again"
+        );
         anyhow::Ok((store, r))
     })?;
     let startup = started.elapsed();
@@ -342,7 +345,10 @@ fn run_size(
         peak_rss_mib()
     );
     let out = Command::new(std::env::current_exe()?)
-        .env("SCALE_BENCH_CHILD", format!("{}\n{}", db.display(), data.display()))
+        .env(
+            "SCALE_BENCH_CHILD",
+            format!("{}\n{}", db.display(), data.display()),
+        )
         .env("BENCH_ROUNDS", rounds.to_string())
         .output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
