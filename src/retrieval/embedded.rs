@@ -28,24 +28,26 @@ use serde_json::Value;
 
 use super::abstain::{self, AbstentionModel, Features};
 use super::embeddings::{Embedder, fuse, nearest};
-use super::ingest::{Rejected, content_hash, file_sha256, parse_file};
+use super::ingest::{Rejected, parse_file};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
 use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
 use crate::store::StoreError;
-use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit};
+use crate::store::collection::{CollectionStore, ExhibitRow};
 use crate::store::vectors::VectorStore;
 
 /// BM25 weights of the FTS columns: title, maker, period (+ date), medium, description,
 /// extra (aliases, tags, ...), meta (gallery, dimensions, id).
 pub const WEIGHTS: [f64; 7] = [4.0, 3.0, 2.0, 2.0, 1.0, 3.0, 0.5];
 
+/// Terms in more exhibits than this are left out of the BM25 candidate query when rarer terms
+/// are present (see `lexical`); above every collection of the demo's size, so its ranking is
+/// unchanged.
+pub const MATCH_DF_CAP: f64 = 5_000.0;
+
 /// Passages returned per hit, and their longest length in characters.
 pub const PASSAGES_PER_HIT: usize = 2;
 pub const PASSAGE_CHARS: usize = 300;
-
-/// Exhibits analysed and written per transaction at ingest.
-const INGEST_CHUNK: usize = 500;
 
 #[derive(Debug, Clone)]
 pub struct EmbeddedOptions {
@@ -275,75 +277,22 @@ pub fn analyze(e: &Exhibit) -> [String; 7] {
 
 /// Writes rows to the store: unchanged rows (same content hash) are skipped, the others are
 /// analysed and upserted. Idempotent. Blocking: run it on the blocking pool.
+/// (The bulk path is [`super::ingest::store_rows`].)
 pub fn ingest_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCounts, StoreError> {
-    let existing = store.exhibit_hashes()?;
-    let mut counts = RowCounts::default();
-    let mut pending = Vec::new();
-    for e in rows {
-        let hash = content_hash(&e);
-        if existing.get(&e.id) == Some(&hash) {
-            counts.unchanged += 1;
-        } else {
-            pending.push((e, hash));
-        }
-    }
-    for chunk in pending.chunks(INGEST_CHUNK) {
-        let docs: Vec<IndexedExhibit> = chunk
-            .iter()
-            .map(|(e, hash)| IndexedExhibit {
-                fts: analyze(e),
-                exhibit: ExhibitRow::from(e),
-                hash: hash.clone(),
-            })
-            .collect();
-        let c = store.upsert_exhibits(&docs)?;
-        counts.inserted += c.inserted;
-        counts.updated += c.updated;
-    }
-    Ok(counts)
+    super::ingest::store_rows(store, rows)
 }
 
-/// Re-analyses every stored exhibit when the analyzer changed since the index was built.
-/// Returns how many rows were re-indexed.
+/// Brings the index up to date at start (see [`super::ingest::check_index`]): nothing to do
+/// when its stored fingerprint matches; otherwise a corrupt or truncated index is rebuilt and
+/// an index of another analyzer version re-analysed. Returns how many rows were re-indexed.
 pub fn ensure_index_current(store: &CollectionStore) -> Result<usize, StoreError> {
-    let problem = store
-        .fts_problem()
-        .unwrap_or_else(|e| Some(format!("index check failed: {e}")));
-    if let Some(reason) = problem {
-        tracing::warn!(%reason, "the collection's search index is corrupt or incomplete; rebuilding it from the stored records");
-        let n = rebuild_index(store)?;
-        store.set_collection_meta("analyzer_version", text::ANALYZER_VERSION)?;
-        tracing::info!(rows = n, "search index rebuilt from the stored records");
-        return Ok(n);
-    }
-    let stored = store.collection_meta("analyzer_version")?;
-    if stored.as_deref() == Some(text::ANALYZER_VERSION) {
-        return Ok(0);
-    }
-    let all: Vec<Exhibit> = store
-        .all_exhibits()?
-        .into_iter()
-        .map(Exhibit::from)
-        .collect();
-    let n = all.len();
-    if n > 0 {
-        // Content hashes include the analyzer version, so every row counts as changed.
-        ingest_rows(store, all)?;
-    }
-    store.set_collection_meta("analyzer_version", text::ANALYZER_VERSION)?;
-    Ok(n)
+    super::ingest::check_index(store)
 }
 
 /// Recreates the full-text index from the stored records (after corruption). Returns the
 /// number of rows indexed.
 pub fn rebuild_index(store: &CollectionStore) -> Result<usize, StoreError> {
-    let docs: Vec<(i64, [String; 7])> = store
-        .all_exhibits_with_pk()?
-        .into_iter()
-        .map(|(pk, r)| (pk, analyze(&Exhibit::from(r))))
-        .collect();
-    store.recreate_fts(&docs)?;
-    Ok(docs.len())
+    super::ingest::rebuild_index(store)
 }
 
 /// `collection_meta` key of a museum's own abstention fit (`museum-agent eval --fit`).
@@ -590,13 +539,40 @@ fn lexical(
     // nothing to FTS5's BM25 (it floors their IDF at 1e-6) but make it score most documents:
     // leave both out of the MATCH (coverage below still counts them).
     let half = w.docs / 2.0;
-    let mut terms: Vec<QueryTerm> = w
+    let found: Vec<(&QueryTerm, f64)> = w
         .terms
         .iter()
         .zip(&w.dfs)
-        .filter(|(_, df)| **df > 0.0 && **df <= half)
-        .map(|((t, _), _)| t.clone())
+        .filter(|(_, df)| **df > 0.0)
+        .map(|((t, _), df)| (t, *df))
         .collect();
+    let mut chosen: Vec<(&QueryTerm, f64)> = found
+        .iter()
+        .copied()
+        .filter(|(_, df)| *df <= half)
+        .collect();
+    // In a large collection a common term (in thousands of exhibits) makes BM25 score every
+    // exhibit holding it: when one is there, the MATCH keeps only the terms under MATCH_DF_CAP,
+    // or the rarest term when none is (coverage below still counts them all). A collection
+    // smaller than the cap is unaffected.
+    if chosen.iter().any(|(_, df)| *df > MATCH_DF_CAP) {
+        let rare: Vec<(&QueryTerm, f64)> = chosen
+            .iter()
+            .copied()
+            .filter(|(_, df)| *df <= MATCH_DF_CAP)
+            .collect();
+        chosen = if rare.is_empty() {
+            chosen
+                .iter()
+                .copied()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .into_iter()
+                .collect()
+        } else {
+            rare
+        };
+    }
+    let mut terms: Vec<QueryTerm> = chosen.into_iter().map(|(t, _)| t.clone()).collect();
     if terms.is_empty() {
         terms = w.terms.iter().map(|(t, _)| t.clone()).collect();
     }
@@ -1010,30 +986,28 @@ impl EmbeddedRetriever {
     }
 
     /// Loads `path` when the collection is empty, or when this file was loaded before and has
-    /// changed since; otherwise does nothing (returns None). Cheap when nothing changed: one
-    /// hash of the file.
+    /// changed since; otherwise does nothing (returns None). Cheap when nothing changed: the
+    /// file's size and times against those of its last load ([`super::ingest::check_source`]).
     pub async fn ensure_demo(&self, path: &Path) -> Result<Option<IngestReport>, String> {
         let p = path.to_path_buf();
         let source = format!("demo:{}", path.display());
         let src = source.clone();
         let store = self.store.clone();
-        let (sha, needed) = tokio::task::spawn_blocking(move || -> Result<_, String> {
-            let sha = file_sha256(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-            let count = store.exhibit_count().map_err(|e| e.to_string())?;
-            let last = store.collection_load(&src).map_err(|e| e.to_string())?;
-            let needed = count == 0 || last.is_some_and(|l| l.sha256 != sha);
-            Ok((sha, needed))
-        })
-        .await
-        .map_err(|e| e.to_string())??;
-        if !needed {
+        let load =
+            tokio::task::spawn_blocking(move || super::ingest::check_source(&store, &src, &p))
+                .await
+                .map_err(|e| e.to_string())??;
+        let Some(load) = load else {
             return Ok(None);
-        }
-        let mut report = self.ingest_file(path).await?;
-        report.source = source.clone();
-        let rows = report.rows as i64;
+        };
+        let rows = load.parsed.rows.into_iter().map(|(_, e)| e).collect();
+        let report = self
+            .ingest_exhibits(&source, rows, load.parsed.rejected)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (sha, stat, n) = (load.sha256, load.stat, report.rows as i64);
         self.store
-            .call(move |s| s.record_collection_load(&source, &sha, rows))
+            .call(move |s| super::ingest::record_source(s, &source, &sha, &stat, n))
             .await
             .map_err(|e| e.to_string())?;
         Ok(Some(report))

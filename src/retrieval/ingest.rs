@@ -5,15 +5,26 @@
 //! Field names: the canonical names of [`Exhibit`] or the names of the shared demo data
 //! (`artist_or_maker`, `culture_or_period`, `gallery_or_department`) and a few common aliases.
 //! Any other field goes to `extra` (its string values are indexed, e.g. `aliases`, `tags`).
+//!
+//! Also the bulk path that writes parsed rows to the store ([`store_rows`]: content hashes skip
+//! unchanged rows, analysis on every core, large transactions written in file order), the
+//! start-up check of the index ([`check_index`]: a stored fingerprint instead of a full
+//! integrity check when nothing changed) and of an automatically loaded file
+//! ([`check_source`]: its size and times, hashed and parsed in one read only when they changed).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Read};
 use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::Exhibit;
+use super::embedded::{RowCounts, analyze};
+use crate::store::StoreError;
+use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit};
 
 /// Longest accepted line of a JSONL file.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -352,15 +363,48 @@ fn csv_io(e: csv::Error, line: u64, parsed: &mut Parsed) -> std::io::Error {
 
 /// Parses a file by its extension.
 pub fn parse_file(path: &Path) -> Result<Parsed, String> {
+    parse_file_hashed(path).map(|(parsed, _)| parsed)
+}
+
+/// A reader that hashes what passes through it.
+struct Hashing<R> {
+    inner: R,
+    hash: Sha256,
+}
+
+impl<R: Read> Read for Hashing<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// Parses a file by its extension and returns the SHA-256 (hex) of the bytes parsed, in one
+/// read of the file.
+pub fn parse_file_hashed(path: &Path) -> Result<(Parsed, String), String> {
     let format = Format::for_path(path)?;
     let file =
         std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let reader = std::io::BufReader::new(file);
-    match format {
-        Format::Jsonl => parse_jsonl(reader),
-        Format::Csv => parse_csv(reader),
+    let mut reader = std::io::BufReader::with_capacity(
+        256 * 1024,
+        Hashing {
+            inner: file,
+            hash: Sha256::new(),
+        },
+    );
+    let parsed = match format {
+        Format::Jsonl => parse_jsonl(&mut reader),
+        Format::Csv => parse_csv(&mut reader),
     }
-    .map_err(|e| format!("cannot read {}: {e}", path.display()))
+    .and_then(|p| {
+        // The parsers stop at the end of the file; make sure every byte is in the hash.
+        std::io::copy(&mut reader, &mut std::io::sink())?;
+        Ok(p)
+    })
+    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let sha = hex::encode(reader.into_inner().hash.finalize());
+    Ok((parsed, sha))
 }
 
 /// A digest of the exhibit's content and the analyzer version: re-ingesting an unchanged row
@@ -388,9 +432,445 @@ pub fn file_sha256(path: &Path) -> std::io::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
+// ---- writing rows to the store ----
+
+/// Exhibits one analysis worker takes at a time.
+const ANALYSIS_BATCH: usize = 1_000;
+/// Exhibits written per transaction (other writers of the database wait at most one batch).
+const WRITE_BATCH: usize = 10_000;
+/// Most analysis threads (the writer is one more).
+const MAX_WORKERS: usize = 4;
+
+fn into_row(e: Exhibit) -> ExhibitRow {
+    ExhibitRow {
+        extra: Value::Object(e.extra).to_string(),
+        id: e.id,
+        title: e.title,
+        maker: e.maker,
+        date: e.date,
+        period: e.period,
+        medium: e.medium,
+        dimensions: e.dimensions,
+        gallery: e.gallery,
+        description: e.description,
+        language: e.language,
+        source: e.source,
+        license: e.license,
+    }
+}
+
+/// Writes rows to the store: unchanged rows (same content hash) are skipped, the others are
+/// analysed ([`analyze`]) on every core and upserted in file order (keys are assigned as
+/// before), [`WRITE_BATCH`] rows a transaction. Idempotent. Blocking: run it on the blocking
+/// pool. When the index was trusted before (its fingerprint stored), the fingerprint is
+/// renewed afterwards, so the next start does not re-check what this ingest wrote.
+pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCounts, StoreError> {
+    let mut counts = RowCounts::default();
+    if rows.is_empty() {
+        return Ok(counts);
+    }
+    let existing = if store.exhibit_count()? == 0 {
+        HashMap::new()
+    } else {
+        store.exhibit_hashes()?
+    };
+    let trusted = index_trusted(store);
+    let mut batches = Vec::with_capacity(rows.len().div_ceil(ANALYSIS_BATCH));
+    let mut rows = rows.into_iter().peekable();
+    while rows.peek().is_some() {
+        batches.push(Mutex::new(
+            rows.by_ref().take(ANALYSIS_BATCH).collect::<Vec<_>>(),
+        ));
+    }
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_WORKERS)
+        .min(batches.len());
+    let next = AtomicUsize::new(0);
+    // (batch number, rows to write, unchanged rows)
+    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<IndexedExhibit>, usize)>(workers);
+    let result = std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (batches, next, existing) = (&batches, &next, &existing);
+            scope.spawn(move || {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(batch) = batches.get(i) else { break };
+                    let batch =
+                        std::mem::take(&mut *batch.lock().unwrap_or_else(|p| p.into_inner()));
+                    let mut unchanged = 0;
+                    let mut docs = Vec::with_capacity(batch.len());
+                    for e in batch {
+                        let hash = content_hash(&e);
+                        if existing.get(&e.id) == Some(&hash) {
+                            unchanged += 1;
+                            continue;
+                        }
+                        docs.push(IndexedExhibit {
+                            fts: analyze(&e),
+                            exhibit: into_row(e),
+                            hash,
+                        });
+                    }
+                    // The writer has stopped (a write failed): stop too.
+                    if tx.send((i, docs, unchanged)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        // The writer: batches may arrive out of order; they are written in order.
+        let mut waiting: BTreeMap<usize, Vec<IndexedExhibit>> = BTreeMap::new();
+        let mut next_out = 0;
+        let mut buf: Vec<IndexedExhibit> = Vec::new();
+        for (i, docs, unchanged) in rx {
+            counts.unchanged += unchanged;
+            waiting.insert(i, docs);
+            while let Some(docs) = waiting.remove(&next_out) {
+                next_out += 1;
+                buf.extend(docs);
+                if buf.len() >= WRITE_BATCH {
+                    let c = store.upsert_exhibits(&std::mem::take(&mut buf))?;
+                    counts.inserted += c.inserted;
+                    counts.updated += c.updated;
+                }
+            }
+        }
+        let c = store.upsert_exhibits(&buf)?;
+        counts.inserted += c.inserted;
+        counts.updated += c.updated;
+        Ok::<_, StoreError>(())
+    });
+    result?;
+    if trusted && counts.inserted + counts.updated > 0 {
+        record_index_stamp(store)?;
+    }
+    Ok(counts)
+}
+
+// ---- start-up: the index and the automatically loaded file ----
+
+/// `collection_meta` key of the index fingerprint stored after the last full check.
+pub const INDEX_STAMP_KEY: &str = "index_stamp";
+/// `collection_meta` key of the analyzer version the index was built with.
+pub const ANALYZER_KEY: &str = "analyzer_version";
+
+/// Whether the index can be trusted without a full check: built with this analyzer, and its
+/// fingerprint ([`CollectionStore::index_fingerprint`]) is the one stored after the last full
+/// check or ingest.
+pub fn index_trusted(store: &CollectionStore) -> bool {
+    let analyzer = store.collection_meta(ANALYZER_KEY).ok().flatten();
+    if analyzer.as_deref() != Some(super::text::ANALYZER_VERSION) {
+        return false;
+    }
+    match (
+        store.collection_meta(INDEX_STAMP_KEY),
+        store.index_fingerprint(),
+    ) {
+        (Ok(Some(stored)), Ok(now)) => stored == now,
+        _ => false,
+    }
+}
+
+fn record_index_stamp(store: &CollectionStore) -> Result<(), StoreError> {
+    let stamp = store.index_fingerprint()?;
+    store.set_collection_meta(INDEX_STAMP_KEY, &stamp)
+}
+
+/// Brings the index up to date at start and returns how many rows were re-indexed. With the
+/// collection unchanged since the last check or ingest (the fingerprint matches), nothing is
+/// read or re-tokenised. Otherwise the full check: a corrupt or truncated full-text index
+/// (FTS5 `integrity-check` fails, or another number of rows than `exhibits`) is rebuilt from
+/// the stored records with a warning; an index built by another analyzer version is
+/// re-analysed; then the fingerprint is stored.
+pub fn check_index(store: &CollectionStore) -> Result<usize, StoreError> {
+    if index_trusted(store) {
+        return Ok(0);
+    }
+    let problem = store
+        .fts_problem()
+        .unwrap_or_else(|e| Some(format!("index check failed: {e}")));
+    let n = if let Some(reason) = problem {
+        tracing::warn!(%reason, "the collection's search index is corrupt or incomplete; rebuilding it from the stored records");
+        let n = rebuild_index(store)?;
+        tracing::info!(rows = n, "search index rebuilt from the stored records");
+        n
+    } else if store.collection_meta(ANALYZER_KEY)?.as_deref() == Some(super::text::ANALYZER_VERSION)
+    {
+        0
+    } else {
+        let all: Vec<Exhibit> = store
+            .all_exhibits()?
+            .into_iter()
+            .map(Exhibit::from)
+            .collect();
+        let n = all.len();
+        // Content hashes include the analyzer version, so every row counts as changed.
+        store_rows(store, all)?;
+        n
+    };
+    store.set_collection_meta(ANALYZER_KEY, super::text::ANALYZER_VERSION)?;
+    store.recount_exhibits()?;
+    record_index_stamp(store)?;
+    Ok(n)
+}
+
+/// Recreates the full-text index from the stored records (after corruption), analysing on
+/// every core. Returns the number of rows indexed.
+pub fn rebuild_index(store: &CollectionStore) -> Result<usize, StoreError> {
+    let rows = store.all_exhibits_with_pk()?;
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, MAX_WORKERS);
+    let per = rows.len().div_ceil(workers).max(1);
+    let docs: Vec<(i64, [String; 7])> = std::thread::scope(|scope| {
+        let parts: Vec<_> = rows
+            .chunks(per)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|(pk, r)| (*pk, analyze(&Exhibit::from(r.clone()))))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    drop(rows);
+    store.recreate_fts(&docs)?;
+    Ok(docs.len())
+}
+
+/// A file's identity without reading it: size, modification and change times, inode (a copy
+/// that keeps the modification time, `cp -p` or `rsync -t`, still changes the change time),
+/// and " racy" when it changed in the last two seconds.
+pub fn file_stat(path: &Path) -> std::io::Result<String> {
+    let m = std::fs::metadata(path)?;
+    let nanos = |t: std::io::Result<std::time::SystemTime>| {
+        t.ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos())
+    };
+    #[cfg(unix)]
+    let (ctime, ino) = {
+        use std::os::unix::fs::MetadataExt;
+        (
+            i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+            m.ino(),
+        )
+    };
+    #[cfg(not(unix))]
+    let (ctime, ino) = (0i128, 0u64);
+    let mtime = nanos(m.modified());
+    // A file changed within the file system's timestamp granularity of this look could change
+    // again with the same size and times: such a stat is marked and never trusted (as git does
+    // with "racy" index entries), so the next start hashes the file once more.
+    let now = nanos(Ok(std::time::SystemTime::now()));
+    let recent = now.saturating_sub(mtime) < 2_000_000_000
+        || now.saturating_sub(ctime.max(0) as u128) < 2_000_000_000;
+    Ok(format!(
+        "size {} mtime {mtime} ctime {ctime} ino {ino}{}",
+        m.len(),
+        if recent { " racy" } else { "" }
+    ))
+}
+
+/// A file start-up has to load: its rows, parsed in the same read that hashed it.
+#[derive(Debug)]
+pub struct SourceLoad {
+    pub parsed: Parsed,
+    pub sha256: String,
+    /// [`file_stat`] taken before the file was read.
+    pub stat: String,
+}
+
+fn stat_key(source: &str) -> String {
+    format!("file_stat:{source}")
+}
+
+/// Whether the automatically loaded file `path` (recorded as `source`) must be loaded: when the
+/// collection is empty, or this file was loaded before and its content changed since. Cheap
+/// when nothing changed: the file's size and times are compared with those stored at its last
+/// load, and it is not read at all. When they differ it is hashed and parsed in one read; an
+/// unchanged hash (the file was only touched) stores the new times and loads nothing.
+pub fn check_source(
+    store: &CollectionStore,
+    source: &str,
+    path: &Path,
+) -> Result<Option<SourceLoad>, String> {
+    let stat = file_stat(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let count = store.exhibit_count().map_err(|e| e.to_string())?;
+    let last = store.collection_load(source).map_err(|e| e.to_string())?;
+    if count > 0 && last.is_none() {
+        // A collection loaded by other means (the `ingest` command): not the demo's to replace.
+        return Ok(None);
+    }
+    let stored_stat = store
+        .collection_meta(&stat_key(source))
+        .map_err(|e| e.to_string())?;
+    if let Some(l) = &last
+        && count > 0
+        && !stat.ends_with(" racy")
+        && stored_stat.as_deref() == Some(format!("{stat} sha256 {}", l.sha256).as_str())
+    {
+        return Ok(None);
+    }
+    let (parsed, sha256) = parse_file_hashed(path)?;
+    if let Some(l) = &last
+        && count > 0
+        && l.sha256 == sha256
+    {
+        store
+            .set_collection_meta(&stat_key(source), &format!("{stat} sha256 {sha256}"))
+            .map_err(|e| e.to_string())?;
+        return Ok(None);
+    }
+    Ok(Some(SourceLoad {
+        parsed,
+        sha256,
+        stat,
+    }))
+}
+
+/// Records a loaded file (its hash, row count and the [`file_stat`] taken before reading it).
+pub fn record_source(
+    store: &CollectionStore,
+    source: &str,
+    load_sha256: &str,
+    stat: &str,
+    rows: i64,
+) -> Result<(), StoreError> {
+    store.record_collection_load(source, load_sha256, rows)?;
+    store.set_collection_meta(&stat_key(source), &format!("{stat} sha256 {load_sha256}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn numbered(n: usize) -> Vec<Exhibit> {
+        (0..n)
+            .map(|i| Exhibit {
+                id: format!("x{i:05}"),
+                title: format!("Bronze vessel {i}"),
+                description: if i % 2 == 0 {
+                    format!("青銅器，編號{i}。")
+                } else {
+                    format!("A vessel numbered {i}.")
+                },
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    fn memory_store() -> CollectionStore {
+        crate::store::Store::open_in_memory().unwrap().collection()
+    }
+
+    #[test]
+    fn bulk_rows_keep_file_order_and_skip_unchanged_ones() {
+        let s = memory_store();
+        check_index(&s).unwrap();
+        // Several analysis batches, written in file order whatever thread analysed them.
+        let rows = numbered(2 * ANALYSIS_BATCH + 17);
+        let c = store_rows(&s, rows.clone()).unwrap();
+        assert_eq!((c.inserted, c.updated, c.unchanged), (rows.len(), 0, 0));
+        let stored: Vec<String> = s
+            .all_exhibits_with_pk()
+            .unwrap()
+            .into_iter()
+            .map(|(_, r)| r.id)
+            .collect();
+        let ids: Vec<String> = rows.iter().map(|e| e.id.clone()).collect();
+        assert_eq!(stored, ids);
+        assert_eq!(s.exhibit_count().unwrap(), rows.len() as i64);
+        let mut changed = rows.clone();
+        changed[1500].title = "Jade disc".into();
+        let c = store_rows(&s, changed).unwrap();
+        assert_eq!((c.inserted, c.updated, c.unchanged), (0, 1, rows.len() - 1));
+        assert_eq!(s.exhibit_count().unwrap(), rows.len() as i64);
+        assert_eq!(
+            s.exhibit_by_id("x01500").unwrap().unwrap().title,
+            "Jade disc"
+        );
+    }
+
+    #[test]
+    fn an_unchanged_index_is_trusted_without_a_full_check() {
+        let s = memory_store();
+        assert_eq!(check_index(&s).unwrap(), 0);
+        assert!(index_trusted(&s), "a checked empty index is stamped");
+        store_rows(&s, numbered(30)).unwrap();
+        assert!(index_trusted(&s), "our own ingest renews the stamp");
+        assert_eq!(check_index(&s).unwrap(), 0);
+        // Another analyzer built it: not trusted, re-analysed, stamped again.
+        s.set_collection_meta(ANALYZER_KEY, "old").unwrap();
+        assert!(!index_trusted(&s));
+        assert_eq!(check_index(&s).unwrap(), 30);
+        assert!(index_trusted(&s));
+        // A stamp that does not match (the collection changed behind our back) means the full
+        // check; a sound index is then stamped without re-indexing anything.
+        s.set_collection_meta(INDEX_STAMP_KEY, "something else")
+            .unwrap();
+        assert!(!index_trusted(&s));
+        assert_eq!(check_index(&s).unwrap(), 0);
+        assert!(index_trusted(&s));
+    }
+
+    #[test]
+    fn a_rebuilt_index_has_every_row() {
+        let s = memory_store();
+        store_rows(&s, numbered(2 * ANALYSIS_BATCH + 3)).unwrap();
+        assert_eq!(rebuild_index(&s).unwrap(), 2 * ANALYSIS_BATCH + 3);
+        assert_eq!(s.fts_problem().unwrap(), None);
+        assert_eq!(s.doc_freq("bronz", false).unwrap(), 2003, "every title");
+        assert_eq!(
+            s.doc_freq("number", false).unwrap(),
+            1001,
+            "odd descriptions"
+        );
+    }
+
+    #[test]
+    fn an_unchanged_source_file_is_not_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("demo.jsonl");
+        let line = |t: &str| format!("{{\"id\": \"d1\", \"title\": \"{t}\"}}\n");
+        std::fs::write(&path, line("Jar")).unwrap();
+        let s = memory_store();
+        let load = check_source(&s, "demo", &path)
+            .unwrap()
+            .expect("empty collection: load");
+        assert_eq!(load.parsed.rows.len(), 1);
+        assert_eq!(
+            load.sha256,
+            file_sha256(&path).unwrap(),
+            "hashed in the same read"
+        );
+        let rows = load.parsed.rows.into_iter().map(|(_, e)| e).collect();
+        store_rows(&s, rows).unwrap();
+        record_source(&s, "demo", &load.sha256, &load.stat, 1).unwrap();
+        assert!(check_source(&s, "demo", &path).unwrap().is_none());
+        // Rewritten with the same bytes: its times changed, its hash did not.
+        std::fs::write(&path, line("Jar")).unwrap();
+        assert!(check_source(&s, "demo", &path).unwrap().is_none());
+        // The same size, other content: loaded.
+        std::fs::write(&path, line("Cup")).unwrap();
+        let load = check_source(&s, "demo", &path)
+            .unwrap()
+            .expect("changed: load");
+        assert_eq!(load.parsed.rows[0].1.title, "Cup");
+        // A collection loaded by other means is not replaced by the demo.
+        let other = memory_store();
+        store_rows(&other, numbered(1)).unwrap();
+        assert!(check_source(&other, "demo", &path).unwrap().is_none());
+        assert!(check_source(&s, "demo", &dir.path().join("missing.jsonl")).is_err());
+    }
 
     #[test]
     fn jsonl_keeps_good_rows_and_names_bad_lines() {

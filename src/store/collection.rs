@@ -161,19 +161,19 @@ impl CollectionStore {
             let tx = c.transaction()?;
             let mut counts = UpsertCounts::default();
             {
-                let mut find = tx.prepare("SELECT pk FROM exhibits WHERE id = ?1")?;
-                let mut insert = tx.prepare(
+                let mut find = tx.prepare_cached("SELECT pk FROM exhibits WHERE id = ?1")?;
+                let mut insert = tx.prepare_cached(
                     "INSERT INTO exhibits (id, title, maker, date, period, medium, dimensions, gallery, \
                      description, language, source, license, extra, content_hash, updated_at) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
                 )?;
-                let mut update = tx.prepare(
+                let mut update = tx.prepare_cached(
                     "UPDATE exhibits SET title = ?2, maker = ?3, date = ?4, period = ?5, medium = ?6, \
                      dimensions = ?7, gallery = ?8, description = ?9, language = ?10, source = ?11, \
                      license = ?12, extra = ?13, content_hash = ?14, updated_at = ?15 WHERE pk = ?1",
                 )?;
-                let mut fts_delete = tx.prepare("DELETE FROM exhibits_fts WHERE rowid = ?1")?;
-                let mut fts_insert = tx.prepare(
+                let mut fts_delete = tx.prepare_cached("DELETE FROM exhibits_fts WHERE rowid = ?1")?;
+                let mut fts_insert = tx.prepare_cached(
                     "INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )?;
@@ -230,6 +230,13 @@ impl CollectionStore {
                     let f = &d.fts;
                     fts_insert.execute(params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]])?;
                 }
+            }
+            if counts.inserted > 0 {
+                tx.execute(
+                    "UPDATE collection_meta SET value = CAST(value AS INTEGER) + ?1 \
+                     WHERE key = 'exhibit_count'",
+                    params![counts.inserted as i64],
+                )?;
             }
             bump_generation(&tx)?;
             tx.commit()?;
@@ -312,8 +319,81 @@ impl CollectionStore {
         })
     }
 
+    /// Number of exhibits. Read on every question (IDF), so it is kept in `collection_meta`
+    /// (`exhibit_count`, raised in the transaction that inserts rows) instead of counting 500,000
+    /// rows each time; a database without the key counts once and stores it, in one statement.
     pub fn exhibit_count(&self) -> Result<i64, StoreError> {
-        self.with(|c| Ok(c.query_row("SELECT count(*) FROM exhibits", [], |r| r.get(0))?))
+        self.with(|c| {
+            let stored: Option<String> = c
+                .prepare_cached("SELECT value FROM collection_meta WHERE key = 'exhibit_count'")?
+                .query_row([], |r| r.get(0))
+                .optional()?;
+            if let Some(n) = stored.and_then(|v| v.parse().ok()) {
+                return Ok(n);
+            }
+            c.execute(
+                "INSERT OR IGNORE INTO collection_meta (key, value) \
+                 SELECT 'exhibit_count', count(*) FROM exhibits",
+                [],
+            )?;
+            Ok(c.query_row(
+                "SELECT CAST(value AS INTEGER) FROM collection_meta WHERE key = 'exhibit_count'",
+                [],
+                |r| r.get(0),
+            )?)
+        })
+    }
+
+    /// Counts the exhibits (a scan) and stores the count (see [`Self::exhibit_count`]).
+    pub fn recount_exhibits(&self) -> Result<i64, StoreError> {
+        self.with(|c| {
+            let n: i64 = c.query_row("SELECT count(*) FROM exhibits", [], |r| r.get(0))?;
+            c.execute(
+                "INSERT INTO collection_meta (key, value) VALUES ('exhibit_count', ?1) \
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![n.to_string()],
+            )?;
+            Ok(n)
+        })
+    }
+
+    /// A cheap fingerprint of the stored collection and its full-text index: schema version,
+    /// generation, exhibit rows and largest key, index documents, and the number and total
+    /// length of the index's blocks (blob lengths come from the record headers, so no index
+    /// page is decoded). Any write through this module bumps the generation; a write behind
+    /// its back that drops index rows or rewrites index blocks changes the counts or lengths.
+    /// Start-up compares it with the one stored after the last full check
+    /// ([`Self::set_collection_meta`] `index_stamp`) instead of running FTS5's
+    /// `integrity-check`, which re-reads the whole index (seconds at 500,000 exhibits).
+    pub fn index_fingerprint(&self) -> Result<String, StoreError> {
+        self.with(|c| {
+            let schema: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
+            let generation: String = c
+                .query_row(
+                    "SELECT value FROM collection_meta WHERE key = 'generation'",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?
+                .unwrap_or_default();
+            let (rows, max_pk): (i64, i64) = c.query_row(
+                "SELECT count(*), coalesce(max(pk), 0) FROM exhibits",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            let docs: i64 = c.query_row("SELECT count(*) FROM exhibits_fts_docsize", [], |r| {
+                r.get(0)
+            })?;
+            let (blocks, bytes): (i64, i64) = c.query_row(
+                "SELECT count(*), coalesce(sum(length(block)), 0) FROM exhibits_fts_data",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            Ok(format!(
+                "schema {schema}; generation {generation}; exhibits {rows} max {max_pk}; \
+                 index docs {docs} blocks {blocks} bytes {bytes}"
+            ))
+        })
     }
 
     /// Changes whenever the collection changes (any process).
@@ -614,6 +694,50 @@ mod tests {
         assert_eq!(s.load_vectors("m").unwrap(), vec![(*pk, vec![0.5, -1.0])]);
         s.upsert_exhibits(&[doc("a", "Ding", "h2")]).unwrap();
         assert_eq!(s.exhibits_needing_vectors("m").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_fingerprint_sees_writes_behind_our_back_and_the_count_is_kept() {
+        let s = Store::open_in_memory().unwrap().collection();
+        assert_eq!(s.exhibit_count().unwrap(), 0);
+        s.upsert_exhibits(&[
+            doc("a", "Ding", "h1"),
+            doc("b", "Jar", "h1"),
+            doc("c", "Cup", "h1"),
+        ])
+        .unwrap();
+        assert_eq!(s.exhibit_count().unwrap(), 3, "kept in step by the insert");
+        let before = s.index_fingerprint().unwrap();
+        assert_eq!(
+            s.index_fingerprint().unwrap(),
+            before,
+            "stable when nothing changed"
+        );
+        s.set_collection_meta("something", "else").unwrap();
+        assert_eq!(
+            s.index_fingerprint().unwrap(),
+            before,
+            "metadata is not the collection"
+        );
+        let raw = |sql: &str| {
+            s.with(|c| {
+                c.execute_batch(sql)?;
+                Ok(())
+            })
+            .unwrap()
+        };
+        // Index rows dropped, or index blocks rewritten, without a generation bump.
+        raw("DELETE FROM exhibits_fts WHERE rowid = 1");
+        let dropped = s.index_fingerprint().unwrap();
+        assert_ne!(dropped, before);
+        raw("UPDATE exhibits_fts_data SET block = x'0badf00d' WHERE id > 1");
+        assert_ne!(s.index_fingerprint().unwrap(), dropped);
+        // A count lost or wrong is recounted.
+        raw("DELETE FROM collection_meta WHERE key = 'exhibit_count'");
+        assert_eq!(s.exhibit_count().unwrap(), 3);
+        raw("UPDATE collection_meta SET value = '7' WHERE key = 'exhibit_count'");
+        assert_eq!(s.recount_exhibits().unwrap(), 3);
+        assert_eq!(s.exhibit_count().unwrap(), 3);
     }
 
     #[test]
