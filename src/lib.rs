@@ -22,18 +22,24 @@
 //! session/       per-connection task; its states are types (Unregistered → Session). mod.rs: the
 //!                event loop; register.rs: REGISTER, auth, admission; requests.rs: REQUEST,
 //!                attributes, spawning the pipeline; voice.rs: uploads and live STT; control.rs:
-//!                INTERRUPT, SESSION_QUERY, SHUTDOWN, heartbeats, drain; text.rs: visitor strings;
-//!                timers.rs, upload.rs: pure. Imports pipeline and request
+//!                INTERRUPT, SESSION_QUERY, SHUTDOWN, heartbeats, drain; resume.rs: a session
+//!                parked for the resume window after its socket drops, and taken over by a
+//!                resuming socket; text.rs: visitor strings; timers.rs, upload.rs: pure.
+//!                Imports pipeline and request
 //! request/       what a session hands a request task: the in-flight table (a child
-//!                CancellationToken each; who ends a request), the bounded outbox, attributes.
+//!                CancellationToken each; who ends a request), the bounded outbox (it outlives a
+//!                socket), the replay buffer of unacknowledged reply frames (replay.rs, pure),
+//!                attributes.
 //!                Below session and pipeline; imports neither
 //! pipeline/      one request (a Job and its Input, the live STT and transcript time passed in
 //!                them): input → slash command, or prompt (+ retrieval, history) → tool loop
 //!                (server tools, observations) → RESPONSE frames via ReplyStream. Imports
 //!                request, never session
 //! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC
-//!                folding), ingest, embedded FTS5 ranking (+ optional embeddings), the remote SRS
-//!                client, eval metrics; reaches SQL only through the store's CollectionStore
+//!                folding, the makers' user dictionary), ingest, embedded FTS5 ranking, the
+//!                semantic path (semantic.rs: embedding in the background, fusion), the
+//!                no-answer model (abstain.rs), visitor-service facts, the remote SRS client,
+//!                eval; reaches SQL only through the store's CollectionStore and VectorStore
 //! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
 //! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
 //! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
@@ -52,8 +58,8 @@
 //! store/         the only rusqlite and PostgreSQL user: accounts, API keys, lockouts and
 //!                revocations behind UserStore (users.rs: SQLite; postgres.rs: PostgreSQL with
 //!                [database] url, shared by several nodes), the collection (CollectionStore:
-//!                plain rows, no retrieval types), hub streams, inboxes and society (SQLite
-//!                only); migrations/*.sql and migrations/postgres/*.sql
+//!                plain rows, no retrieval types), document vectors (vectors.rs), hub streams,
+//!                inboxes and society (SQLite only); migrations/*.sql and migrations/postgres/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
 //! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder
 //! ```
