@@ -494,29 +494,16 @@ fn prefer_biographies(
     Ok(())
 }
 
-/// The lexical ranking of a question without any no-answer decision, with the abstention
-/// signals: what `eval` fits and cross-validates the abstention model on. Blocking.
+/// The lexical ranking of a question without any no-answer decision: the ids of its first `k`
+/// hits and the abstention signals (what `search` shows for a refused question). Blocking.
 pub fn rank_with_features(
     store: &CollectionStore,
     query: &str,
     k: usize,
     opts: &EmbeddedOptions,
 ) -> Result<(Vec<String>, Option<Features>), StoreError> {
-    let query = text::clip(query, opts.max_query_chars);
-    let terms = text::query_terms_with(&query, &opts.dict());
-    if terms.is_empty() {
-        return Ok((Vec::new(), None));
-    }
-    let w = weigh(store, terms)?;
-    let mut lex = lexical(store, &w, opts, &[])?;
-    prefer_biographies(store, &query, &mut lex)?;
-    let f = features(store, &query, &w, &lex)?;
-    let pks: Vec<i64> = lex
-        .iter()
-        .filter(|l| l.score > 0.0)
-        .take(k)
-        .map(|l| l.pk)
-        .collect();
+    let r = rank(store, query, opts, None)?;
+    let pks: Vec<i64> = r.lexical.iter().take(k).map(|l| l.0).collect();
     let rows = store.exhibits_by_pk(&pks)?;
     let ids = pks
         .iter()
@@ -526,7 +513,7 @@ pub fn rank_with_features(
                 .map(|(_, r)| r.id.clone())
         })
         .collect();
-    Ok((ids, Some(f)))
+    Ok((ids, r.features))
 }
 
 fn lexical(

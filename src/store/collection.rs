@@ -1,6 +1,6 @@
 //! SQL for the collection: exhibits, their FTS5 index (`exhibits_fts`, analysed text written by
-//! the retrieval module), document frequencies (`exhibits_vocab`), embedding vectors and the
-//! record of automatic loads.
+//! the retrieval module), document frequencies (`exhibits_vocab`) and the record of automatic
+//! loads (document vectors: [`super::vectors`]).
 //!
 //! [`CollectionStore`] is the narrow handle retrieval holds: the collection's tables and nothing
 //! else of the database. It speaks plain rows ([`ExhibitRow`]: the columns of `exhibits` as
@@ -94,18 +94,6 @@ fn bump_generation(tx: &Transaction<'_>) -> rusqlite::Result<()> {
         [],
     )?;
     Ok(())
-}
-
-/// Encodes a vector as little-endian f32 bytes.
-pub fn vector_to_blob(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
-}
-
-/// Decodes little-endian f32 bytes (a trailing partial value is ignored).
-pub fn blob_to_vector(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4)
-        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// The collection's part of the database (see the module docs). Cheap to clone: it shares the
@@ -550,72 +538,6 @@ impl CollectionStore {
             Ok(())
         })
     }
-
-    // ---- embedding vectors ----
-
-    /// Exhibits with no vector for `model`, or one computed from older content.
-    pub fn exhibits_needing_vectors(
-        &self,
-        model: &str,
-    ) -> Result<Vec<(i64, String, ExhibitRow)>, StoreError> {
-        self.with(|c| {
-            let cols = EXHIBIT_COLS
-                .split(", ")
-                .map(|col| format!("e.{col}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            let mut st = c.prepare(&format!(
-                "SELECT e.pk, e.content_hash, {cols} FROM exhibits e \
-                 LEFT JOIN exhibit_vectors v ON v.pk = e.pk \
-                 WHERE v.pk IS NULL OR v.model != ?1 OR v.content_hash != e.content_hash \
-                 ORDER BY e.pk"
-            ))?;
-            let rows = st
-                .query_map(params![model], |r| {
-                    Ok((r.get(0)?, r.get(1)?, exhibit_row(r, 2)?))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })
-    }
-
-    /// Stores vectors `(pk, content_hash, vector)` for `model`.
-    pub fn put_vectors(
-        &self,
-        model: &str,
-        vectors: &[(i64, String, Vec<f32>)],
-    ) -> Result<(), StoreError> {
-        self.with(|c| {
-            let tx = c.transaction()?;
-            {
-                let mut st = tx.prepare(
-                    "INSERT INTO exhibit_vectors (pk, model, content_hash, dim, vector) \
-                     VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT(pk) DO UPDATE SET model = excluded.model, \
-                     content_hash = excluded.content_hash, dim = excluded.dim, vector = excluded.vector",
-                )?;
-                for (pk, hash, v) in vectors {
-                    st.execute(params![pk, model, hash, v.len() as i64, vector_to_blob(v)])?;
-                }
-            }
-            bump_generation(&tx)?;
-            tx.commit()?;
-            Ok(())
-        })
-    }
-
-    /// Every stored vector of `model`.
-    pub fn load_vectors(&self, model: &str) -> Result<Vec<(i64, Vec<f32>)>, StoreError> {
-        self.with(|c| {
-            let mut st = c.prepare("SELECT pk, vector FROM exhibit_vectors WHERE model = ?1")?;
-            let rows = st
-                .query_map(params![model], |r| {
-                    let b: Vec<u8> = r.get(1)?;
-                    Ok((r.get(0)?, blob_to_vector(&b)))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
-        })
-    }
 }
 
 #[cfg(test)]
@@ -678,22 +600,6 @@ mod tests {
         assert_eq!(s.doc_freq("bronz", false).unwrap(), 2);
         assert_eq!(s.doc_freq("bro", true).unwrap(), 2);
         assert_eq!(s.doc_freq("nothing", false).unwrap(), 0);
-    }
-
-    #[test]
-    fn vectors_round_trip_and_go_stale_with_content() {
-        let s = Store::open_in_memory().unwrap().collection();
-        s.upsert_exhibits(&[doc("a", "Ding", "h1")]).unwrap();
-        let need = s.exhibits_needing_vectors("m").unwrap();
-        assert_eq!(need.len(), 1);
-        let (pk, hash, _) = &need[0];
-        s.put_vectors("m", &[(*pk, hash.clone(), vec![0.5, -1.0])])
-            .unwrap();
-        assert!(s.exhibits_needing_vectors("m").unwrap().is_empty());
-        assert_eq!(s.exhibits_needing_vectors("other").unwrap().len(), 1);
-        assert_eq!(s.load_vectors("m").unwrap(), vec![(*pk, vec![0.5, -1.0])]);
-        s.upsert_exhibits(&[doc("a", "Ding", "h2")]).unwrap();
-        assert_eq!(s.exhibits_needing_vectors("m").unwrap().len(), 1);
     }
 
     #[test]

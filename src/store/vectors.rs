@@ -8,7 +8,6 @@ use std::collections::{HashMap, HashSet};
 
 use rusqlite::params;
 
-use super::collection::{blob_to_vector, vector_to_blob};
 use super::{Store, StoreError};
 
 /// The vectors' part of the database. Cheap to clone: it shares the [`Store`]'s connection.
@@ -116,6 +115,18 @@ impl VectorStore {
             Ok(rows.collect::<Result<Vec<_>, _>>()?)
         })
     }
+}
+
+/// Encodes a vector as little-endian f32 bytes.
+fn vector_to_blob(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Decodes little-endian f32 bytes (a trailing partial value is ignored).
+fn blob_to_vector(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 #[cfg(test)]
