@@ -100,6 +100,9 @@ struct Inner {
     breaker_until: Option<Instant>,
     breaker_failures: u32,
     worker: bool,
+    /// Collection changes announced by [`Semantic::kick`]; a pass that started before the
+    /// latest one must not call the vectors complete.
+    changes: u64,
 }
 
 pub struct Semantic {
@@ -142,6 +145,7 @@ impl Semantic {
                 breaker_until: None,
                 breaker_failures: 0,
                 worker: false,
+                changes: 0,
             }),
             kick: Notify::new(),
             changed: Notify::new(),
@@ -200,8 +204,20 @@ impl Semantic {
         });
     }
 
-    /// Asks the worker for a pass (after an ingest, or when the collection changed).
+    /// Asks the worker for a pass (after an ingest, or when the collection changed). With a
+    /// worker, a ready path says `embedding` from this moment on, so `/readyz` and
+    /// [`Semantic::wait_until`] never see the old collection's `ready` after a change.
     pub fn kick(&self) {
+        let mut g = self.lock();
+        g.changes += 1;
+        let changed = g.worker && g.status.state == SemanticState::Ready;
+        if changed {
+            g.status.state = SemanticState::Embedding;
+        }
+        drop(g);
+        if changed {
+            self.changed.notify_waiters();
+        }
         self.kick.notify_one();
     }
 
@@ -342,6 +358,7 @@ impl Semantic {
         vectors: &VectorStore,
     ) -> Result<usize, RetrievalError> {
         let _one = self.pass_lock.lock().await;
+        let changes_seen = self.lock().changes;
         let timeout = self.embedder.options().timeout;
         let failed = |e: crate::store::StoreError| RetrievalError::Failed(e.to_string());
         // 1. Probe: which model answers, and its dimension.
@@ -461,10 +478,14 @@ impl Semantic {
             .filter_map(|(pk, h, _)| map.get(h).map(|v| (*pk, v.clone())))
             .collect();
         let mut g = self.lock();
-        if set.len() == rows.len() {
+        let complete = set.len() == rows.len();
+        if complete {
             g.vectors = Some((generation, Arc::new(set)));
-            g.status.state = SemanticState::Ready;
             g.status.embedded = total;
+        }
+        // A change announced during this pass gets a pass of its own (the worker was kicked).
+        if complete && (g.changes == changes_seen || !g.worker) {
+            g.status.state = SemanticState::Ready;
         } else {
             g.status.state = SemanticState::Embedding;
         }

@@ -336,8 +336,13 @@ async fn another_model_under_the_same_name_gets_its_own_vectors() {
     std::fs::write(&file, jsonl(&hybrid_rows())).unwrap();
     fake.report_model("model-a");
     let (r, _store) = background_retriever(&config).await;
+    ready(&r).await; // an empty collection is complete
     r.ingest_file(&file).await.unwrap();
-    ready(&r).await;
+    // From the moment the ingest returns, the old collection's `ready` is gone.
+    let sem = r.semantic().unwrap();
+    assert_eq!(sem.status().state, SemanticState::Embedding);
+    let st = ready(&r).await;
+    assert_eq!((st.embedded, st.total), (3, 3));
     drop(r);
     let before = record_texts(&fake).len();
     // The endpoint now serves another model under the same configured name.
