@@ -5,6 +5,10 @@
 //!   description cut at a sentence end, with an ellipsis when cut).
 //! - `GET /api/exhibits?q=…&k=…`: the same search the WebSocket pipeline runs (the one
 //!   [`Retriever`](crate::retrieval::Retriever) of the server, embedded or remote).
+//! - Both take `script=simplified|traditional` (also `zh-Hans`/`zh-Hant`): Chinese text written
+//!   in the other script is shown in this one (OpenCC, the same conversion the offline answerer
+//!   quotes with), so a Simplified page never shows a Traditional record's card as stored. Latin
+//!   text, ids and `language` are unchanged; without `script` a record is published as stored.
 //!
 //! Authenticated like REGISTER: `Authorization: Bearer mak_…` with an active API key, the same
 //! failure counting and lockout per address. Ids are only ever looked up in the collection
@@ -26,6 +30,7 @@ use crate::app::AppState;
 use crate::auth::AuthError;
 use crate::protocol::Auth;
 use crate::retrieval::ingest::MAX_ID_CHARS;
+use crate::retrieval::text::{Script, in_script};
 use crate::retrieval::{Exhibit, RetrievalError};
 
 /// Most hits one search returns.
@@ -55,6 +60,46 @@ impl From<Exhibit> for PublishedExhibit {
             display_description,
         }
     }
+}
+
+impl PublishedExhibit {
+    /// The record with its Chinese text in `script` (see the module docs).
+    fn in_script(exhibit: Exhibit, script: Option<Script>) -> Self {
+        let Some(script) = script else {
+            return exhibit.into();
+        };
+        let c = |t: String| in_script(&t, script);
+        Exhibit {
+            title: c(exhibit.title),
+            maker: c(exhibit.maker),
+            date: c(exhibit.date),
+            period: c(exhibit.period),
+            medium: c(exhibit.medium),
+            dimensions: c(exhibit.dimensions),
+            gallery: c(exhibit.gallery),
+            description: c(exhibit.description),
+            ..exhibit
+        }
+        .into()
+    }
+}
+
+/// The `script` query parameter: absent → as stored; an unknown value → `Err`.
+fn parse_script(v: Option<&str>) -> Result<Option<Script>, ()> {
+    match v.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("") => Ok(None),
+        Some("simplified" | "zh-hans" | "zh-cn") => Ok(Some(Script::Simplified)),
+        Some("traditional" | "zh-hant" | "zh-tw" | "zh-hk") => Ok(Some(Script::Traditional)),
+        Some(_) => Err(()),
+    }
+}
+
+fn bad_script() -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "bad_script",
+        "script must be simplified or traditional (or zh-Hans, zh-Hant)",
+    )
 }
 
 /// The description cut to about `max` characters at the last sentence end that fits, with `…`
@@ -178,10 +223,22 @@ pub async fn get_one(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
     id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    params: Result<Query<ScriptParam>, axum::extract::rejection::QueryRejection>,
 ) -> Response {
     if let Err(r) = authorize(&app, peer, &headers).await {
         return r;
     }
+    let Ok(Query(params)) = params else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "bad_query",
+            "the query string is not valid",
+        );
+    };
+    let script = match parse_script(params.script.as_deref()) {
+        Ok(s) => s,
+        Err(()) => return bad_script(),
+    };
     let Ok(Path(id)) = id else {
         return error(StatusCode::BAD_REQUEST, "bad_id", "the id is not valid");
     };
@@ -203,7 +260,7 @@ pub async fn get_one(
     let Some(exhibit) = found else {
         return error(StatusCode::NOT_FOUND, "not_found", "no exhibit has this id");
     };
-    let body = match serde_json::to_vec(&PublishedExhibit::from(exhibit)) {
+    let body = match serde_json::to_vec(&PublishedExhibit::in_script(exhibit, script)) {
         Ok(b) => b,
         Err(_) => return retrieval_failed(None),
     };
@@ -237,13 +294,19 @@ pub async fn get_one(
 }
 
 #[derive(Debug, Deserialize)]
+pub struct ScriptParam {
+    pub script: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
 pub struct SearchParams {
     pub q: Option<String>,
     pub k: Option<String>,
+    pub script: Option<String>,
 }
 
 /// `GET /api/exhibits?q=…&k=…`. `q` is required and cut like the WebSocket path's question
-/// (`[srs] max_query_chars`); `k` is 1–20 (default 5).
+/// (`[srs] max_query_chars`); `k` is 1–20 (default 5); `script` as for one record.
 pub async fn search(
     State(app): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -259,6 +322,10 @@ pub async fn search(
             "bad_query",
             "the query string is not valid",
         );
+    };
+    let script = match parse_script(params.script.as_deref()) {
+        Ok(s) => s,
+        Err(()) => return bad_script(),
     };
     let k = match params.k.as_deref().map(str::parse::<usize>) {
         None => DEFAULT_K,
@@ -309,8 +376,11 @@ pub async fn search(
         .map(|h| {
             json!({
                 "score": h.score,
-                "passages": h.passages,
-                "exhibit": PublishedExhibit::from(h.exhibit),
+                "passages": match script {
+                    Some(sc) => h.passages.iter().map(|p| in_script(p, sc)).collect(),
+                    None => h.passages,
+                },
+                "exhibit": PublishedExhibit::in_script(h.exhibit, script),
             })
         })
         .collect();

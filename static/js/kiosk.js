@@ -177,7 +177,7 @@ function note(li, text) {
 // ---- exhibit cards, from the server's collection -----------------------------------------
 
 let apiKey = '';
-const records = new Map(); // exhibit id -> Promise<record | null> (null: not in the collection)
+const records = new Map(); // "script|id" -> Promise<record | null> (null: not in the collection)
 
 /** GET a collection endpoint with the session's key; resolves with the JSON body or null on 404. */
 async function api(path) {
@@ -187,13 +187,22 @@ async function api(path) {
   return r.json();
 }
 
+/**
+ * The script the page shows Chinese text in: a Simplified page asks the server to convert
+ * Traditional records (and an English page shows records as stored).
+ */
+const SCRIPT = { zh: 'simplified' };
+const scriptParam = () => (SCRIPT[lang] ? `script=${SCRIPT[lang]}` : '');
+
 function exhibitRecord(id) {
-  if (!records.has(id)) {
-    const p = api(`/api/exhibits/${encodeURIComponent(id)}`);
-    records.set(id, p);
-    p.catch(() => records.delete(id)); // a failure is retried next time
+  const sp = scriptParam();
+  const key = `${sp}|${id}`;
+  if (!records.has(key)) {
+    const p = api(`/api/exhibits/${encodeURIComponent(id)}${sp ? `?${sp}` : ''}`);
+    records.set(key, p);
+    p.catch(() => records.delete(key)); // a failure is retried next time
   }
-  return records.get(id);
+  return records.get(key);
 }
 
 function openCard(id, className, render) {
@@ -262,7 +271,8 @@ function navigateToGallery({ gallery_id: raw, gallery }) {
     const names = (hits ?? []).map((h) => h.exhibit.title);
     c.querySelector('.description').textContent = names.length ? `${t('galleryHere')} ${names.join(' · ')}` : '';
   });
-  return api(`/api/exhibits?q=${encodeURIComponent(id)}&k=3`).then((r) => {
+  const sp = scriptParam();
+  return api(`/api/exhibits?q=${encodeURIComponent(id)}&k=3${sp ? `&${sp}` : ''}`).then((r) => {
     hits = r?.hits ?? [];
     card.render();
     return { shown: id, exhibits: hits.map((h) => h.exhibit.id) };

@@ -107,6 +107,91 @@ async fn exhibit_by_id_with_etag_cache_control_and_a_display_description() {
 }
 
 #[tokio::test]
+async fn a_simplified_page_gets_traditional_records_in_simplified_and_english_as_stored() {
+    use museum_agent::retrieval::text::{Script, script_of, to_simplified};
+    let (app, rows) = app_with_collection(|_| {}).await;
+    let key = app.api_key.clone();
+    let mut converted = 0;
+    for row in &rows {
+        let id = row["id"].as_str().unwrap();
+        let base = format!("/api/exhibits/{}", museum_agent::util::urlencode(id));
+        let simp: Value = get(&app, &format!("{base}?script=simplified"), Some(&key), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let trad: Value = get(&app, &format!("{base}?script=zh-Hant"), Some(&key), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let stored: Value = get(&app, &base, Some(&key), None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let title = row["title"].as_str().unwrap();
+        let description = stored["description"].as_str().unwrap();
+        assert_eq!(simp["id"], row["id"]);
+        assert_eq!(
+            simp["language"], row["language"],
+            "the record's language stays"
+        );
+        assert_eq!(simp["title"], to_simplified(title).as_str());
+        assert_ne!(
+            script_of(simp["description"].as_str().unwrap()),
+            Script::Traditional
+        );
+        assert_ne!(
+            script_of(simp["display_description"].as_str().unwrap()),
+            Script::Traditional
+        );
+        if row["language"] == "en" {
+            assert_eq!(simp, stored, "English records are published as stored");
+        }
+        if script_of(title) == Script::Traditional || script_of(description) == Script::Traditional
+        {
+            converted += 1;
+            assert_ne!(simp, stored);
+        }
+        // The demo's Chinese records are Traditional: asked in Traditional, they are as stored.
+        assert_eq!(trad, stored);
+    }
+    assert!(converted >= 2, "the sample holds Traditional records");
+    let r = get(
+        &app,
+        "/api/exhibits?q=%E6%9B%B8&k=5&script=simplified",
+        Some(&key),
+        None,
+    )
+    .await;
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    let hits = v["hits"].as_array().unwrap();
+    assert!(!hits.is_empty(), "{v}");
+    for h in hits {
+        let e = &h["exhibit"];
+        assert_ne!(
+            script_of(e["title"].as_str().unwrap()),
+            Script::Traditional,
+            "{e}"
+        );
+        for p in h["passages"].as_array().unwrap() {
+            assert_ne!(script_of(p.as_str().unwrap()), Script::Traditional, "{p}");
+        }
+    }
+    let id = museum_agent::util::urlencode(rows[0]["id"].as_str().unwrap());
+    for path in [
+        format!("/api/exhibits/{id}?script=klingon"),
+        "/api/exhibits?q=vase&script=latin".to_string(),
+    ] {
+        let r = get(&app, &path, Some(&key), None).await;
+        assert_eq!(r.status(), 400, "{path}");
+        assert_eq!(r.json::<Value>().await.unwrap()["error"], "bad_script");
+    }
+}
+
+#[tokio::test]
 async fn search_is_the_servers_search_with_bounded_k_and_q() {
     let (app, rows) = app_with_collection(|c| c.srs.max_query_chars = 50).await;
     let key = app.api_key.clone();

@@ -144,7 +144,20 @@ function checkGeometry(g, label) {
 
 /** Common characters only Traditional script writes (a Simplified text never holds them). */
 const TRADITIONAL_ONLY = /[們這個麼國畫書說為門問時開關東車來長馬見會還體學點間與從實發經將對頭過當動無錢讓請藝術歷館繪資寶銅紀]/;
-const zhRecord = () => collection.find((r) => r.language === 'zh' && r.title.length <= 30);
+/**
+ * A Chinese record stored in Traditional script (its title or description holds characters only
+ * Traditional writes), as the Simplified page gets it from the server (`script=simplified`).
+ */
+async function zhRecordSimplified() {
+  const rec = collection.find((r) => r.language === 'zh' && r.title.length <= 30
+    && TRADITIONAL_ONLY.test(r.title + r.description));
+  assert.ok(rec, 'the sample holds a Traditional record');
+  const r = await fetch(`${baseUrl}/api/exhibits/${encodeURIComponent(rec.id)}?script=simplified`, { headers: { Authorization: `Bearer ${apiKey}` } });
+  assert.equal(r.status, 200);
+  const simp = await r.json();
+  assert.doesNotMatch(simp.title + simp.description, TRADITIONAL_ONLY);
+  return simp;
+}
 const enRecord = () => collection.find((r) => r.id === 'walters-33094');
 
 for (const [w, h] of SIZES) {
@@ -181,10 +194,10 @@ for (const [w, h] of SIZES) {
 
         // A typed question about a record of the collection, answered by the offline answerer
         // with the record's card beside it.
-        const rec = lang === 'zh' ? zhRecord() : enRecord();
-        // (Chinese: asked in Traditional, the record's script, so the answer quotes its title
-        // as stored; a Simplified question gets it in Simplified: src/providers/llm/offline.rs.)
-        const question = lang === 'zh' ? `這件《${rec.title}》是什麼？` : `Who made the ${rec.title}?`;
+        const rec = lang === 'zh' ? await zhRecordSimplified() : enRecord();
+        // (Chinese: the page is Simplified and so is its visitor's question; the record is stored
+        // in Traditional: the answer quotes it and the card shows it in Simplified.)
+        const question = lang === 'zh' ? `这件《${rec.title}》是什么？` : `Who made the ${rec.title}?`;
         await page.fill('#question', question);
         await page.press('#question', 'Enter');
         const end = await page.waitForFunction(() => window.__e2e.ends.find((e) => e.kind === 'text'), null, { timeout: 15000 }).then((x) => x.jsonValue());
@@ -192,10 +205,15 @@ for (const [w, h] of SIZES) {
         assert.deepEqual(end.functionCalls, ['show_exhibit']);
         assert.ok(end.text.includes(rec.title.trim()), end.text);
         // "Who made": the record's maker field.
-        assert.match(end.text, lang === 'zh' ? /館藏中最相關的是/ : /” is by Jokasai/);
+        assert.match(end.text, lang === 'zh' ? /馆藏中最相关的是/ : /” is by Jokasai/);
         const card = page.locator(`[data-card="exhibit-${rec.id}"][data-state="ready"]`);
         await card.waitFor({ state: 'visible', timeout: 10000 });
-        assert.ok((await card.innerText()).includes(rec.title.trim()));
+        const cardText = await card.innerText();
+        assert.ok(cardText.includes(rec.title.trim()), cardText);
+        if (lang === 'zh') {
+          assert.doesNotMatch(cardText, TRADITIONAL_ONLY, `a Traditional card on the Simplified page: ${cardText}`);
+          assert.doesNotMatch(end.text, TRADITIONAL_ONLY, `a Traditional answer to a Simplified question: ${end.text}`);
+        }
         assert.equal(await page.isVisible('#welcome'), false);
         checkGeometry(await geometry(page), `${label} answer`);
         await page.screenshot({ path: path.join(shots, `${label}-2-answer.png`) });
