@@ -210,6 +210,7 @@ impl Hub {
             };
             let Some(hub) = weak.upgrade() else { return };
             let _ = hub.nats.set(n.clone());
+            hub.start_shared_society(n.clone(), stop.clone());
             tracing::info!(url = %cfg.nats_url, node = %node, "hub: NATS backend ready");
             let mut kicks = match client.subscribe(n.kick_subject()).await {
                 Ok(s) => s,

@@ -14,6 +14,7 @@
 //!              and `Outgoing`, the frames its writer takes (the endpoints are the transport's)
 //! nats.rs      the NATS backend: subjects, JetStream inbox, KV streams and presence
 //! cluster.rs   the hub across processes: subscriptions, remote deliveries, kicks, outages
+//! shared_society.rs  the agent societies across processes: shared, watched, held in outages
 //! client.rs    the Rust client library (agents, environments, humans)
 //! metrics.rs   hub counters, latency histogram, queue depths
 //! ```
@@ -39,6 +40,7 @@ pub mod nats;
 pub mod policy;
 mod route;
 mod services;
+mod shared_society;
 pub mod society;
 
 use std::collections::{HashMap, HashSet};
@@ -247,6 +249,9 @@ pub struct Hub {
     /// Messages for other processes held while NATS is unreachable.
     held: Mutex<std::collections::VecDeque<cluster::Held>>,
     held_notify: tokio::sync::Notify,
+    /// Society changes stored here and not yet shared with the other processes (NATS was
+    /// unreachable): shared again, in order, by the society watch (see `cluster.rs`).
+    society_held: Mutex<std::collections::VecDeque<(String, society::Change)>>,
     /// This hub, for the tasks it starts (set by [`Hub::start`]).
     me: std::sync::OnceLock<std::sync::Weak<Hub>>,
 }
@@ -321,6 +326,7 @@ impl Hub {
             node: random_id("node-")[..17].to_string(),
             held: Mutex::new(Default::default()),
             held_notify: tokio::sync::Notify::new(),
+            society_held: Mutex::new(Default::default()),
             me: std::sync::OnceLock::new(),
         })
     }
@@ -425,6 +431,13 @@ impl Hub {
         v
     }
 
+    /// The agent society of `env` as this process sees it (records, then registry entries by
+    /// owner), for operators' checks and tests; `None` when it has none.
+    pub fn society_snapshot(&self, env: &str) -> Option<society::Snapshot> {
+        let socs = self.societies.lock().unwrap_or_else(|p| p.into_inner());
+        socs.get(env).map(society::Society::snapshot)
+    }
+
     /// Persists society changes and reports a storage failure as an error.
     async fn persist_society(
         &self,
@@ -434,6 +447,11 @@ impl Hub {
         if changes.is_empty() {
             return Ok(());
         }
+        let shared = if self.config.backend == crate::config::HubBackend::Nats {
+            changes.clone()
+        } else {
+            Vec::new()
+        };
         let mut agents = Vec::new();
         let mut contacts = Vec::new();
         for c in changes {
@@ -460,7 +478,11 @@ impl Hub {
         self.store
             .call(move |s| s.hub_society_apply(&agents, &contacts))
             .await
-            .map_err(inbox::store_failed)
+            .map_err(inbox::store_failed)?;
+        if !shared.is_empty() {
+            self.share_society(env, shared).await;
+        }
+        Ok(())
     }
 
     async fn society_join(&self, conn: &Conn) {

@@ -37,6 +37,7 @@ use sha2::{Digest, Sha256};
 use super::Address;
 use super::envelope::{PeerType, Priority};
 use super::mailbox::Entry;
+use super::society::{AgentRecord, Change, ContactEntry};
 use crate::config::{HubConfig, secs};
 
 pub const H_PRIORITY: &str = "Hub-Priority";
@@ -79,6 +80,34 @@ pub fn token(id: &str) -> String {
     } else {
         format!("_{}", hex::encode(id.as_bytes()))
     }
+}
+
+/// The society bucket's key of a change: `a.<env>.<agent>` for a record,
+/// `c.<env>.<owner>.<contact>` for a registry entry (in tokens).
+pub fn society_key(env: &str, change: &Change) -> String {
+    match change {
+        Change::Agent(a) => format!("a.{}.{}", token(env), token(&a.id)),
+        Change::Contact { owner, entry } => {
+            format!("c.{}.{}.{}", token(env), token(owner), token(&entry.id))
+        }
+    }
+}
+
+/// The inverse of [`society_key`] with the stored value: `(env, change)`; `None` for a key or
+/// value this version does not read.
+pub fn society_change(key: &str, value: &[u8]) -> Option<(String, Change)> {
+    let mut parts = key.split('.');
+    let kind = parts.next()?;
+    let env = untoken(parts.next()?)?;
+    let change = match (kind, parts.next(), parts.next(), parts.next()) {
+        ("a", Some(_), None, None) => Change::Agent(serde_json::from_slice(value).ok()?),
+        ("c", Some(owner), Some(_), None) => Change::Contact {
+            owner: untoken(owner)?,
+            entry: serde_json::from_slice(value).ok()?,
+        },
+        _ => return None,
+    };
+    Some((env, change))
 }
 
 /// The node id as a subject token.
@@ -305,6 +334,8 @@ pub struct Nats {
     inbox: stream::Stream,
     presence: kv::Store,
     streams: kv::Store,
+    /// The agent societies' records and registries, shared by every process.
+    society: kv::Store,
     prefix: String,
     /// This process's id (presence values, kick messages).
     pub node: String,
@@ -427,14 +458,18 @@ impl Nats {
             .await?;
         js.create_or_update_stream(bucket(format!("{upper}_STREAMS"), Duration::ZERO))
             .await?;
+        js.create_or_update_stream(bucket(format!("{upper}_SOCIETY"), Duration::ZERO))
+            .await?;
         let presence = js.get_key_value(format!("{upper}_PRESENCE")).await?;
         let streams = js.get_key_value(format!("{upper}_STREAMS")).await?;
+        let society = js.get_key_value(format!("{upper}_SOCIETY")).await?;
         Ok(Nats {
             client,
             js,
             inbox,
             presence,
             streams,
+            society,
             prefix: p,
             node: node.to_string(),
             depth: cfg.inbox_depth,
@@ -446,6 +481,89 @@ impl Nats {
             next_delivery: AtomicU64::new(rand::random::<u64>() >> 1),
             inflight: std::sync::Arc::new(tokio::sync::Semaphore::new(PROCESS_WINDOW)),
         })
+    }
+
+    /// Shares one society change with every process. An agent record is merged into the
+    /// shared one (as the SQLite store does: a non-empty role replaces, a parent or task brief
+    /// is kept when the change has none) with compare-and-set, so two processes changing one
+    /// record at once both count; with `only_new` (publishing a process's stored society at
+    /// start) nothing present is touched. A contact entry is created only when absent: the first
+    /// recorded anywhere holds, and is returned when it is not `change`'s (the caller settles it).
+    pub async fn share_society(
+        &self,
+        env: &str,
+        change: &Change,
+        only_new: bool,
+    ) -> anyhow::Result<Option<ContactEntry>> {
+        let key = society_key(env, change);
+        match change {
+            Change::Agent(a) => {
+                for _ in 0..8 {
+                    let now = within(self.society.entry(key.clone())).await?;
+                    let old = now
+                        .as_ref()
+                        .filter(|e| e.operation == kv::Operation::Put)
+                        .and_then(|e| serde_json::from_slice::<AgentRecord>(&e.value).ok());
+                    let merged = match old {
+                        Some(_) if only_new => return Ok(None),
+                        Some(old) => AgentRecord {
+                            id: a.id.clone(),
+                            role: if a.role.is_empty() {
+                                old.role
+                            } else {
+                                a.role.clone()
+                            },
+                            parent: a.parent.clone().or(old.parent),
+                            task_brief: a.task_brief.clone().or(old.task_brief),
+                        },
+                        None => a.clone(),
+                    };
+                    let value: Bytes = serde_json::to_vec(&merged)?.into();
+                    let r = match &now {
+                        Some(e) => tokio::time::timeout(
+                            JS_TIMEOUT,
+                            self.society.update(&key, value, e.revision),
+                        )
+                        .await
+                        .map_err(|_| anyhow::anyhow!("NATS did not answer"))?
+                        .map(|_| ())
+                        .map_err(anyhow::Error::from),
+                        None => tokio::time::timeout(JS_TIMEOUT, self.society.create(&key, value))
+                            .await
+                            .map_err(|_| anyhow::anyhow!("NATS did not answer"))?
+                            .map(|_| ())
+                            .map_err(anyhow::Error::from),
+                    };
+                    match r {
+                        Ok(()) => return Ok(None),
+                        // Another process wrote it in between: merge with that.
+                        Err(_) => continue,
+                    }
+                }
+                anyhow::bail!("agent record {key} kept changing under eight merges")
+            }
+            Change::Contact { entry, .. } => {
+                let value: Bytes = serde_json::to_vec(entry)?.into();
+                let created = tokio::time::timeout(JS_TIMEOUT, self.society.create(&key, value))
+                    .await
+                    .map_err(|_| anyhow::anyhow!("NATS did not answer"))?;
+                match created {
+                    Ok(_) => Ok(None),
+                    Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                        let first = within(self.society.get(key)).await?;
+                        Ok(first
+                            .and_then(|b| serde_json::from_slice::<ContactEntry>(&b).ok())
+                            .filter(|f| f != entry))
+                    }
+                    Err(e) => Err(e.into()),
+                }
+            }
+        }
+    }
+
+    /// Every society change shared so far (the last value of each key), then each new one.
+    pub async fn watch_society(&self) -> anyhow::Result<kv::Watch> {
+        within(self.society.watch_with_history(">")).await
     }
 
     /// A new delivery id (see [`Meta::delivery`]).
@@ -934,6 +1052,45 @@ impl Nats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn society_keys_round_trip_any_ids() {
+        use crate::hub::society::ContactSource;
+        let rec = AgentRecord {
+            id: "guide.kid 1".into(),
+            role: "guide".into(),
+            parent: Some("curator".into()),
+            task_brief: None,
+        };
+        let entry = ContactEntry::new("a.b>c", "文物修复师", ContactSource::Preset, "t");
+        for env in ["hall_a", "", "展厅.一"] {
+            for change in [
+                Change::Agent(rec.clone()),
+                Change::Contact {
+                    owner: "guide.kid 1".into(),
+                    entry: entry.clone(),
+                },
+            ] {
+                let key = society_key(env, &change);
+                assert!(
+                    key.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)),
+                    "{key}"
+                );
+                let value = match &change {
+                    Change::Agent(a) => serde_json::to_vec(a).unwrap(),
+                    Change::Contact { entry, .. } => serde_json::to_vec(entry).unwrap(),
+                };
+                assert_eq!(
+                    society_change(&key, &value),
+                    Some((env.to_string(), change))
+                );
+            }
+        }
+        assert_eq!(society_change("x._.a", b"{}"), None);
+        assert_eq!(society_change("a._.a.extra", b"{}"), None);
+        assert_eq!(society_change("a._.a", b"not json"), None);
+    }
 
     #[test]
     fn tokens_are_subject_safe_and_reversible() {

@@ -366,6 +366,18 @@ impl Registry {
         self.index.get(id).map(|&i| &self.entries[i])
     }
 
+    /// The entry that holds for its id, whatever was here (in place: the registry's order
+    /// stays), or appended when new.
+    fn settle(&mut self, entry: ContactEntry) {
+        match self.index.get(&entry.id) {
+            Some(&i) => self.entries[i] = entry,
+            None => {
+                self.index.insert(entry.id.clone(), self.entries.len());
+                self.entries.push(entry);
+            }
+        }
+    }
+
     /// Keep first: returns false (and drops `entry`) when the id is already present.
     fn insert(&mut self, entry: ContactEntry) -> bool {
         if self.index.contains_key(&entry.id) {
@@ -382,6 +394,9 @@ struct Member {
     record: AgentRecord,
     contacts: Registry,
 }
+
+/// A society as plain data: agent records, then registry entries as `(owner, entry)`.
+pub type Snapshot = (Vec<AgentRecord>, Vec<(String, ContactEntry)>);
 
 /// All agents of one environment and their contact registries.
 #[derive(Debug, Clone, Default)]
@@ -403,6 +418,30 @@ impl Society {
                 m.contacts.insert(entry);
             }
         }
+    }
+
+    /// Takes `entry` as the one that holds in `owner`'s registry (the first recorded anywhere,
+    /// when several processes share the society): it replaces a different local entry for the
+    /// same contact in place. False (nothing done) when `owner` is not an agent here.
+    pub fn settle_contact(&mut self, owner: &str, entry: ContactEntry) -> bool {
+        match self.agents.get_mut(owner) {
+            Some(m) => {
+                m.contacts.settle(entry);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every agent record and registry entry, in the order [`Society::restore`] takes them.
+    pub fn snapshot(&self) -> Snapshot {
+        let agents = self.agents.values().map(|m| m.record.clone()).collect();
+        let contacts = self
+            .agents
+            .iter()
+            .flat_map(|(id, m)| m.contacts.entries.iter().map(|e| (id.clone(), e.clone())))
+            .collect();
+        (agents, contacts)
     }
 
     pub fn exists(&self, id: &str) -> bool {
@@ -624,6 +663,28 @@ mod tests {
     use super::*;
     use proptest::collection::{hash_set, vec};
     use proptest::prelude::*;
+
+    #[test]
+    fn a_settled_contact_replaces_in_place_and_snapshot_restores() {
+        let mut s = Society::default();
+        s.join("root", "root", "t0");
+        let brief = json!({"objective": "o", "constraints": [], "inputs": "i", "outputs": "o",
+                           "completion_criteria": "c"});
+        s.spawn("root", "guide", "kid", &brief, "t1").unwrap();
+        let ids = |s: &Society| -> Vec<String> {
+            s.list_contacts("root").into_iter().map(|e| e.id).collect()
+        };
+        assert_eq!(ids(&s), ["user", "kid"]);
+        let winner = ContactEntry::new("user", "visitor", ContactSource::FirstMessage, "t9");
+        assert!(s.settle_contact("root", winner.clone()));
+        assert_eq!(ids(&s), ["user", "kid"], "in place");
+        assert_eq!(s.get_contact("root", "user"), Some(&winner));
+        assert!(!s.settle_contact("nobody", winner));
+        let (agents, contacts) = s.snapshot();
+        let mut t = Society::default();
+        t.restore(agents, contacts);
+        assert_eq!(t.snapshot(), s.snapshot());
+    }
 
     const NOW: &str = "2026-01-05T12:00:00.000+08:00";
 

@@ -699,3 +699,110 @@ async fn two_attaches_of_one_identity_at_once_leave_exactly_one() {
         twin.call(json!({"type": "presence"})).await.unwrap();
     }
 }
+
+fn guide_brief() -> serde_json::Value {
+    json!({
+        "objective": "Guide visitors through the bronze gallery",
+        "constraints": ["stay in hall S"],
+        "inputs": "visitor questions",
+        "outputs": "spoken answers",
+        "completion_criteria": "the tour ends at the exit",
+        "collaborators": [{"agentId": "conservator", "role": "文物修复师"}]
+    })
+}
+
+/// Whether `owner`'s registry on `app`'s process holds `contact`, with its source.
+fn contact_on(app: &TestApp, env: &str, owner: &str, contact: &str) -> Option<String> {
+    let (_, contacts) = app.app.hub.as_ref().unwrap().society_snapshot(env)?;
+    contacts
+        .into_iter()
+        .find(|(o, e)| o == owner && e.id == contact)
+        .map(|(_, e)| {
+            serde_json::to_value(e.source)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+}
+
+#[tokio::test]
+async fn agent_societies_are_shared_by_every_process_including_one_that_joins_later() {
+    let Some(n) = nats().await else { return };
+    let a = hub_on(&n, None).await;
+    let b = hub_on(&n, None).await;
+    // A curator on A spawns a guide with a task brief.
+    let mut curator = connect(&a, agent("hall_s", "curator"), Options::default()).await;
+    let (r, _) = curator
+        .call(json!({"type": "spawn_agent", "roleId": "guide", "agentId": "guide_kid", "taskBrief": guide_brief()}))
+        .await
+        .unwrap();
+    assert_eq!(r.payload["type"], "spawn_agent_result", "{}", r.payload);
+    // B learns it: the spawned agent connecting there gets its brief and its registry.
+    wait_for("B to learn the spawned agent", || {
+        contact_on(&b, "hall_s", "guide_kid", "curator").is_some()
+    })
+    .await;
+    let mut kid = connect(&b, agent("hall_s", "guide_kid"), Options::default()).await;
+    assert_eq!(
+        kid.welcome["context"]["taskBrief"]["objective"],
+        guide_brief()["objective"],
+        "{}",
+        kid.welcome
+    );
+    let (c, _) = kid.call(json!({"type": "list_contacts"})).await.unwrap();
+    let ids: Vec<&str> = c.payload["contacts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["curator", "conservator"], "{}", c.payload);
+    assert_eq!(c.payload["contacts"][0]["source"], "parent");
+    // A change made on B (a docent's first message to the curator on A) reaches A's registry,
+    // and the message itself reaches the curator across processes.
+    let mut docent = connect(&b, agent("hall_s", "docent"), Options::default()).await;
+    let (r, _) = docent
+        .call(json!({"type": "send_message", "to": "curator", "payload": {"message_type": "general", "content": "hello"}}))
+        .await
+        .unwrap();
+    assert_eq!(r.payload["type"], "send_message_result", "{}", r.payload);
+    let got = curator.recv().await.unwrap();
+    assert!(
+        got.formatted
+            .as_deref()
+            .unwrap_or_default()
+            .contains("hello")
+            || got.payload.to_string().contains("hello"),
+        "{got:?}"
+    );
+    wait_for("A to learn the docent's first message", || {
+        contact_on(&a, "hall_s", "curator", "docent").as_deref() == Some("first_message")
+    })
+    .await;
+    // Keep first across processes: the curator's entry for its child stays the spawn's.
+    assert_eq!(
+        contact_on(&a, "hall_s", "curator", "guide_kid").as_deref(),
+        Some("child")
+    );
+    // A process that joins later, with an empty store of its own, learns all of it.
+    let c = hub_on(&n, None).await;
+    wait_for("the late process to learn the societies", || {
+        contact_on(&c, "hall_s", "curator", "docent").is_some()
+            && contact_on(&c, "hall_s", "guide_kid", "conservator").is_some()
+    })
+    .await;
+    let (agents, _) = c
+        .app
+        .hub
+        .as_ref()
+        .unwrap()
+        .society_snapshot("hall_s")
+        .unwrap();
+    let kid_rec = agents.iter().find(|r| r.id == "guide_kid").unwrap();
+    assert_eq!(kid_rec.parent.as_deref(), Some("curator"));
+    assert_eq!(
+        kid_rec.task_brief.as_ref().unwrap()["objective"],
+        guide_brief()["objective"]
+    );
+}
