@@ -806,3 +806,34 @@ async fn agent_societies_are_shared_by_every_process_including_one_that_joins_la
         guide_brief()["objective"]
     );
 }
+
+#[tokio::test]
+async fn a_society_change_made_during_a_nats_outage_reaches_the_other_processes_after_it() {
+    let Some(mut n) = nats().await else { return };
+    let (a, b) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut curator = connect(&a, agent("hall_o", "curator"), Options::default()).await;
+    let knows = |app: &TestApp, id: &str| {
+        app.app
+            .hub
+            .as_ref()
+            .unwrap()
+            .society_snapshot("hall_o")
+            .is_some_and(|(agents, _)| agents.iter().any(|r| r.id == id))
+    };
+    wait_for("B to learn the curator", || knows(&b, "curator")).await;
+    n.stop().await.unwrap();
+    let ha = a.app.hub.clone().unwrap();
+    wait_for("DEGRADED", || !ha.healthy()).await;
+    let (r, _) = curator
+        .call(json!({"type": "spawn_agent", "roleId": "guide", "agentId": "night_guide", "taskBrief": guide_brief()}))
+        .await
+        .unwrap();
+    assert_eq!(r.payload["type"], "spawn_agent_result", "{}", r.payload);
+    assert!(!knows(&b, "night_guide"));
+    n.restart().await.unwrap();
+    wait_for("B to learn the agent spawned during the outage", || {
+        contact_on(&b, "hall_o", "night_guide", "curator").as_deref() == Some("parent")
+            && contact_on(&b, "hall_o", "curator", "night_guide").as_deref() == Some("child")
+    })
+    .await;
+}
