@@ -520,22 +520,11 @@ impl Nats {
                     };
                     let value: Bytes = serde_json::to_vec(&merged)?.into();
                     let r = match &now {
-                        Some(e) => tokio::time::timeout(
-                            JS_TIMEOUT,
-                            self.society.update(&key, value, e.revision),
-                        )
-                        .await
-                        .map_err(|_| anyhow::anyhow!("NATS did not answer"))?
-                        .map(|_| ())
-                        .map_err(anyhow::Error::from),
-                        None => tokio::time::timeout(JS_TIMEOUT, self.society.create(&key, value))
-                            .await
-                            .map_err(|_| anyhow::anyhow!("NATS did not answer"))?
-                            .map(|_| ())
-                            .map_err(anyhow::Error::from),
+                        Some(e) => within(self.society.update(&key, value, e.revision)).await,
+                        None => within(self.society.create(&key, value)).await,
                     };
                     match r {
-                        Ok(()) => return Ok(None),
+                        Ok(_) => return Ok(None),
                         // Another process wrote it in between: merge with that.
                         Err(_) => continue,
                     }

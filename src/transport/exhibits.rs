@@ -94,6 +94,24 @@ fn parse_script(v: Option<&str>) -> Result<Option<Script>, ()> {
     }
 }
 
+/// A query string and its `script` parameter, or the 400 to answer (boxed: a `Response` is large).
+fn read_query<T>(
+    params: Result<Query<T>, axum::extract::rejection::QueryRejection>,
+    script: impl Fn(&T) -> Option<&str>,
+) -> Result<(T, Option<Script>), Box<Response>> {
+    let Ok(Query(params)) = params else {
+        return Err(Box::new(error(
+            StatusCode::BAD_REQUEST,
+            "bad_query",
+            "the query string is not valid",
+        )));
+    };
+    match parse_script(script(&params)) {
+        Ok(s) => Ok((params, s)),
+        Err(()) => Err(Box::new(bad_script())),
+    }
+}
+
 fn bad_script() -> Response {
     error(
         StatusCode::BAD_REQUEST,
@@ -228,16 +246,9 @@ pub async fn get_one(
     if let Err(r) = authorize(&app, peer, &headers).await {
         return r;
     }
-    let Ok(Query(params)) = params else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad_query",
-            "the query string is not valid",
-        );
-    };
-    let script = match parse_script(params.script.as_deref()) {
-        Ok(s) => s,
-        Err(()) => return bad_script(),
+    let (_, script) = match read_query(params, |p| p.script.as_deref()) {
+        Ok(x) => x,
+        Err(r) => return *r,
     };
     let Ok(Path(id)) = id else {
         return error(StatusCode::BAD_REQUEST, "bad_id", "the id is not valid");
@@ -316,16 +327,9 @@ pub async fn search(
     if let Err(r) = authorize(&app, peer, &headers).await {
         return r;
     }
-    let Ok(Query(params)) = params else {
-        return error(
-            StatusCode::BAD_REQUEST,
-            "bad_query",
-            "the query string is not valid",
-        );
-    };
-    let script = match parse_script(params.script.as_deref()) {
-        Ok(s) => s,
-        Err(()) => return bad_script(),
+    let (params, script) = match read_query(params, |p| p.script.as_deref()) {
+        Ok(x) => x,
+        Err(r) => return *r,
     };
     let k = match params.k.as_deref().map(str::parse::<usize>) {
         None => DEFAULT_K,
