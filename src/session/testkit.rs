@@ -41,7 +41,7 @@ pub struct Harness {
     pub key: String,
     pub sid: String,
     tx: mpsc::Sender<Inbound>,
-    rx: mpsc::Receiver<OutFrame>,
+    rx: crate::request::outbox::OutboxRx,
     pub task: tokio::task::JoinHandle<()>,
 }
 
