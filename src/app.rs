@@ -82,7 +82,12 @@ impl KickCell {
     /// never panics when polled after it completed.
     pub async fn kicked(&self) -> String {
         loop {
-            if let Some(r) = self.reason.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            if let Some(r) = self
+                .reason
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
                 return r.clone();
             }
             self.wake.notified().await;

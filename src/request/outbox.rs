@@ -434,24 +434,23 @@ impl Outbox {
                 m.outbox_depth
                     .observe(self.capacity.saturating_sub(tx.capacity()) as f64);
             }
-            let permit =
-                match tokio::time::timeout(self.slow_timeout, tx.reserve_owned()).await {
-                    Ok(Ok(p)) => p,
-                    // The socket went: a kept frame is kept on the next turn.
-                    Ok(Err(_)) if key.is_some() => continue,
-                    Ok(Err(_)) => return false,
-                    Err(_) => {
-                        tracing::warn!(
-                            timeout_s = self.slow_timeout.as_secs_f64(),
-                            "client is not reading: outbound queue full; closing the connection"
-                        );
-                        self.state().conn.cancel();
-                        if key.is_some() {
-                            continue;
-                        }
-                        return false;
+            let permit = match tokio::time::timeout(self.slow_timeout, tx.reserve_owned()).await {
+                Ok(Ok(p)) => p,
+                // The socket went: a kept frame is kept on the next turn.
+                Ok(Err(_)) if key.is_some() => continue,
+                Ok(Err(_)) => return false,
+                Err(_) => {
+                    tracing::warn!(
+                        timeout_s = self.slow_timeout.as_secs_f64(),
+                        "client is not reading: outbound queue full; closing the connection"
+                    );
+                    self.state().conn.cancel();
+                    if key.is_some() {
+                        continue;
                     }
-                };
+                    return false;
+                }
+            };
             if key.is_none() {
                 permit.send(frame.take().expect("frame present"));
                 return true;
