@@ -31,7 +31,68 @@ use crate::util::CpuSampler;
 pub struct SessionEntry {
     pub principal: Principal,
     /// Ends the session with SHUTDOWN {reason}.
-    pub kick: tokio::sync::mpsc::Sender<String>,
+    pub kick: Kick,
+}
+
+/// How the server ends a live session from outside its task (a revoked credential).
+pub enum Kick {
+    /// A visitor session: one reason slot and a wake-up (`KickCell`, ~100 bytes), where a
+    /// `mpsc::channel(1)` cost ~1.3 KiB of every idle session (its first 32-slot block is
+    /// allocated with the channel).
+    Session(Arc<KickCell>),
+    /// A hub connection, whose loop (`hub::conn`) reads its kick from a channel.
+    Channel(tokio::sync::mpsc::Sender<String>),
+}
+
+impl Kick {
+    /// Delivers `reason`; false when the session was already kicked (the reason not yet read)
+    /// or is gone.
+    fn send(&self, reason: &str) -> bool {
+        match self {
+            Kick::Session(cell) => cell.kick(reason),
+            Kick::Channel(tx) => tx.try_send(reason.to_string()).is_ok(),
+        }
+    }
+}
+
+/// A session's kick: set at most once from outside, awaited by whichever task owns the session
+/// (its connection, or its parked task while a resume is awaited).
+#[derive(Default)]
+pub struct KickCell {
+    reason: std::sync::Mutex<Option<String>>,
+    wake: tokio::sync::Notify,
+}
+
+impl KickCell {
+    /// Stores the reason and wakes the owner; false when a kick was already delivered.
+    pub fn kick(&self, reason: &str) -> bool {
+        let mut slot = self.reason.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_some() {
+            return false;
+        }
+        *slot = Some(reason.to_string());
+        drop(slot);
+        // Stores a permit when the owner is not waiting right now: it is not lost.
+        self.wake.notify_one();
+        true
+    }
+
+    /// The kick's reason, once there is one. Cancel-safe and ready again every time after a kick
+    /// (the reason stays), so it may sit in a `select!` loop: unlike a `oneshot::Receiver`, it
+    /// never panics when polled after it completed.
+    pub async fn kicked(&self) -> String {
+        loop {
+            if let Some(r) = self
+                .reason
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+            {
+                return r.clone();
+            }
+            self.wake.notified().await;
+        }
+    }
 }
 
 /// Live sessions by id.
@@ -55,7 +116,7 @@ impl Registry {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         let mut n = 0;
         for e in map.values().filter(|e| matches(&e.principal)) {
-            if e.kick.try_send(reason.to_string()).is_ok() {
+            if e.kick.send(reason) {
                 n += 1;
             }
         }

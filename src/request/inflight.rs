@@ -59,16 +59,20 @@ pub enum InsertError {
     Busy { max: usize },
 }
 
+/// One allocation per session (every session has an `InFlight`, most of them idle).
 #[derive(Clone, Default)]
-pub struct InFlight {
-    map: Arc<Mutex<HashMap<String, Arc<RequestCtx>>>>,
+pub struct InFlight(Arc<Shared>);
+
+#[derive(Default)]
+struct Shared {
+    map: Mutex<HashMap<String, Arc<RequestCtx>>>,
     /// Notified whenever an entry is removed (draining waits on it).
-    removed: Arc<Notify>,
+    removed: Notify,
 }
 
 impl InFlight {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<RequestCtx>>> {
-        self.map.lock().unwrap_or_else(|p| p.into_inner())
+        self.0.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Registers a request with a child token of `parent`.
@@ -115,7 +119,7 @@ impl InFlight {
         if ours {
             map.remove(&ctx.request_id);
             drop(map);
-            self.removed.notify_one();
+            self.0.removed.notify_one();
         }
         ours
     }
@@ -125,7 +129,7 @@ impl InFlight {
         let ctx = self.lock().remove(request_id);
         if let Some(c) = &ctx {
             c.token.cancel();
-            self.removed.notify_one();
+            self.0.removed.notify_one();
         }
         ctx
     }
@@ -139,7 +143,7 @@ impl InFlight {
             c.token.cancel();
         }
         if !all.is_empty() {
-            self.removed.notify_one();
+            self.0.removed.notify_one();
         }
         all
     }
@@ -153,13 +157,13 @@ impl InFlight {
         let removed = map.len() != before;
         drop(map);
         if removed {
-            self.removed.notify_one();
+            self.0.removed.notify_one();
         }
     }
 
     /// Resolves after the next removal.
     pub async fn removed(&self) {
-        self.removed.notified().await
+        self.0.removed.notified().await
     }
 }
 

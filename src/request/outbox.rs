@@ -24,7 +24,6 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::inflight::RequestCtx;
@@ -70,6 +69,9 @@ impl OutFrame {
     }
 }
 
+/// A socket's bounded frame queue (see [`queue`]).
+pub use queue::{Receiver as OutboxRx, Sender as OutboxTx};
+
 #[derive(Clone)]
 pub struct Outbox {
     link: Arc<Link>,
@@ -93,7 +95,7 @@ enum Mode {
 
 struct State {
     /// The current socket's queue; None while away.
-    tx: Option<mpsc::Sender<OutFrame>>,
+    tx: Option<OutboxTx>,
     /// The current socket's token: cancelled here when its client is too slow.
     conn: CancellationToken,
     mode: Mode,
@@ -108,7 +110,7 @@ enum Kept {
     /// Nothing more to do: kept for later (away, replaying, or the socket is gone).
     Done(bool),
     /// Queue it (and maybe wait for room) on this sender.
-    Send(mpsc::Sender<OutFrame>),
+    Send(OutboxTx),
 }
 
 impl Outbox {
@@ -116,8 +118,8 @@ impl Outbox {
         capacity: usize,
         conn: CancellationToken,
         slow_timeout: Duration,
-    ) -> (Outbox, mpsc::Receiver<OutFrame>) {
-        let (tx, rx) = mpsc::channel(capacity);
+    ) -> (Outbox, OutboxRx) {
+        let (tx, rx) = queue::channel(capacity);
         let state = State {
             tx: Some(tx),
             conn,
@@ -366,13 +368,17 @@ impl Outbox {
         &self,
         frame: &mut Option<OutFrame>,
         key: Option<(&str, FrameKey)>,
-        reserved: Option<(mpsc::Sender<OutFrame>, mpsc::OwnedPermit<OutFrame>)>,
+        reserved: Option<queue::Permit>,
     ) -> Kept {
         let mut st = self.state();
         let keeping = st.replay.is_some().then_some(key).flatten();
         let Some((request, key)) = keeping else {
             return match (&st.tx, st.mode) {
-                (Some(tx), Mode::Live | Mode::Replaying) => Kept::Send(tx.clone()),
+                // A closed queue (the writer is gone) is not waited on: a frame of a reply, not
+                // kept, would otherwise be retried without end.
+                (Some(tx), Mode::Live | Mode::Replaying) if !tx.is_closed() => {
+                    Kept::Send(tx.clone())
+                }
                 _ => Kept::Done(false),
             };
         };
@@ -385,12 +391,12 @@ impl Outbox {
         let live = st.mode == Mode::Live;
         let current = st.tx.as_ref().filter(|_| live);
         let permit = match (current, reserved) {
-            (Some(tx), Some((tx0, p))) if tx.same_channel(&tx0) => Some(p),
+            (Some(tx), Some(p)) if p.same_channel(tx) => Some(p),
             (Some(tx), _) => match tx.clone().try_reserve_owned() {
                 Ok(p) => Some(p),
-                Err(mpsc::error::TrySendError::Full(_)) => return Kept::Send(tx.clone()),
+                Err(queue::TryError::Full) => return Kept::Send(tx.clone()),
                 // The socket just went: kept, to be sent on resume.
-                Err(mpsc::error::TrySendError::Closed(_)) => None,
+                Err(queue::TryError::Closed) => None,
             },
             // Away or replaying: kept, to be sent on resume or by the replay.
             (None, _) => None,
@@ -428,31 +434,30 @@ impl Outbox {
                 m.outbox_depth
                     .observe(self.capacity.saturating_sub(tx.capacity()) as f64);
             }
-            let permit =
-                match tokio::time::timeout(self.slow_timeout, tx.clone().reserve_owned()).await {
-                    Ok(Ok(p)) => p,
-                    // The socket went: a kept frame is kept on the next turn.
-                    Ok(Err(_)) if key.is_some() => continue,
-                    Ok(Err(_)) => return false,
-                    Err(_) => {
-                        tracing::warn!(
-                            timeout_s = self.slow_timeout.as_secs_f64(),
-                            "client is not reading: outbound queue full; closing the connection"
-                        );
-                        self.state().conn.cancel();
-                        if key.is_some() {
-                            continue;
-                        }
-                        return false;
+            let permit = match tokio::time::timeout(self.slow_timeout, tx.reserve_owned()).await {
+                Ok(Ok(p)) => p,
+                // The socket went: a kept frame is kept on the next turn.
+                Ok(Err(_)) if key.is_some() => continue,
+                Ok(Err(_)) => return false,
+                Err(_) => {
+                    tracing::warn!(
+                        timeout_s = self.slow_timeout.as_secs_f64(),
+                        "client is not reading: outbound queue full; closing the connection"
+                    );
+                    self.state().conn.cancel();
+                    if key.is_some() {
+                        continue;
                     }
-                };
+                    return false;
+                }
+            };
             if key.is_none() {
                 permit.send(frame.take().expect("frame present"));
                 return true;
             }
             // A kept frame is numbered and queued in one locked step (next turn), with this room
             // unless the socket changed meanwhile.
-            reserved = Some((tx, permit));
+            reserved = Some(permit);
         }
     }
 }
@@ -483,13 +488,319 @@ fn key_of<'a>(msg: &'a ServerMessage, ctx: Option<&RequestCtx>) -> Option<(&'a s
     }
 }
 
+/// A socket's frame queue: bounded like `tokio::sync::mpsc::channel(capacity)` (the same
+/// operations: fair waiting for room, reserve then send, the receiver ends once every sender is
+/// gone), but sized by what it holds. A tokio channel allocates its first 32-slot block with the
+/// channel (32 × 48 bytes here) besides its ~500-byte shared part, ~2 KiB of every idle session;
+/// this one is a `VecDeque` allocated on the first frame and given back after a burst, behind
+/// one small shared part (~200 bytes).
+pub mod queue {
+    use std::collections::VecDeque;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex, MutexGuard};
+
+    use tokio::sync::{Notify, Semaphore, TryAcquireError};
+
+    use super::OutFrame;
+
+    /// Above this many slots, an emptied queue gives its buffer back (a burst is over).
+    const KEEP_SLOTS: usize = 8;
+
+    struct Shared {
+        frames: Mutex<VecDeque<OutFrame>>,
+        /// Free slots; a frame takes one when reserved or sent, the receiver gives it back.
+        room: Semaphore,
+        capacity: usize,
+        /// The receiver waits here for a frame or for the last sender to go.
+        readable: Notify,
+        senders: AtomicUsize,
+        /// The receiver is gone.
+        closed: AtomicBool,
+    }
+
+    impl Shared {
+        fn frames(&self) -> MutexGuard<'_, VecDeque<OutFrame>> {
+            self.frames.lock().unwrap_or_else(|p| p.into_inner())
+        }
+
+        /// Queues a frame whose slot was already taken.
+        fn push(&self, frame: OutFrame) {
+            if self.closed.load(Ordering::Acquire) {
+                return; // dropped, as a channel whose receiver is gone drops it
+            }
+            self.frames().push_back(frame);
+            self.readable.notify_one();
+        }
+    }
+
+    /// Why a frame could not be queued or a slot reserved right now.
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum TryError {
+        Full,
+        Closed,
+    }
+
+    /// A bounded queue for `capacity` frames.
+    pub fn channel(capacity: usize) -> (Sender, Receiver) {
+        let shared = Arc::new(Shared {
+            frames: Mutex::new(VecDeque::new()),
+            room: Semaphore::new(capacity),
+            capacity,
+            readable: Notify::new(),
+            senders: AtomicUsize::new(1),
+            closed: AtomicBool::new(false),
+        });
+        (Sender(shared.clone()), Receiver(shared))
+    }
+
+    pub struct Sender(Arc<Shared>);
+
+    impl Clone for Sender {
+        fn clone(&self) -> Self {
+            self.0.senders.fetch_add(1, Ordering::Relaxed);
+            Sender(self.0.clone())
+        }
+    }
+
+    impl Drop for Sender {
+        fn drop(&mut self) {
+            if self.0.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+                self.0.readable.notify_one(); // the receiver's end
+            }
+        }
+    }
+
+    impl Sender {
+        /// Queues `frame` when there is room.
+        pub fn try_send(&self, frame: OutFrame) -> Result<(), TryError> {
+            let p = self.clone().try_reserve_owned()?;
+            p.send(frame);
+            Ok(())
+        }
+
+        /// Takes a slot, waiting for room (in turn with other waiters); Err when the receiver is
+        /// gone. Cancel-safe: a wait given up takes nothing.
+        pub async fn reserve_owned(self) -> Result<Permit, TryError> {
+            match self.0.room.acquire().await {
+                Ok(p) => p.forget(),
+                Err(_) => return Err(TryError::Closed),
+            }
+            Ok(Permit(Some(self)))
+        }
+
+        /// Takes a slot if one is free now.
+        pub fn try_reserve_owned(self) -> Result<Permit, TryError> {
+            if self.is_closed() {
+                return Err(TryError::Closed);
+            }
+            match self.0.room.try_acquire() {
+                Ok(p) => p.forget(),
+                Err(TryAcquireError::NoPermits) => return Err(TryError::Full),
+                Err(TryAcquireError::Closed) => return Err(TryError::Closed),
+            }
+            Ok(Permit(Some(self)))
+        }
+
+        pub fn is_closed(&self) -> bool {
+            self.0.closed.load(Ordering::Acquire)
+        }
+
+        pub fn same_channel(&self, other: &Sender) -> bool {
+            Arc::ptr_eq(&self.0, &other.0)
+        }
+
+        /// Free slots now.
+        pub fn capacity(&self) -> usize {
+            self.0.room.available_permits()
+        }
+
+        /// Slots in all.
+        pub fn max_capacity(&self) -> usize {
+            self.0.capacity
+        }
+    }
+
+    /// A slot taken for one frame; given back if dropped unused.
+    pub struct Permit(Option<Sender>);
+
+    impl Permit {
+        pub fn send(mut self, frame: OutFrame) {
+            if let Some(tx) = self.0.take() {
+                tx.0.push(frame);
+            }
+        }
+
+        pub fn same_channel(&self, tx: &Sender) -> bool {
+            self.0.as_ref().is_some_and(|s| s.same_channel(tx))
+        }
+    }
+
+    impl Drop for Permit {
+        fn drop(&mut self) {
+            if let Some(tx) = self.0.take() {
+                tx.0.room.add_permits(1);
+            }
+        }
+    }
+
+    /// The writer's end; dropping it closes the queue (frames queued are dropped, senders
+    /// waiting for room are told).
+    pub struct Receiver(Arc<Shared>);
+
+    /// Nothing to take now (`Empty`) or ever again (`Disconnected`: every sender is gone).
+    #[derive(Debug, PartialEq, Eq)]
+    pub enum TryRecvError {
+        Empty,
+        Disconnected,
+    }
+
+    impl Receiver {
+        pub fn try_recv(&mut self) -> Result<OutFrame, TryRecvError> {
+            let mut frames = self.0.frames();
+            match frames.pop_front() {
+                Some(f) => {
+                    if frames.is_empty() && frames.capacity() > KEEP_SLOTS {
+                        *frames = VecDeque::new();
+                    }
+                    drop(frames);
+                    self.0.room.add_permits(1);
+                    Ok(f)
+                }
+                None if self.0.senders.load(Ordering::Acquire) == 0 => {
+                    Err(TryRecvError::Disconnected)
+                }
+                None => Err(TryRecvError::Empty),
+            }
+        }
+
+        /// The next frame; None once the queue is empty and every sender is gone. Cancel-safe.
+        pub async fn recv(&mut self) -> Option<OutFrame> {
+            loop {
+                match self.try_recv() {
+                    Ok(f) => return Some(f),
+                    Err(TryRecvError::Disconnected) => return None,
+                    // A push or the last sender's drop after the check leaves a permit in
+                    // `readable` (one receiver), so no wake-up is lost.
+                    Err(TryRecvError::Empty) => self.0.readable.notified().await,
+                }
+            }
+        }
+
+        pub fn is_empty(&self) -> bool {
+            self.0.frames().is_empty()
+        }
+
+        pub fn len(&self) -> usize {
+            self.0.frames().len()
+        }
+    }
+
+    impl Drop for Receiver {
+        fn drop(&mut self) {
+            self.0.closed.store(true, Ordering::Release);
+            self.0.room.close();
+            let frames = std::mem::take(&mut *self.0.frames());
+            drop(frames);
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::super::OutKind;
+        use super::*;
+
+        fn frame(t: &str) -> OutFrame {
+            OutFrame {
+                kind: OutKind::Text(t.into()),
+                guard: None,
+            }
+        }
+
+        fn text(f: OutFrame) -> String {
+            match f.kind {
+                OutKind::Text(t) => t,
+                k => panic!("{k:?}"),
+            }
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn bounded_in_order_and_ends_with_its_last_sender() {
+            let (tx, mut rx) = channel(2);
+            tx.try_send(frame("a")).unwrap();
+            let p = tx.clone().try_reserve_owned().unwrap();
+            assert_eq!(tx.try_send(frame("x")), Err(TryError::Full));
+            assert_eq!(tx.capacity(), 0);
+            // A waiter gets the slot the receiver gives back.
+            let waiter = tokio::spawn({
+                let tx = tx.clone();
+                async move { tx.reserve_owned().await.map(|p| p.send(frame("c"))) }
+            });
+            tokio::task::yield_now().await;
+            assert!(!waiter.is_finished());
+            p.send(frame("b"));
+            assert_eq!(text(rx.recv().await.unwrap()), "a");
+            waiter.await.unwrap().unwrap();
+            assert_eq!(text(rx.try_recv().unwrap()), "b");
+            assert_eq!(text(rx.recv().await.unwrap()), "c");
+            assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Empty);
+            // A permit dropped unused gives its slot back.
+            drop(tx.clone().try_reserve_owned().unwrap());
+            assert_eq!(tx.capacity(), 2);
+            drop(tx);
+            assert!(rx.recv().await.is_none());
+            assert_eq!(rx.try_recv().unwrap_err(), TryRecvError::Disconnected);
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_receiver_waiting_is_woken_by_a_frame_and_by_the_end() {
+            let (tx, mut rx) = channel(4);
+            let reader = tokio::spawn(async move {
+                let first = rx.recv().await.map(text);
+                (first, rx.recv().await.is_none())
+            });
+            tokio::task::yield_now().await;
+            tx.try_send(frame("a")).unwrap();
+            tokio::task::yield_now().await;
+            drop(tx);
+            assert_eq!(reader.await.unwrap(), (Some("a".into()), true));
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_dropped_receiver_closes_and_frees_waiting_senders() {
+            let (tx, rx) = channel(1);
+            tx.try_send(frame("a")).unwrap();
+            let waiter = tokio::spawn({
+                let tx = tx.clone();
+                async move { tx.reserve_owned().await.is_err() }
+            });
+            tokio::task::yield_now().await;
+            drop(rx);
+            assert!(waiter.await.unwrap(), "told the queue is closed");
+            assert!(tx.is_closed());
+            assert_eq!(tx.try_send(frame("b")), Err(TryError::Closed));
+        }
+
+        #[tokio::test]
+        async fn an_emptied_queue_gives_a_burst_buffer_back() {
+            let (tx, mut rx) = channel(64);
+            for i in 0..40 {
+                tx.try_send(frame(&i.to_string())).unwrap();
+            }
+            assert!(rx.0.frames().capacity() >= 40);
+            while rx.try_recv().is_ok() {}
+            assert_eq!(rx.0.frames().capacity(), 0);
+            assert_eq!(tx.capacity(), 64);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::protocol::{Response, ResponseContent};
     use crate::request::replay::Limits;
 
-    fn outbox(cap: usize) -> (Outbox, mpsc::Receiver<OutFrame>) {
+    fn outbox(cap: usize) -> (Outbox, OutboxRx) {
         let (o, rx) = Outbox::new(cap, CancellationToken::new(), Duration::from_secs(5));
         o.enable_replay(Limits {
             max_frames: 100,
@@ -502,7 +813,7 @@ mod tests {
         Arc::new(RequestCtx::new(id.into(), CancellationToken::new()))
     }
 
-    fn texts(rx: &mut mpsc::Receiver<OutFrame>) -> Vec<String> {
+    fn texts(rx: &mut OutboxRx) -> Vec<String> {
         let mut v = vec![];
         while let Ok(f) = rx.try_recv() {
             v.push(match f.kind {

@@ -192,16 +192,20 @@ pub async fn run<S>(
         token,
         peer,
     };
-    let Some(mut session) = Unregistered::new(conn).drive(&mut inbound).await else {
+    // This future lives as long as the connection, and its size is the largest state of any
+    // await in it: the ones that happen once (registration with authentication, a resume, the
+    // end) are boxed, so an idle session holds only the event loop's own state.
+    let registering = Box::pin(Unregistered::new(conn).drive(&mut inbound));
+    let Some(mut session) = registering.await else {
         return;
     };
     match session.drive(&mut inbound).await {
         Exit::Ended => {} // dropping the session ends it
-        Exit::Dropped => session.park_or_end().await,
+        Exit::Dropped => Box::pin(session.park_or_end()).await,
         Exit::TakenOver(t) => {
             session.conn.outbox.detach();
             if let Err(session) = t.reply.send(session) {
-                session.park_or_end().await;
+                Box::pin(session.park_or_end()).await;
             }
         }
     }
@@ -219,7 +223,7 @@ struct Session {
     /// The one open voice upload, if any; its request is in `inflight`.
     upload: Option<OpenUpload>,
     /// Receives a reason when the server ends this session from outside (credential revoked).
-    kick: tokio::sync::mpsc::Receiver<String>,
+    kick: Arc<crate::app::KickCell>,
     /// Set once server shutdown has begun: when the grace ends.
     drain_deadline: Option<Instant>,
     /// The session's own token (child of the server's hard stop): the parent of every request's
@@ -280,7 +284,7 @@ impl Session {
             let event = tokio::select! {
                 biased;
                 _ = token.cancelled() => Event::Cancelled,
-                Some(reason) = self.kick.recv() => Event::Kicked(reason),
+                reason = self.kick.kicked() => Event::Kicked(reason),
                 t = next_takeover(self.takeovers.clone()) => Event::Takeover(t),
                 _ = draining.cancelled(), if !drain_started => Event::DrainStart,
                 _ = inflight.removed(), if drain_started => Event::Removed,
@@ -298,17 +302,19 @@ impl Session {
                         Exit::TakenOver(t),
                     );
                 }
-                Event::Frame(Some(Inbound::Text(t))) => self.on_text(t).await,
-                Event::Frame(Some(Inbound::Binary(b))) => self.on_binary(b).await,
+                // The handlers' futures are boxed: inlined, the largest of them would size the
+                // state every idle session keeps while it waits here (see `run`).
+                Event::Frame(Some(Inbound::Text(t))) => Box::pin(self.on_text(t)).await,
+                Event::Frame(Some(Inbound::Binary(b))) => Box::pin(self.on_binary(b)).await,
                 Event::Frame(Some(Inbound::Pong)) => {
                     self.conn.outbox.pong();
                     Flow::Continue
                 }
                 Event::Frame(Some(Inbound::Broken { code, reason })) => Flow::Drop(code, reason),
-                Event::Timer => self.on_timer().await,
-                Event::DrainStart => self.on_drain_start().await,
+                Event::Timer => Box::pin(self.on_timer()).await,
+                Event::DrainStart => Box::pin(self.on_drain_start()).await,
                 Event::Removed => self.drain_check(),
-                Event::Kicked(reason) => self.on_kicked(reason).await,
+                Event::Kicked(reason) => Box::pin(self.on_kicked(reason)).await,
                 Event::Ack => {
                     self.conn.outbox.ping();
                     self.next_ack = Instant::now() + ACK_INTERVAL;
@@ -321,7 +327,7 @@ impl Session {
                 Flow::Drop(code, reason) => break (Some((code, reason)), Exit::Dropped),
             }
         };
-        self.conn.end(close, &self.id).await;
+        Box::pin(self.conn.end(close, &self.id)).await;
         exit
     }
 

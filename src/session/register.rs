@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::resume::{Refused, Takeover, Takeovers};
 use super::{Conn, Flow, Inbound, Session, close_code, text};
-use crate::app::{AppState, SessionEntry};
+use crate::app::{AppState, Kick, KickCell, SessionEntry};
 use crate::auth::{AuthError, Principal};
 use crate::pipeline::history::History;
 use crate::protocol::{
@@ -58,7 +58,7 @@ struct Registration {
     create_time: i64,
     attrs: Attributes,
     live: Liveness,
-    kick: tokio::sync::mpsc::Receiver<String>,
+    kick: Arc<KickCell>,
     slot: SessionSlot,
     token: tokio_util::sync::CancellationToken,
     takeovers: Option<Arc<Takeovers>>,
@@ -245,12 +245,12 @@ impl Unregistered {
         let cfg = &app.config.session;
         let id = crate::util::random_id("sess_");
         let slot = SessionSlot(app.clone(), id.clone());
-        let (kick_tx, kick) = tokio::sync::mpsc::channel(1);
+        let kick = Arc::new(KickCell::default());
         app.sessions.insert(
             &id,
             SessionEntry {
                 principal: principal.clone(),
-                kick: kick_tx,
+                kick: Kick::Session(kick.clone()),
             },
         );
         tracing::info!(session = %id, who = %principal.label(), platform = ?p.platform, peer = %conn.peer, "session registered");

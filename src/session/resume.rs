@@ -178,7 +178,7 @@ pub(super) async fn park(mut session: Box<Session>, window: Duration) {
             biased;
             _ = token.cancelled() => break "server stopped",
             _ = app.draining.cancelled() => break "server shutting down",
-            Some(_reason) = session.kick.recv() => break "credential revoked",
+            _ = session.kick.kicked() => break "credential revoked",
             t = takeovers.next() => match t.reply.send(session) {
                 Ok(()) => return,
                 Err(back) => session = back, // the new connection gave up: park on

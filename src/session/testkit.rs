@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::Inbound;
 use crate::auth::generate_api_key;
 use crate::providers::llm::{ChatRequest, LlmProvider, Metadata, Segment, SegmentStream};
-use crate::request::outbox::{OutFrame, OutKind, Outbox};
+use crate::request::outbox::{OutKind, Outbox, OutboxRx};
 use crate::store::Store;
 use crate::{AppState, Config};
 
@@ -41,7 +41,7 @@ pub struct Harness {
     pub key: String,
     pub sid: String,
     tx: mpsc::Sender<Inbound>,
-    rx: mpsc::Receiver<OutFrame>,
+    rx: OutboxRx,
     pub task: tokio::task::JoinHandle<()>,
 }
 

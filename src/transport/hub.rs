@@ -228,7 +228,7 @@ async fn serve(
             &reg,
             SessionEntry {
                 principal,
-                kick: kick_tx,
+                kick: crate::app::Kick::Channel(kick_tx),
             },
         );
         conn.run(inbound(stream, key.clone()), app.draining.clone(), kick_rx)

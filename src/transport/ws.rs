@@ -31,12 +31,11 @@ use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use futures_util::{Sink, SinkExt, StreamExt};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
 use crate::config::secs;
-use crate::request::outbox::{OutFrame, OutKind, Outbox};
+use crate::request::outbox::{OutFrame, OutKind, Outbox, OutboxRx};
 use crate::session::{self, Inbound};
 
 /// Read buffer per connection, allocated and zero-filled by tungstenite at the upgrade and kept
@@ -368,14 +367,14 @@ fn completed<E: std::fmt::Display>(
 /// written before a cancellation is noticed, so a close frame queued just before the session
 /// ended still goes out.
 pub(crate) struct OutboxFrames {
-    rx: mpsc::Receiver<OutFrame>,
+    rx: OutboxRx,
     token: CancellationToken,
     /// A frame received while waiting, written next.
     next: Option<OutFrame>,
 }
 
 impl OutboxFrames {
-    pub(crate) fn new(rx: mpsc::Receiver<OutFrame>, token: CancellationToken) -> Self {
+    pub(crate) fn new(rx: OutboxRx, token: CancellationToken) -> Self {
         OutboxFrames {
             rx,
             token,
@@ -433,6 +432,7 @@ impl FrameSource for OutboxFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::sync::mpsc;
 
     /// A sink that records what the writer wrote (after `delay` per frame).
     fn recording(

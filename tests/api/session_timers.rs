@@ -17,7 +17,7 @@ use crate::support::{frame, register_payload};
 
 struct Harness {
     tx: mpsc::Sender<Inbound>,
-    rx: mpsc::Receiver<museum_agent::request::outbox::OutFrame>,
+    rx: museum_agent::request::outbox::OutboxRx,
     sid: String,
     task: tokio::task::JoinHandle<()>,
 }
