@@ -292,6 +292,8 @@ pub async fn release(app: &Arc<AppState>, cluster: &Arc<Cluster>, req: ReleaseRe
 /// How long a release waits for the session's current owner task to hand it over (below the
 /// asking node's [`crate::cluster::RELEASE_TIMEOUT`]).
 const RELEASE_TAKEOVER: Duration = Duration::from_secs(3);
+/// How long the forwarding owner waits, once no request is in flight, for their tasks to end.
+const FORWARD_SETTLE: Duration = Duration::from_secs(5);
 /// How often the forwarding owner checks whether the replies have ended.
 const FORWARD_TICK: Duration = Duration::from_millis(10);
 
@@ -354,9 +356,18 @@ async fn forward(
     // in-flight set before its final frame is queued and its turn recorded: its task's handle
     // on the history says when it is done).
     let limit = Instant::now() + Duration::from_secs(app.config.session.timeout_seconds.max(1));
+    let mut settle: Option<Instant> = None;
     let stopped = loop {
-        if session.inflight.is_empty() && Arc::strong_count(&session.history) == 1 {
-            break None;
+        if session.inflight.is_empty() {
+            if Arc::strong_count(&session.history) == 1 {
+                break None;
+            }
+            // A task that left the in-flight set still holds the history: its end is near; not
+            // waited for past FORWARD_SETTLE (its turn would then be missing on the new node).
+            if Instant::now() >= *settle.get_or_insert(Instant::now() + FORWARD_SETTLE) {
+                tracing::warn!(session = %session.id, "cluster: a reply task outlived its request; forwarding ends without its turn");
+                break None;
+            }
         }
         session.conn.outbox.ping();
         tokio::select! {

@@ -255,6 +255,10 @@ async fn a_socket_cut_on_a_mid_reply_resumes_on_b_with_every_frame_once_and_the_
     let prompt = n.b.llm.requests()[0].to_string();
     assert!(prompt.contains("alpha2"), "A's first turn lost: {prompt}");
     assert!(prompt.contains("word59"), "the forwarded turn lost: {prompt}");
+    assert!(
+        prompt.contains("navigate_to_gallery"),
+        "the client's function list lost: {prompt}"
+    );
     // Nothing more arrives (no duplicate of r1 later).
     assert!(c.sync().await.is_empty());
 }
@@ -342,4 +346,33 @@ async fn with_nats_stopped_same_node_resume_works_and_readyz_says_degraded() {
     // NATS back: the cluster recovers by itself.
     nats.restart().await.unwrap();
     cluster_state(&n.a, "ok").await;
+}
+
+#[tokio::test]
+async fn resuming_on_b_closes_the_socket_still_open_on_a_and_takes_its_live_reply() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    let (script, whole) = words("word", 50, Duration::from_millis(15));
+    n.a.llm.push(script);
+    let (mut on_a, token) = registered(&n.a, &n.key).await;
+    let sid = on_a.session_id.clone();
+    on_a.text_request("r1", "q").await;
+    let mut seen = Seen::default();
+    read_until(&mut on_a, "r1", &mut seen, 4).await;
+    // A wrong token is refused on B as on A.
+    let mut bad = n.b.connect().await;
+    bad.send_value(&resume_frame(&n.key, &sid, "rt_guess", json!({})))
+        .await;
+    assert_eq!(bad.recv().await["payload"]["error_code"], "AUTH_FAILED");
+    assert_eq!(bad.expect_closed().await, Some(1008));
+    // The client moves to B while its socket on A is still open (what it read last is what it
+    // lists; frames A wrote after that are in A's replay buffer).
+    let mut on_b = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
+    // A's socket: maybe a few frames already in flight (the client ignores them: it listed
+    // what it had read), then 4001.
+    let closed = on_a.expect_closed().await;
+    assert_eq!(closed, Some(4001));
+    read_until(&mut on_b, "r1", &mut seen, usize::MAX).await;
+    assert_eq!(seen.text, whole, "text lost, repeated or reordered across nodes");
+    assert!(seen.error.is_none());
 }
