@@ -9,7 +9,14 @@
 //! running, their frames kept by the session's outbox meanwhile), and the old socket, if still
 //! open, is closed with [`close_code::RESUMED_ELSEWHERE`]. What a parked session is made of
 //! besides running tasks (id, attributes, history, replay buffer, credential) sits in `Session`
-//! and its outbox, so it can later be moved to another node as data.
+//! and its outbox, so it can be moved to another node as data.
+//!
+//! Across nodes (`[cluster] nats_url`; `crate::cluster` has the design) this module also writes
+//! the session's snapshot ([`save`]), releases a session to another node that asks for it
+//! ([`release`]: the takeover above, then the unseen and live frames forwarded over NATS until
+//! the replies end), and on the asking node rebuilds the session from the snapshot and writes the
+//! forwarded frames to its client (`find_remote`, `take_remote`, `attach_remote`). The same-node
+//! path is untouched: a node asks the cluster only for a session it does not hold.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
