@@ -210,7 +210,9 @@ impl Cluster {
                         me.wake.notify_one();
                         break;
                     }
-                    Err(e) => tracing::warn!(error = %e, "cluster: session bucket not ready; retrying"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cluster: session bucket not ready; retrying")
+                    }
                 }
                 tokio::select! {
                     _ = stop.cancelled() => return,
@@ -256,9 +258,10 @@ impl Cluster {
     pub fn healthy(&self) -> bool {
         !self.halted.is_cancelled()
             && self.kv.get().is_some()
-            && self.client.get().is_some_and(|c| {
-                c.connection_state() == async_nats::connection::State::Connected
-            })
+            && self
+                .client
+                .get()
+                .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected)
     }
 
     /// Stops answering the cluster, as a dead node would (no more releases, revocations or
@@ -297,7 +300,9 @@ impl Cluster {
         let id = s.session_id.clone();
         match s.encode(self.cfg.snapshot_max_bytes) {
             Some(bytes) => self.queue(id, Some(bytes.into())),
-            None => tracing::warn!(session = %id, "cluster: snapshot too large even without history; not written"),
+            None => {
+                tracing::warn!(session = %id, "cluster: snapshot too large even without history; not written")
+            }
         }
     }
 
@@ -484,7 +489,9 @@ impl Cluster {
                 _ = self.halted.cancelled() => { let _ = sub.unsubscribe().await; return }
                 m = sub.next() => match m { Some(m) => m, None => return },
             };
-            let Some(reply) = m.reply.clone() else { continue };
+            let Some(reply) = m.reply.clone() else {
+                continue;
+            };
             let (app, me, client) = (app.clone(), self.clone(), client.clone());
             tokio::spawn(async move {
                 let answer = match serde_json::from_slice::<ReleaseRequest>(&m.payload) {
@@ -504,7 +511,11 @@ impl Cluster {
             let mut p = self.published.lock().unwrap_or_else(|p| p.into_inner());
             let msg = Revoked {
                 keys: keys.iter().filter(|k| !p.0.contains(k)).copied().collect(),
-                accounts: accounts.iter().filter(|a| !p.1.contains(a)).copied().collect(),
+                accounts: accounts
+                    .iter()
+                    .filter(|a| !p.1.contains(a))
+                    .copied()
+                    .collect(),
             };
             if msg.keys.is_empty() && msg.accounts.is_empty() {
                 return;

@@ -111,8 +111,7 @@ impl Message {
                 .map(|c| ToolCall {
                     id: c.id.clone(),
                     name: c.name.clone(),
-                    arguments: serde_json::from_str(&c.arguments)
-                        .map_err(|_| c.arguments.clone()),
+                    arguments: serde_json::from_str(&c.arguments).map_err(|_| c.arguments.clone()),
                 })
                 .collect(),
             tool_call_id: self.tool_call_id.clone(),

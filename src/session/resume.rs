@@ -255,7 +255,11 @@ pub(super) fn save(s: &Session, parked: bool) {
 
 /// The owner's side of a release: checks the token, takes the session over as a local resume
 /// does (a still-open socket is closed with 4001), and forwards to `req.forward_to`.
-pub async fn release(app: &Arc<AppState>, cluster: &Arc<Cluster>, req: ReleaseRequest) -> ReleaseAnswer {
+pub async fn release(
+    app: &Arc<AppState>,
+    cluster: &Arc<Cluster>,
+    req: ReleaseRequest,
+) -> ReleaseAnswer {
     let Ok((_, takeovers)) = app.resumable.check(&req.session_id, &req.resume_token) else {
         return ReleaseAnswer::Gone;
     };
@@ -334,10 +338,7 @@ async fn forward(
                         continue;
                     }
                     seq += 1;
-                    if !c
-                        .forward(&dest, seq, "frame", Bytes::from(t.clone()))
-                        .await
-                    {
+                    if !c.forward(&dest, seq, "frame", Bytes::from(t.clone())).await {
                         tracing::warn!(to = %dest, "cluster: forwarding failed; the new node reports the replies interrupted");
                         return None;
                     }
@@ -431,7 +432,9 @@ async fn report_plan(session: &mut Session, plan: &crate::request::replay::Resum
         let detail = "the server has no record of this request: it did not arrive before the connection dropped; send it again";
         session
             .conn
-            .error(ErrorPayload::new(ErrorCode::InternalError, detail).with_request(Some(id.clone())))
+            .error(
+                ErrorPayload::new(ErrorCode::InternalError, detail).with_request(Some(id.clone())),
+            )
             .await;
     }
     session.inflight.remove_cancelled();
@@ -547,8 +550,7 @@ pub(super) async fn attach_remote(session: Box<Session>, h: Handoff) -> Box<Sess
         session
             .conn
             .error(
-                ErrorPayload::new(ErrorCode::ServerBusy, OWNER_GONE)
-                    .with_request(Some(id.clone())),
+                ErrorPayload::new(ErrorCode::ServerBusy, OWNER_GONE).with_request(Some(id.clone())),
             )
             .await;
     }
@@ -567,8 +569,10 @@ pub(super) async fn attach_remote(session: Box<Session>, h: Handoff) -> Box<Sess
     session
 }
 
-const OWNER_GONE: &str = "the reply was interrupted: the server that was streaming it is gone; ask again";
-const FORWARD_LOST: &str = "the reply was interrupted while it was moved from another server; ask again";
+const OWNER_GONE: &str =
+    "the reply was interrupted: the server that was streaming it is gone; ask again";
+const FORWARD_LOST: &str =
+    "the reply was interrupted while it was moved from another server; ask again";
 /// The longest silence of a forwarding owner before its replies count as interrupted.
 const RELAY_IDLE: Duration = Duration::from_secs(60);
 
@@ -605,9 +609,13 @@ async fn relay(
         next += 1;
         if header(crate::cluster::H_KIND).as_deref() == Some("done") {
             if let Ok(d) = serde_json::from_slice::<Done>(&m.payload) {
-                let turn: Vec<ChatMessage> = d.history.iter().filter_map(Message::to_chat).collect();
+                let turn: Vec<ChatMessage> =
+                    d.history.iter().filter_map(Message::to_chat).collect();
                 if !turn.is_empty() {
-                    history.lock().unwrap_or_else(|p| p.into_inner()).push_turn(turn);
+                    history
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push_turn(turn);
                 }
             }
             break !open.is_empty();

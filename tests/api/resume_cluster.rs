@@ -31,7 +31,11 @@ async fn nats() -> Option<NatsServer> {
         eprintln!("skipped: nats-server not found and {SKIP_VAR}=1");
         return None;
     }
-    Some(NatsServer::start().await.expect("nats-server did not start"))
+    Some(
+        NatsServer::start()
+            .await
+            .expect("nats-server did not start"),
+    )
 }
 
 /// Two nodes and the API key both of them know.
@@ -138,7 +142,10 @@ impl Seen {
         let p = &v["payload"];
         if let Some(t) = p["text_stream_seq"].as_i64() {
             let next = self.seqs.len() as i64;
-            assert!(t == next || t == -1, "text seq {t} where {next} was due: {v}");
+            assert!(
+                t == next || t == -1,
+                "text seq {t} where {next} was due: {v}"
+            );
             self.seqs.push(t);
             self.text
                 .push_str(p["content"]["text"].as_str().unwrap_or(""));
@@ -182,7 +189,8 @@ fn resume_frame(key: &str, sid: &str, token: &str, last_seen: Value) -> Value {
 /// Resumes on `app`; the new socket (session id set).
 async fn resume(app: &TestApp, key: &str, sid: &str, token: &str, last_seen: Value) -> Client {
     let mut c = app.connect().await;
-    c.send_value(&resume_frame(key, sid, token, last_seen)).await;
+    c.send_value(&resume_frame(key, sid, token, last_seen))
+        .await;
     let ack = c.recv().await;
     assert_eq!(ack["msg_type"], "REGISTER_ACK", "{ack}");
     assert_eq!(ack["payload"]["session_id"], sid, "the same session");
@@ -210,7 +218,10 @@ async fn snapshot_has(app: &TestApp, sid: &str, text: &str) {
         {
             return;
         }
-        assert!(t0.elapsed() < RECV_TIMEOUT, "no snapshot of {sid} with {text:?}");
+        assert!(
+            t0.elapsed() < RECV_TIMEOUT,
+            "no snapshot of {sid} with {text:?}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -237,14 +248,25 @@ async fn a_socket_cut_on_a_mid_reply_resumes_on_b_with_every_frame_once_and_the_
     let mut c = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
     let acked = t0.elapsed();
     read_until(&mut c, "r1", &mut seen, usize::MAX).await;
-    eprintln!("resumed on B in {acked:?}; {} frames of r1", seen.seqs.len());
-    assert_eq!(seen.text, whole, "text lost, repeated or reordered across nodes");
+    eprintln!(
+        "resumed on B in {acked:?}; {} frames of r1",
+        seen.seqs.len()
+    );
+    assert_eq!(
+        seen.text, whole,
+        "text lost, repeated or reordered across nodes"
+    );
     assert_eq!(*seen.seqs.last().unwrap(), -1);
     assert!(seen.error.is_none(), "{:?}", seen.error);
     // A let the session go once the reply ended.
     until("A still holds the session", || {
         n.a.app.resumable.is_empty()
-            && n.a.app.stats.sessions.load(std::sync::atomic::Ordering::Relaxed) == 0
+            && n.a
+                .app
+                .stats
+                .sessions
+                .load(std::sync::atomic::Ordering::Relaxed)
+                == 0
     })
     .await;
     // B serves the session with its whole history: A's first turn and the forwarded reply.
@@ -254,7 +276,10 @@ async fn a_socket_cut_on_a_mid_reply_resumes_on_b_with_every_frame_once_and_the_
     assert!(c.reply("r2").await.error.is_none());
     let prompt = n.b.llm.requests()[0].to_string();
     assert!(prompt.contains("alpha2"), "A's first turn lost: {prompt}");
-    assert!(prompt.contains("word59"), "the forwarded turn lost: {prompt}");
+    assert!(
+        prompt.contains("word59"),
+        "the forwarded turn lost: {prompt}"
+    );
     assert!(
         prompt.contains("navigate_to_gallery"),
         "the client's function list lost: {prompt}"
@@ -288,7 +313,12 @@ async fn an_owner_that_is_gone_leaves_the_snapshot_and_its_reply_is_reported_int
     assert_eq!(e["payload"]["request_id"], "r1");
     assert_eq!(e["payload"]["error_code"], "SERVER_BUSY");
     assert_eq!(e["payload"]["retryable"], true);
-    assert!(e["payload"]["error_detail"].as_str().unwrap().contains("interrupted"));
+    assert!(
+        e["payload"]["error_detail"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted")
+    );
     // The session goes on from the snapshot: history and all.
     let (script, _) = words("next", 2, Duration::ZERO);
     n.b.llm.push(script);
@@ -373,6 +403,9 @@ async fn resuming_on_b_closes_the_socket_still_open_on_a_and_takes_its_live_repl
     let closed = on_a.expect_closed().await;
     assert_eq!(closed, Some(4001));
     read_until(&mut on_b, "r1", &mut seen, usize::MAX).await;
-    assert_eq!(seen.text, whole, "text lost, repeated or reordered across nodes");
+    assert_eq!(
+        seen.text, whole,
+        "text lost, repeated or reordered across nodes"
+    );
     assert!(seen.error.is_none());
 }
