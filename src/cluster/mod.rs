@@ -25,6 +25,10 @@
 //! - **Revocations**: a node whose user store reports revoked keys or disabled accounts
 //!   publishes the new ones on `<p>.revoked`; every node shuts the matching live (and parked)
 //!   sessions at once. The store's own notification and polling stay as the fallback.
+//! - **Trust**: every node trusts what comes over NATS under the cluster's prefix (releases,
+//!   revocations): NATS access is cluster membership (use `nats_credentials` or a token, and TLS
+//!   in the URL across hosts). Snapshots and release requests carry token digests, never tokens.
+//!   Credential ids are the shared user store's (`[database] url`): nodes of one cluster share it.
 //! - **NATS down**: everything local goes on (same-node resume, registration); cross-node resume
 //!   answers a retryable INTERNAL_ERROR, and `/readyz` says `"cluster": "degraded"` (degraded,
 //!   not unready).
@@ -75,7 +79,9 @@ async fn within<T, E: Into<anyhow::Error>>(
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReleaseRequest {
     pub session_id: String,
-    pub resume_token: String,
+    /// SHA-256 of the resume token the client presented, hex (the token itself never crosses
+    /// NATS).
+    pub token_sha256: String,
     #[serde(default)]
     pub last_seen: std::collections::BTreeMap<String, SeenUpTo>,
     /// Where the owner publishes the frames the client has not seen.

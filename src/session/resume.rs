@@ -149,6 +149,21 @@ impl Resumable {
         Some((h.principal.clone(), h.token_hash))
     }
 
+    /// [`Resumable::check`] with the token's digest (a release asked by another node).
+    pub(super) fn check_digest(
+        &self,
+        id: &str,
+        digest: &[u8; 32],
+    ) -> Result<(Principal, Arc<Takeovers>), Refused> {
+        let map = self.lock();
+        let h = map.get(id).ok_or(Refused::Unknown)?;
+        if bool::from(h.token_hash.ct_eq(digest)) {
+            Ok((h.principal.clone(), h.takeovers.clone()))
+        } else {
+            Err(Refused::WrongToken)
+        }
+    }
+
     /// A fresh token for a resumed session (the old one stops working).
     pub(super) fn rotate(&self, id: &str) -> Option<String> {
         let token = new_token();
@@ -260,7 +275,12 @@ pub async fn release(
     cluster: &Arc<Cluster>,
     req: ReleaseRequest,
 ) -> ReleaseAnswer {
-    let Ok((_, takeovers)) = app.resumable.check(&req.session_id, &req.resume_token) else {
+    let digest = hex::decode(&req.token_sha256).ok();
+    let checked = digest
+        .as_deref()
+        .and_then(|d| <[u8; 32]>::try_from(d).ok())
+        .map(|d| app.resumable.check_digest(&req.session_id, &d));
+    let Some(Ok((_, takeovers))) = checked else {
         return ReleaseAnswer::Gone;
     };
     let (tx, rx) = oneshot::channel();
@@ -502,7 +522,7 @@ pub(super) async fn take_remote(
         .map_err(|_| RemoteRefused::Unavailable)?;
     let req = ReleaseRequest {
         session_id: r.session_id.clone(),
-        resume_token: r.resume_token.clone(),
+        token_sha256: hex::encode(hash(&r.resume_token)),
         last_seen: r.last_seen.clone(),
         forward_to: subject,
     };
