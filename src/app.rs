@@ -153,6 +153,9 @@ pub async fn revocation_watch(app: Arc<AppState>) {
             tracing::warn!("revocation check failed; will retry");
             continue;
         };
+        if let Some(c) = &app.cluster {
+            c.revoked(&keys, &accounts);
+        }
         let n = app.sessions.kick_where(
             |p| match p {
                 Principal::ApiKey { id, .. } => keys.contains(id),
@@ -194,6 +197,8 @@ pub struct AppState {
     pub resumable: crate::session::resume::Resumable,
     /// The agent hub, when `[hub] enabled`.
     pub hub: Option<Arc<crate::hub::Hub>>,
+    /// This node's link to the others, when `[cluster] nats_url` is set.
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// Builds the configured LLM provider (None when `[llm] provider = "none"`).
@@ -344,6 +349,7 @@ impl AppState {
             tts_config: config.tts.clone(),
             voice: crate::pipeline::speech::Voice::new(&config.stt),
         });
+        let (config_cluster, config_session) = (config.cluster.clone(), config.session.clone());
         Arc::new(AppState {
             config: Arc::new(config),
             metrics,
@@ -357,6 +363,7 @@ impl AppState {
             sessions: Registry::default(),
             resumable: Default::default(),
             hub: hub.flatten(),
+            cluster: crate::cluster::Cluster::new(&config_cluster, &config_session),
         })
     }
 
@@ -372,7 +379,9 @@ impl AppState {
         let conns = self.stats.connections.load(Ordering::Relaxed) as f64;
         let l = &self.config.limits;
         let hub_degraded = self.hub.as_ref().is_some_and(|h| !h.healthy());
+        let cluster_degraded = self.cluster.as_ref().is_some_and(|c| !c.healthy());
         if hub_degraded
+            || cluster_degraded
             || sessions >= 0.9 * l.max_sessions as f64
             || conns >= 0.9 * l.max_connections as f64
         {

@@ -25,6 +25,7 @@ pub struct Config {
     pub tts: TtsConfig,
     pub srs: SrsConfig,
     pub hub: HubConfig,
+    pub cluster: ClusterConfig,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -215,6 +216,39 @@ pub struct HubConfig {
     pub nats_outage_buffer: usize,
     /// Presence entries live this long unless refreshed (a third of it).
     pub presence_ttl_seconds: f64,
+}
+
+/// The visitor server as one node of several (`src/cluster`, docs/protocol.md "Session resume"):
+/// sessions resumable on any node and revocations on every node at once, through NATS JetStream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// NATS server(s), comma-separated; empty: this node is alone (resume on the same node only).
+    pub nats_url: String,
+    /// A NATS credentials file (JWT + seed), when the server requires one.
+    pub nats_credentials: PathBuf,
+    /// Name of the environment variable holding a NATS token, when the server requires one.
+    pub nats_token_env: String,
+    /// Prefix of the cluster's subjects and KV bucket (several deployments can share a NATS).
+    pub nats_prefix: String,
+    /// This node's id in the cluster (subjects, session owners); empty: a random one per start.
+    pub node_id: String,
+    /// Largest session snapshot written to the KV bucket; the oldest history is left out
+    /// beyond it.
+    pub snapshot_max_bytes: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        ClusterConfig {
+            nats_url: String::new(),
+            nats_credentials: PathBuf::new(),
+            nats_token_env: String::new(),
+            nats_prefix: "museum".into(),
+            node_id: String::new(),
+            snapshot_max_bytes: 256 * 1024,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -993,6 +1027,23 @@ impl Config {
             ));
         }
         tiers::table(&h.policy, &h.allow).map_err(ConfigError::Invalid)?;
+        let cl = &self.cluster;
+        let subject_safe = |v: &str| {
+            v.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        };
+        if cl.nats_prefix.is_empty() || !subject_safe(&cl.nats_prefix) || !subject_safe(&cl.node_id)
+        {
+            return Err(ConfigError::Invalid(
+                "cluster.nats_prefix (not empty) and cluster.node_id must be letters, digits, _ or - (they name subjects and a bucket)"
+                    .into(),
+            ));
+        }
+        if cl.snapshot_max_bytes < 4096 {
+            return Err(ConfigError::Invalid(
+                "cluster.snapshot_max_bytes must be at least 4096".into(),
+            ));
+        }
         if r.rrf_k < 0.0 || r.embeddings_weight.is_nan() || r.embeddings_weight < 0.0 {
             return Err(ConfigError::Invalid(
                 "srs.rrf_k and srs.embeddings_weight must be >= 0".into(),

@@ -87,6 +87,7 @@
 pub mod app;
 pub mod audio;
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod hub;
 pub mod metrics;
@@ -126,6 +127,9 @@ pub async fn run(
     tokio::spawn(app::revocation_watch(app.clone()));
     if let Some(hub) = &app.hub {
         hub.start(app.hard_stop.clone());
+    }
+    if let Some(cluster) = &app.cluster {
+        cluster.start(app.clone());
     }
     let stop_accepting = tokio_util::sync::CancellationToken::new();
     let accept = tokio::spawn(transport::server::accept_loop(

@@ -38,6 +38,11 @@ impl History {
         self.messages.is_empty()
     }
 
+    /// The messages as kept, oldest first (a session snapshot for another node, `src/cluster`).
+    pub fn messages(&self) -> impl Iterator<Item = &ChatMessage> {
+        self.messages.iter()
+    }
+
     /// Appends one finished turn (its messages stay together) and trims the oldest.
     pub fn push_turn(&mut self, turn: Vec<ChatMessage>) {
         self.messages.extend(turn);

@@ -99,6 +99,10 @@ enum Exit {
 /// acknowledge the frames written so far, so the replay buffer can let them go.
 const ACK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
 
+/// How long after a request ended its snapshot is written (its final frame and turn come just
+/// after it leaves the in-flight set).
+const SNAPSHOT_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// The connection, in every state.
 struct Conn {
     app: Arc<AppState>,
@@ -199,6 +203,7 @@ pub async fn run<S>(
     let Some(mut session) = registering.await else {
         return;
     };
+    resume::save(&session, false);
     match session.drive(&mut inbound).await {
         Exit::Ended => {} // dropping the session ends it
         Exit::Dropped => Box::pin(session.park_or_end()).await,
@@ -243,6 +248,9 @@ impl Drop for Session {
         self.token.cancel();
         if self.takeovers.is_some() {
             self.conn.app.resumable.remove(&self.id);
+            if let Some(c) = &self.conn.app.cluster {
+                c.forget(&self.id);
+            }
         }
     }
 }
@@ -256,6 +264,8 @@ enum Event {
     Kicked(String),
     Takeover(Takeover),
     Ack,
+    /// Time to write the session's snapshot for the cluster (`resume::save`).
+    Snapshot,
 }
 
 /// The next takeover, or pending forever when resume is off.
@@ -273,6 +283,10 @@ impl Session {
     where
         S: Stream<Item = Inbound> + Unpin,
     {
+        // With a cluster: when to write the snapshot (after a client frame, or shortly after a
+        // request ended, once its turn is in the history).
+        let snapshots = self.conn.app.cluster.is_some() && self.takeovers.is_some();
+        let mut snapshot_due: Option<Instant> = None;
         let (close, exit) = loop {
             let deadline = self.next_deadline();
             let token = self.conn.token.clone();
@@ -287,11 +301,15 @@ impl Session {
                 reason = self.kick.kicked() => Event::Kicked(reason),
                 t = next_takeover(self.takeovers.clone()) => Event::Takeover(t),
                 _ = draining.cancelled(), if !drain_started => Event::DrainStart,
-                _ = inflight.removed(), if drain_started => Event::Removed,
+                _ = inflight.removed(), if drain_started || snapshots => Event::Removed,
                 f = inbound.next() => Event::Frame(f),
                 _ = tokio::time::sleep_until(deadline) => Event::Timer,
                 _ = tokio::time::sleep_until(self.next_ack), if acking => Event::Ack,
+                _ = tokio::time::sleep_until(snapshot_due.unwrap_or(deadline)), if snapshot_due.is_some() => Event::Snapshot,
             };
+            if snapshots && matches!(event, Event::Frame(Some(Inbound::Text(_)))) {
+                snapshot_due = Some(Instant::now());
+            }
             let flow = match event {
                 Event::Cancelled if self.token.is_cancelled() => break (None, Exit::Ended),
                 Event::Cancelled | Event::Frame(None) => break (None, Exit::Dropped),
@@ -313,7 +331,16 @@ impl Session {
                 Event::Frame(Some(Inbound::Broken { code, reason })) => Flow::Drop(code, reason),
                 Event::Timer => Box::pin(self.on_timer()).await,
                 Event::DrainStart => Box::pin(self.on_drain_start()).await,
+                Event::Removed if !drain_started => {
+                    snapshot_due = Some(Instant::now() + SNAPSHOT_SETTLE);
+                    Flow::Continue
+                }
                 Event::Removed => self.drain_check(),
+                Event::Snapshot => {
+                    snapshot_due = None;
+                    resume::save(self, false);
+                    Flow::Continue
+                }
                 Event::Kicked(reason) => Box::pin(self.on_kicked(reason)).await,
                 Event::Ack => {
                     self.conn.outbox.ping();

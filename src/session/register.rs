@@ -50,6 +50,8 @@ enum Step {
     Registered(Box<Registration>),
     /// A resume: the session, taken over from its previous owner, and what the client saw.
     Resumed(Box<Session>, std::collections::BTreeMap<String, SeenUpTo>),
+    /// A resume of a session another node held (`super::resume::take_remote`).
+    ResumedRemote(Box<Registration>, Box<super::resume::Handoff>),
 }
 
 /// A successful REGISTER: the session, but for the connection it will own.
@@ -116,6 +118,10 @@ impl Unregistered {
                         Step::Stay(flow) => flow,
                         Step::Registered(r) => return Some(Box::new(r.into_session(self.conn))),
                         Step::Resumed(s, seen) => return Some(s.resume_on(self.conn, seen).await),
+                        Step::ResumedRemote(r, h) => {
+                            let s = Box::new(r.into_session(self.conn));
+                            return Some(super::resume::attach_remote(s, *h).await);
+                        }
                     },
                     Some(Inbound::Binary(_)) => {
                         self.conn
@@ -313,6 +319,7 @@ impl Unregistered {
         }
         let (principal, takeover) = match app.resumable.check(&r.session_id, &r.resume_token) {
             Ok(found) => found,
+            Err(Refused::Unknown) if app.cluster.is_some() => return self.resume_remote(r).await,
             Err(Refused::Unknown) => {
                 conn.error(invalid(
                     "no session to resume with this session_id (it ended, or its resume window is over); REGISTER without `resume`",
@@ -400,6 +407,111 @@ impl Unregistered {
                 Err(Flow::Continue)
             }
         }
+    }
+}
+
+/// Resume of a session another node held (`[cluster] nats_url`; `super::resume` and
+/// `crate::cluster` have the design). Kept apart from `register` and `resume` above so the
+/// single-node path stays as it is.
+impl Unregistered {
+    async fn resume_remote(&self, r: ResumeRequest) -> Step {
+        use super::resume::{RemoteRefused, find_remote, take_remote};
+        let conn = &self.conn;
+        let app = &conn.app;
+        let Some(cluster) = app.cluster.clone() else {
+            return Step::Stay(Flow::Continue);
+        };
+        let invalid = |detail: &str| ErrorPayload::new(ErrorCode::SessionInvalid, detail);
+        let unknown = "no session to resume with this session_id (it ended, or its resume window is over); REGISTER without `resume`";
+        let unavailable = || {
+            ErrorPayload::new(
+                ErrorCode::InternalError,
+                "the session is held by another server, which cannot be reached right now; retry",
+            )
+        };
+        let snap = match find_remote(&cluster, &r).await {
+            Ok(s) => s,
+            Err(RemoteRefused::Unknown) => {
+                conn.error(invalid(unknown)).await;
+                return Step::Stay(Flow::Continue);
+            }
+            Err(RemoteRefused::WrongToken) => {
+                tracing::info!(peer = %conn.peer, session = %r.session_id, "resume refused: wrong token");
+                return self.auth_failed("invalid resume token").await;
+            }
+            Err(RemoteRefused::Unavailable) => {
+                conn.error(unavailable()).await;
+                return Step::Stay(Flow::Continue);
+            }
+        };
+        let principal = Principal::from(&snap.credential);
+        match self.revoked(&principal).await {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::info!(peer = %conn.peer, session = %r.session_id, "resume refused: credential revoked");
+                return self
+                    .auth_failed("the session's credential was revoked")
+                    .await;
+            }
+            Err(flow) => return Step::Stay(flow),
+        }
+        let max = app.config.limits.max_sessions as u64;
+        if app.stats.sessions.fetch_add(1, Ordering::Relaxed) >= max {
+            app.stats.sessions.fetch_sub(1, Ordering::Relaxed);
+            conn.error(ErrorPayload::new(
+                ErrorCode::ServerBusy,
+                format!("the server holds its maximum of {max} sessions; retry later"),
+            ))
+            .await;
+            return Step::Stay(Flow::Continue);
+        }
+        let id = snap.session_id.clone();
+        let slot = SessionSlot(app.clone(), id.clone());
+        let mut handoff = match take_remote(&cluster, snap, &r).await {
+            Ok(h) => h,
+            Err(RemoteRefused::Unavailable) => {
+                conn.error(unavailable()).await;
+                return Step::Stay(Flow::Continue);
+            }
+            Err(_) => {
+                conn.error(invalid(unknown)).await;
+                return Step::Stay(Flow::Continue);
+            }
+        };
+        let cfg = &app.config.session;
+        let (kick_tx, kick) = tokio::sync::mpsc::channel(1);
+        app.sessions.insert(
+            &id,
+            SessionEntry {
+                principal: principal.clone(),
+                kick: kick_tx,
+            },
+        );
+        conn.outbox.enable_replay(Limits {
+            max_frames: cfg.replay_max_frames,
+            max_bytes: cfg.replay_max_bytes,
+        });
+        conn.outbox.set_session_id(&id);
+        let (token, takeovers) = app.resumable.insert(&id, principal);
+        handoff.token = Some(token);
+        let live = Liveness::new(
+            Instant::now(),
+            Duration::from_secs(cfg.timeout_seconds),
+            Duration::from_secs(cfg.heartbeat_interval_seconds),
+            Duration::from_secs(cfg.warn_before_seconds),
+        )
+        .with_max_missed(cfg.max_missed_heartbeats);
+        let registration = Registration {
+            id,
+            create_time: handoff.snapshot.create_time,
+            attrs: handoff.snapshot.attributes(),
+            live,
+            kick,
+            slot,
+            token: app.hard_stop.child_token(),
+            takeovers: Some(takeovers),
+        };
+        Step::ResumedRemote(Box::new(registration), Box::new(handoff))
     }
 }
 

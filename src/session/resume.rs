@@ -9,13 +9,22 @@
 //! running, their frames kept by the session's outbox meanwhile), and the old socket, if still
 //! open, is closed with [`close_code::RESUMED_ELSEWHERE`]. What a parked session is made of
 //! besides running tasks (id, attributes, history, replay buffer, credential) sits in `Session`
-//! and its outbox, so it can later be moved to another node as data.
+//! and its outbox, so it can be moved to another node as data.
+//!
+//! Across nodes (`[cluster] nats_url`; `crate::cluster` has the design) this module also writes
+//! the session's snapshot ([`save`]), releases a session to another node that asks for it
+//! ([`release`]: the takeover above, then the unseen and live frames forwarded over NATS until
+//! the replies end), and on the asking node rebuilds the session from the snapshot and writes the
+//! forwarded frames to its client (`find_remote`, `take_remote`, `attach_remote`). The same-node
+//! path is untouched: a node asks the cluster only for a session it does not hold.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use base64::Engine;
+use bytes::Bytes;
+use futures_util::StreamExt;
 use rand::TryRngCore;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -23,7 +32,13 @@ use tokio::sync::{Notify, oneshot};
 use tokio::time::Instant;
 
 use super::Session;
+use crate::app::AppState;
 use crate::auth::Principal;
+use crate::cluster::snapshot::{Credential, Message, Snapshot, added};
+use crate::cluster::{Cluster, Done, Release, ReleaseAnswer, ReleaseRequest};
+use crate::protocol::{ErrorCode, ErrorPayload, RegisterAck, SeenUpTo, ServerMessage};
+use crate::providers::llm::ChatMessage;
+use crate::request::outbox::{OutKind, Outbox};
 
 /// Close code and reason for a socket whose session was resumed from another socket.
 pub mod close_code {
@@ -127,6 +142,28 @@ impl Resumable {
         }
     }
 
+    /// The credential and token hash of a session held here (for its snapshot).
+    pub(super) fn export(&self, id: &str) -> Option<(Principal, [u8; 32])> {
+        let map = self.lock();
+        let h = map.get(id)?;
+        Some((h.principal.clone(), h.token_hash))
+    }
+
+    /// [`Resumable::check`] with the token's digest (a release asked by another node).
+    pub(super) fn check_digest(
+        &self,
+        id: &str,
+        digest: &[u8; 32],
+    ) -> Result<(Principal, Arc<Takeovers>), Refused> {
+        let map = self.lock();
+        let h = map.get(id).ok_or(Refused::Unknown)?;
+        if bool::from(h.token_hash.ct_eq(digest)) {
+            Ok((h.principal.clone(), h.takeovers.clone()))
+        } else {
+            Err(Refused::WrongToken)
+        }
+    }
+
     /// A fresh token for a resumed session (the old one stops working).
     pub(super) fn rotate(&self, id: &str) -> Option<String> {
         let token = new_token();
@@ -166,6 +203,7 @@ fn hash(token: &str) -> [u8; 32] {
 /// credential is revoked, or the server stops. Runs as a tracked task.
 pub(super) async fn park(mut session: Box<Session>, window: Duration) {
     session.conn.outbox.detach();
+    save(&session, true);
     let app = session.conn.app.clone();
     let until = Instant::now() + window;
     tracing::info!(session = %session.id, window_s = window.as_secs(), "socket gone: session parked for resume");
@@ -187,4 +225,457 @@ pub(super) async fn park(mut session: Box<Session>, window: Duration) {
         }
     };
     tracing::info!(session = %session.id, why = outcome, "parked session ended");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Across nodes (`[cluster] nats_url`, `crate::cluster` has the design): the snapshot a session
+// writes, the owner's side of a release (take the session over, forward what the client has not
+// seen, drop it), and the new node's side (a session rebuilt from the snapshot, the forwarded
+// frames written to its client).
+
+/// The session's snapshot (None: it is not resumable here).
+fn snapshot_of(s: &Session) -> Option<Snapshot> {
+    let (principal, token_hash) = s.conn.app.resumable.export(&s.id)?;
+    let history = s
+        .history
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .messages()
+        .map(Message::from)
+        .collect();
+    Some(Snapshot {
+        session_id: s.id.clone(),
+        owner: String::new(),
+        credential: Credential::from(&principal),
+        token_hash: hex::encode(token_hash),
+        create_time: s.create_time,
+        platform: s.attrs.platform,
+        require_tts: s.attrs.require_tts,
+        enable_srs: s.attrs.enable_srs,
+        functions: s.attrs.functions.clone(),
+        history,
+        expires_ms: 0,
+    })
+}
+
+/// Writes the session's snapshot to the cluster when it changed (nothing without a cluster or
+/// without resume). `parked`: its socket is gone (the snapshot expires with the window).
+pub(super) fn save(s: &Session, parked: bool) {
+    if let (Some(cluster), Some(_)) = (&s.conn.app.cluster, &s.takeovers)
+        && let Some(snap) = snapshot_of(s)
+    {
+        cluster.save(snap, parked);
+    }
+}
+
+/// The owner's side of a release: checks the token, takes the session over as a local resume
+/// does (a still-open socket is closed with 4001), and forwards to `req.forward_to`.
+pub async fn release(
+    app: &Arc<AppState>,
+    cluster: &Arc<Cluster>,
+    req: ReleaseRequest,
+) -> ReleaseAnswer {
+    let digest = hex::decode(&req.token_sha256).ok();
+    let checked = digest
+        .as_deref()
+        .and_then(|d| <[u8; 32]>::try_from(d).ok())
+        .map(|d| app.resumable.check_digest(&req.session_id, &d));
+    let Some(Ok((_, takeovers))) = checked else {
+        return ReleaseAnswer::Gone;
+    };
+    let (tx, rx) = oneshot::channel();
+    if takeovers.offer(Takeover { reply: tx }).is_err() {
+        return ReleaseAnswer::Gone;
+    }
+    let handed = tokio::time::timeout(RELEASE_TAKEOVER, rx).await;
+    let Ok(Ok(mut session)) = handed else {
+        return ReleaseAnswer::Gone;
+    };
+    let Some(mut snap) = snapshot_of(&session) else {
+        return ReleaseAnswer::Gone;
+    };
+    snap.owner = cluster.node.clone();
+    // The session is the other node's from now on: not resumable here, and its end here does
+    // not delete the snapshot.
+    cluster.released(&session.id);
+    app.resumable.remove(&session.id);
+    session.takeovers = None;
+    let before: Vec<ChatMessage> = session
+        .history
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .messages()
+        .cloned()
+        .collect();
+    tracing::info!(session = %session.id, to = %req.forward_to, "cluster: session released to another node");
+    app.tracker.spawn(forward(
+        session,
+        req.last_seen,
+        req.forward_to,
+        cluster.clone(),
+        before,
+    ));
+    ReleaseAnswer::Released {
+        snapshot: Box::new(snap),
+    }
+}
+
+/// How long a release waits for the session's current owner task to hand it over (below the
+/// asking node's [`crate::cluster::RELEASE_TIMEOUT`]).
+const RELEASE_TAKEOVER: Duration = Duration::from_secs(3);
+/// How long the forwarding owner waits, once no request is in flight, for their tasks to end.
+const FORWARD_SETTLE: Duration = Duration::from_secs(5);
+/// How often the forwarding owner checks whether the replies have ended.
+const FORWARD_TICK: Duration = Duration::from_millis(10);
+
+/// Publishes, in order and numbered, what the client has not seen: the kept frames after
+/// `seen`, then the live frames of the replies still running; when they have all ended (their
+/// tasks gone, their turns in the history), `done` with the turns they added. Then the session
+/// ends here.
+async fn forward(
+    mut session: Box<Session>,
+    seen: BTreeMap<String, SeenUpTo>,
+    to: String,
+    cluster: Arc<Cluster>,
+    before: Vec<ChatMessage>,
+) {
+    let app = session.conn.app.clone();
+    let token = app.hard_stop.child_token();
+    let slow = crate::config::secs(app.config.limits.slow_client_timeout_seconds);
+    let (sock, mut rx) = Outbox::new(app.config.limits.outbound_queue_frames, token.clone(), slow);
+    session.conn.outbox.attach(&sock);
+    session.conn.token = token.clone();
+    let outbox = session.conn.outbox.clone();
+    let (c, dest) = (cluster.clone(), to.clone());
+    // The "socket": every frame is published; a ping is answered at once (the frames before it
+    // are out), so the replay buffer lets them go.
+    let writer = tokio::spawn(async move {
+        let mut seq = 0u64;
+        while let Some(f) = rx.recv().await {
+            match &f.kind {
+                OutKind::Text(t) => {
+                    if !f.live() {
+                        continue;
+                    }
+                    seq += 1;
+                    if !c.forward(&dest, seq, "frame", Bytes::from(t.clone())).await {
+                        tracing::warn!(to = %dest, "cluster: forwarding failed; the new node reports the replies interrupted");
+                        return None;
+                    }
+                    f.written();
+                }
+                OutKind::Ping => outbox.pong(),
+                OutKind::Close { .. } => return Some(seq),
+            }
+        }
+        Some(seq)
+    });
+    let plan = session
+        .conn
+        .outbox
+        .resume(seen.iter().map(|(r, s)| (r.as_str(), s)));
+    report_plan(&mut session, &plan).await;
+    while let Some(frame) = session.conn.outbox.next_replay() {
+        if !session.conn.outbox.push(frame).await {
+            break;
+        }
+    }
+    // The replies still running go on into `sock`; wait for their ends (a request leaves the
+    // in-flight set before its final frame is queued and its turn recorded: its task's handle
+    // on the history says when it is done).
+    let limit = Instant::now() + Duration::from_secs(app.config.session.timeout_seconds.max(1));
+    let mut settle: Option<Instant> = None;
+    let stopped = loop {
+        if session.inflight.is_empty() {
+            if Arc::strong_count(&session.history) == 1 {
+                break None;
+            }
+            // A task that left the in-flight set still holds the history: its end is near; not
+            // waited for past FORWARD_SETTLE (its turn would then be missing on the new node).
+            if Instant::now() >= *settle.get_or_insert(Instant::now() + FORWARD_SETTLE) {
+                tracing::warn!(session = %session.id, "cluster: a reply task outlived its request; forwarding ends without its turn");
+                break None;
+            }
+        }
+        session.conn.outbox.ping();
+        tokio::select! {
+            _ = token.cancelled() => break Some("server stopped"),
+            Some(_) = session.kick.recv() => break Some("credential revoked"),
+            _ = tokio::time::sleep_until(limit) => break Some("took too long"),
+            _ = tokio::time::sleep(FORWARD_TICK) => {}
+        }
+    };
+    if let Some(why) = stopped {
+        tracing::info!(session = %session.id, why, "cluster: forwarding stopped");
+        session.inflight.cancel_all();
+    }
+    let after: Vec<ChatMessage> = session
+        .history
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .messages()
+        .cloned()
+        .collect();
+    let done = Done {
+        history: added(&before, &after).iter().map(Message::from).collect(),
+    };
+    sock.close(close_code::RESUMED_ELSEWHERE, "forwarded").await;
+    if let Ok(Some(seq)) = writer.await
+        && stopped.is_none()
+        && let Ok(body) = serde_json::to_vec(&done)
+    {
+        cluster.forward(&to, seq + 1, "done", body.into()).await;
+        cluster.flush().await;
+    }
+    tracing::info!(session = %session.id, "cluster: forwarded replies ended; session dropped here");
+}
+
+/// Tells the client what it must know about the requests it listed (same as a local resume).
+async fn report_plan(session: &mut Session, plan: &crate::request::replay::ResumePlan) {
+    let cfg = &session.conn.app.config.session;
+    let (frames, bytes) = (cfg.replay_max_frames, cfg.replay_max_bytes);
+    for id in &plan.overflowed {
+        session.inflight.cancel(id);
+        let detail = format!(
+            "the reply outgrew the replay buffer ({frames} frames / {bytes} bytes) while the connection was away, and was stopped; ask again"
+        );
+        session
+            .conn
+            .error(ErrorPayload::new(ErrorCode::ServerBusy, detail).with_request(Some(id.clone())))
+            .await;
+    }
+    for id in plan
+        .nothing_kept
+        .iter()
+        .filter(|id| !session.inflight.contains(id))
+    {
+        let detail = "the server has no record of this request: it did not arrive before the connection dropped; send it again";
+        session
+            .conn
+            .error(
+                ErrorPayload::new(ErrorCode::InternalError, detail).with_request(Some(id.clone())),
+            )
+            .await;
+    }
+    session.inflight.remove_cancelled();
+}
+
+/// Why a session held elsewhere cannot be resumed here.
+pub(super) enum RemoteRefused {
+    /// No snapshot (never, ended, expired), or its owner no longer holds it.
+    Unknown,
+    WrongToken,
+    /// NATS cannot be asked now.
+    Unavailable,
+}
+
+/// A session held by another node, ready to be rebuilt here.
+pub(super) struct Handoff {
+    pub snapshot: Snapshot,
+    /// The owner forwards what the client has not seen here (None: the owner is gone).
+    forward: Option<async_nats::Subscriber>,
+    /// The replies the client listed (it has not seen their ends).
+    listed: Vec<String>,
+    /// The owner did not answer: the listed replies are lost.
+    owner_gone: bool,
+    /// The session's new resume token (set by the caller once it is registered here).
+    pub token: Option<String>,
+}
+
+/// Finds the session in the cluster and checks its token (constant time).
+pub(super) async fn find_remote(
+    cluster: &Cluster,
+    r: &crate::protocol::ResumeRequest,
+) -> Result<Snapshot, RemoteRefused> {
+    let snap = match cluster.lookup(&r.session_id).await {
+        Ok(Some(s)) => s,
+        Ok(None) => return Err(RemoteRefused::Unknown),
+        Err(e) => {
+            tracing::warn!(error = %e, "cluster: cannot look the session up");
+            return Err(RemoteRefused::Unavailable);
+        }
+    };
+    let Ok(stored) = hex::decode(&snap.token_hash) else {
+        return Err(RemoteRefused::Unknown);
+    };
+    if stored.len() == 32 && bool::from(stored.as_slice().ct_eq(&hash(&r.resume_token))) {
+        Ok(snap)
+    } else {
+        Err(RemoteRefused::WrongToken)
+    }
+}
+
+/// Asks the owner to release the session and forward here; from the snapshot alone when the
+/// owner does not answer.
+pub(super) async fn take_remote(
+    cluster: &Cluster,
+    snap: Snapshot,
+    r: &crate::protocol::ResumeRequest,
+) -> Result<Handoff, RemoteRefused> {
+    if snap.owner == cluster.node {
+        // Written by this node, which no longer holds it: it ended here.
+        return Err(RemoteRefused::Unknown);
+    }
+    let (subject, sub) = cluster
+        .forward_inbox()
+        .await
+        .map_err(|_| RemoteRefused::Unavailable)?;
+    let req = ReleaseRequest {
+        session_id: r.session_id.clone(),
+        token_sha256: hex::encode(hash(&r.resume_token)),
+        last_seen: r.last_seen.clone(),
+        forward_to: subject,
+    };
+    match cluster.release(&snap.owner, &req).await {
+        Release::Released(fresh) => Ok(Handoff {
+            snapshot: *fresh,
+            forward: Some(sub),
+            listed: r.last_seen.keys().cloned().collect(),
+            owner_gone: false,
+            token: None,
+        }),
+        Release::Gone => Err(RemoteRefused::Unknown),
+        Release::NoAnswer => {
+            tracing::info!(session = %r.session_id, owner = %snap.owner, "cluster: the owner did not answer; resuming from the snapshot");
+            Ok(Handoff {
+                snapshot: snap,
+                forward: None,
+                listed: r.last_seen.keys().cloned().collect(),
+                owner_gone: true,
+                token: None,
+            })
+        }
+    }
+}
+
+/// Attaches a session rebuilt from another node's snapshot: REGISTER_ACK (same session id, a
+/// fresh token), then the replies lost with a dead owner, or the owner's forwarded frames.
+pub(super) async fn attach_remote(session: Box<Session>, h: Handoff) -> Box<Session> {
+    let app = session.conn.app.clone();
+    *session.history.lock().unwrap_or_else(|p| p.into_inner()) =
+        h.snapshot.history(app.config.llm.history_messages);
+    session
+        .conn
+        .send(ServerMessage::RegisterAck(RegisterAck {
+            status: "SUCCESS".into(),
+            message: super::text::RESUMED.into(),
+            session_id: session.id.clone(),
+            session_timeout_seconds: app.config.session.timeout_seconds,
+            capabilities: Some(crate::pipeline::capabilities::of(&app.deps)),
+            resume_token: h.token,
+        }))
+        .await;
+    let owner_gone = h.owner_gone;
+    for id in h.listed.iter().filter(|_| owner_gone) {
+        session
+            .conn
+            .error(
+                ErrorPayload::new(ErrorCode::ServerBusy, OWNER_GONE).with_request(Some(id.clone())),
+            )
+            .await;
+    }
+    if let Some(sub) = h.forward {
+        let listed: HashSet<String> = h.listed.into_iter().collect();
+        app.tracker.spawn(relay(
+            sub,
+            session.conn.outbox.clone(),
+            session.history.clone(),
+            session.token.clone(),
+            listed,
+            crate::config::secs(app.config.llm.idle_timeout_seconds).max(RELAY_IDLE),
+        ));
+    }
+    tracing::info!(session = %session.id, peer = %session.conn.peer, owner_gone, "session resumed from another node");
+    session
+}
+
+const OWNER_GONE: &str =
+    "the reply was interrupted: the server that was streaming it is gone; ask again";
+const FORWARD_LOST: &str =
+    "the reply was interrupted while it was moved from another server; ask again";
+/// The longest silence of a forwarding owner before its replies count as interrupted.
+const RELAY_IDLE: Duration = Duration::from_secs(60);
+
+/// Writes the owner's forwarded frames to this node's client, in their numbered order, until
+/// `done` (its turns join the history); a gap, a silence or the end of the subscription ends
+/// the replies still open with an ERROR.
+async fn relay(
+    mut sub: async_nats::Subscriber,
+    outbox: Outbox,
+    history: Arc<std::sync::Mutex<crate::pipeline::history::History>>,
+    token: tokio_util::sync::CancellationToken,
+    mut open: HashSet<String>,
+    idle: Duration,
+) {
+    let mut next = 1u64;
+    let lost = loop {
+        let m = tokio::select! {
+            _ = token.cancelled() => return,
+            m = tokio::time::timeout(idle, sub.next()) => m,
+        };
+        let Ok(Some(m)) = m else {
+            break true;
+        };
+        let header = |k: &str| {
+            m.headers
+                .as_ref()
+                .and_then(|h| h.get(k))
+                .map(|v| v.as_str().to_string())
+        };
+        if header(crate::cluster::H_SEQ).and_then(|s| s.parse::<u64>().ok()) != Some(next) {
+            tracing::warn!(expected = next, "cluster: a forwarded frame is missing");
+            break true;
+        }
+        next += 1;
+        if header(crate::cluster::H_KIND).as_deref() == Some("done") {
+            if let Ok(d) = serde_json::from_slice::<Done>(&m.payload) {
+                let turn: Vec<ChatMessage> =
+                    d.history.iter().filter_map(Message::to_chat).collect();
+                if !turn.is_empty() {
+                    history
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push_turn(turn);
+                }
+            }
+            break !open.is_empty();
+        }
+        let Ok(text) = std::str::from_utf8(&m.payload) else {
+            continue;
+        };
+        let Ok(frame) = crate::protocol::decode_server(text) else {
+            continue;
+        };
+        match &frame.message {
+            ServerMessage::Response(r) => {
+                let end = r.text_stream_seq == Some(-1)
+                    || r.voice_stream_seq == Some(-1)
+                    || r.interrupted == Some(true);
+                if end {
+                    open.remove(&r.request_id);
+                } else {
+                    open.insert(r.request_id.clone());
+                }
+            }
+            ServerMessage::Error(e) => {
+                if let Some(id) = &e.request_id {
+                    open.remove(id);
+                }
+            }
+            _ => {}
+        }
+        outbox.send(&frame.message).await;
+    };
+    let _ = sub.unsubscribe().await;
+    if lost {
+        let mut ids: Vec<String> = open.into_iter().collect();
+        ids.sort();
+        for id in ids {
+            outbox
+                .send(&ServerMessage::Error(
+                    ErrorPayload::new(ErrorCode::ServerBusy, FORWARD_LOST).with_request(Some(id)),
+                ))
+                .await;
+        }
+    }
 }

@@ -53,6 +53,9 @@
 //!   (random loopback ports, temporary store). Needs `nats-server` on PATH
 //!   (`apt-get install --no-install-recommends nats-server`); without it these tests fail,
 //!   unless run with `MUSEUM_AGENT_SKIP_NATS=1`, which makes them print "skipped" and pass.
+//! - `resume_cluster::` — session resume across two server instances on one real `nats-server`
+//!   (`[cluster] nats_url`): a reply cut on one node and resumed on the other, a dead owner, a
+//!   revocation through NATS, NATS stopped. Needs `nats-server` like `hub_nats::`.
 //! - `store_engines::` — the user store on SQLite and on PostgreSQL (`[database] url`): one
 //!   story on both (admin CLI, register, revoke, disable, lockout), two server instances sharing
 //!   one PostgreSQL (keys, revocations at once, lockouts), the revocation poll, PostgreSQL
@@ -107,6 +110,7 @@ mod local_models;
 mod register;
 mod requests;
 mod resume;
+mod resume_cluster;
 mod retrieval;
 mod session_timers;
 mod shutdown;

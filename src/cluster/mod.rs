@@ -1,0 +1,625 @@
+//! The visitor server as one node of several (`[cluster] nats_url`): sessions that resume on any
+//! node, and revocations that reach every node at once, through NATS with JetStream (the official
+//! `async-nats` client, as the hub's `hub::nats`). docs/protocol.md "Session resume", "Across
+//! nodes" is the client-facing story; in short:
+//!
+//! - **Snapshots**: a resumable session's snapshot ([`snapshot::Snapshot`]: id, credential,
+//!   resume-token hash, history, attributes, function list, owner node, expiry) is written to
+//!   the KV bucket `<PREFIX>_SESSIONS` when it changes (registered, resumed, a reply finished,
+//!   attributes changed, socket dropped), bounded to `snapshot_max_bytes`, and deleted when the
+//!   session ends. Writes go through one writer task (the latest value of a key wins; a write
+//!   that fails while NATS is down is retried), so no session ever waits on NATS.
+//! - **Release**: a node asked to resume a session it does not hold reads the snapshot, checks
+//!   the token (constant time) and the credential, subscribes a fresh forward subject
+//!   `<p>.fwd.<node>.<nonce>`, and asks the owner on `<p>.release.<owner>` (request/reply). The
+//!   owner takes the session over exactly as a local resume does (a still-open socket is closed
+//!   with 4001), answers with a fresh snapshot, then publishes on the forward subject, in order
+//!   and numbered (`Fwd-Seq`), the replay-buffer frames the client has not seen (per
+//!   `last_seen`) and the live frames of every reply still running; when they have all ended it
+//!   publishes `done` with the turns they added to the history, and drops the session. The new
+//!   node writes the frames to its client; a gap in the numbering or a silent owner ends the
+//!   forwarded replies as interrupted.
+//! - **Dead owner**: no answer within [`RELEASE_TIMEOUT`] (no responders, or a timeout): the
+//!   session resumes from the snapshot alone; every reply the client listed in `last_seen` is
+//!   reported interrupted (ERROR SERVER_BUSY, retryable), as the replay-overflow rule does.
+//! - **Revocations**: a node whose user store reports revoked keys or disabled accounts
+//!   publishes the new ones on `<p>.revoked`; every node shuts the matching live (and parked)
+//!   sessions at once. The store's own notification and polling stay as the fallback.
+//! - **Trust**: every node trusts what comes over NATS under the cluster's prefix (releases,
+//!   revocations): NATS access is cluster membership (use `nats_credentials` or a token, and TLS
+//!   in the URL across hosts). Snapshots and release requests carry token digests, never tokens.
+//!   Credential ids are the shared user store's (`[database] url`): nodes of one cluster share it.
+//! - **NATS down**: everything local goes on (same-node resume, registration); cross-node resume
+//!   answers a retryable INTERNAL_ERROR, and `/readyz` says `"cluster": "degraded"` (degraded,
+//!   not unready).
+
+pub mod snapshot;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use async_nats::jetstream::stream::{self, DiscardPolicy, StorageType};
+use async_nats::{Client, ConnectOptions, HeaderMap};
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::AppState;
+use crate::auth::Principal;
+use crate::config::{ClusterConfig, SessionConfig};
+use crate::protocol::SeenUpTo;
+use snapshot::{Message, Snapshot};
+
+/// How long a node waits for the owner to release a session; silence past it means the owner
+/// is gone.
+pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(4);
+/// JetStream API calls (KV reads and writes).
+const JS_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Headers of the forward subject.
+pub const H_SEQ: &str = "Fwd-Seq";
+pub const H_KIND: &str = "Fwd-Kind";
+
+/// Bounds a NATS call: a full client buffer (NATS down) would otherwise block it.
+async fn within<T, E: Into<anyhow::Error>>(
+    f: impl std::future::Future<Output = Result<T, E>>,
+) -> anyhow::Result<T> {
+    tokio::time::timeout(JS_TIMEOUT, f)
+        .await
+        .map_err(|_| anyhow::anyhow!("NATS did not answer within {JS_TIMEOUT:?}"))?
+        .map_err(Into::into)
+}
+
+/// A request to release a session, from the node its client came back on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReleaseRequest {
+    pub session_id: String,
+    /// SHA-256 of the resume token the client presented, hex (the token itself never crosses
+    /// NATS).
+    pub token_sha256: String,
+    #[serde(default)]
+    pub last_seen: std::collections::BTreeMap<String, SeenUpTo>,
+    /// Where the owner publishes the frames the client has not seen.
+    pub forward_to: String,
+}
+
+/// The owner's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum ReleaseAnswer {
+    /// Taken over; forwarding starts on `forward_to`.
+    Released { snapshot: Box<Snapshot> },
+    /// Not held here any more (ended, resumed elsewhere, or the token is not its token).
+    Gone,
+}
+
+/// What asking the owner came to.
+pub enum Release {
+    Released(Box<Snapshot>),
+    Gone,
+    /// No answer: the owner is dead or cut off.
+    NoAnswer,
+}
+
+/// The end of a forward stream: the turns the forwarded replies added to the history.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Done {
+    pub history: Vec<Message>,
+}
+
+/// Revoked credentials, by the shared store's ids.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Revoked {
+    keys: Vec<i64>,
+    accounts: Vec<i64>,
+}
+
+/// This node's link to the others.
+pub struct Cluster {
+    cfg: ClusterConfig,
+    /// This node's id (subjects, snapshot owner).
+    pub node: String,
+    window_ms: i64,
+    idle_ms: i64,
+    client: OnceLock<Client>,
+    kv: OnceLock<kv::Store>,
+    /// Pending KV writes by key (None: delete); the writer task takes them.
+    writes: Mutex<HashMap<String, Option<Bytes>>>,
+    wake: Notify,
+    /// Per session, the fingerprint of the last snapshot queued and when (unix ms).
+    written: Mutex<HashMap<String, (u64, i64)>>,
+    /// Sessions handed to another node: their end here must not delete the snapshot.
+    released: Mutex<HashSet<String>>,
+    /// Revocations published already (keys, accounts).
+    published: Mutex<(HashSet<i64>, HashSet<i64>)>,
+    next_forward: AtomicU64,
+    /// Cancelled by [`Cluster::halt`]: this node stops answering the cluster.
+    halted: CancellationToken,
+}
+
+impl Cluster {
+    /// The cluster link `config` asks for (None: `[cluster] nats_url` is empty). Nothing
+    /// connects until [`Cluster::start`].
+    pub fn new(cfg: &ClusterConfig, session: &SessionConfig) -> Option<Arc<Cluster>> {
+        if cfg.nats_url.trim().is_empty() {
+            return None;
+        }
+        let node = if cfg.node_id.is_empty() {
+            crate::util::random_id("node_")
+        } else {
+            cfg.node_id.clone()
+        };
+        Some(Arc::new(Cluster {
+            cfg: cfg.clone(),
+            node,
+            window_ms: (session.resume_window_seconds * 1000) as i64,
+            idle_ms: (session.timeout_seconds * 1000) as i64,
+            client: OnceLock::new(),
+            kv: OnceLock::new(),
+            writes: Mutex::default(),
+            wake: Notify::new(),
+            written: Mutex::default(),
+            released: Mutex::default(),
+            published: Mutex::default(),
+            next_forward: AtomicU64::new(1),
+            halted: CancellationToken::new(),
+        }))
+    }
+
+    fn bucket(&self) -> String {
+        format!(
+            "{}_SESSIONS",
+            self.cfg.nats_prefix.to_ascii_uppercase().replace('-', "_")
+        )
+    }
+
+    fn release_subject(&self, node: &str) -> String {
+        format!(
+            "{}.release.{}",
+            self.cfg.nats_prefix,
+            crate::hub::nats::token(node)
+        )
+    }
+
+    fn revoked_subject(&self) -> String {
+        format!("{}.revoked", self.cfg.nats_prefix)
+    }
+
+    /// Connects (in the background: NATS may be down at start and come later), then serves
+    /// release requests and revocations and writes snapshots, until the server stops.
+    pub fn start(self: &Arc<Self>, app: Arc<AppState>) {
+        let me = self.clone();
+        tokio::spawn(async move {
+            let stop = app.hard_stop.clone();
+            let client = match connect(&me.cfg, &me.node).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(error = %e, "cluster: cannot connect to NATS; cross-node resume is off");
+                    return;
+                }
+            };
+            let _ = me.client.set(client.clone());
+            tracing::info!(node = %me.node, url = %me.cfg.nats_url, "cluster: node started");
+            tokio::spawn(me.clone().serve_releases(client.clone(), app.clone()));
+            tokio::spawn(me.clone().serve_revocations(client.clone(), app.clone()));
+            tokio::spawn(me.clone().write_loop(stop.clone()));
+            // The bucket, retried until NATS has JetStream for us.
+            loop {
+                match me.setup(&client).await {
+                    Ok(kv) => {
+                        let _ = me.kv.set(kv);
+                        me.wake.notify_one();
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cluster: session bucket not ready; retrying")
+                    }
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        });
+    }
+
+    async fn setup(&self, client: &Client) -> anyhow::Result<kv::Store> {
+        let js = async_nats::jetstream::ContextBuilder::new()
+            .timeout(JS_TIMEOUT)
+            .build(client.clone());
+        let name = self.bucket();
+        // An entry outlives its last write by the idle timeout plus the window at most (each
+        // entry also carries its own expiry, checked on read).
+        let max_age = Duration::from_millis((self.idle_ms + self.window_ms).max(1000) as u64);
+        // Created as a stream directly, as the hub's buckets are (nats-server 2.9).
+        within(js.create_or_update_stream(stream::Config {
+            name: format!("KV_{name}"),
+            subjects: vec![format!("$KV.{name}.>")],
+            max_messages_per_subject: 1,
+            max_age,
+            max_message_size: (self.cfg.snapshot_max_bytes + 1024) as i32,
+            duplicate_window: max_age.min(Duration::from_secs(120)),
+            storage: StorageType::File,
+            num_replicas: 1,
+            allow_rollup: true,
+            deny_delete: false,
+            allow_direct: true,
+            discard: DiscardPolicy::New,
+            ..Default::default()
+        }))
+        .await?;
+        within(js.get_key_value(name)).await
+    }
+
+    /// "ok" when connected with the bucket ready, else "degraded".
+    pub fn state(&self) -> &'static str {
+        if self.healthy() { "ok" } else { "degraded" }
+    }
+
+    pub fn healthy(&self) -> bool {
+        !self.halted.is_cancelled()
+            && self.kv.get().is_some()
+            && self
+                .client
+                .get()
+                .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected)
+    }
+
+    /// Stops answering the cluster, as a dead node would (no more releases, revocations or
+    /// snapshot writes from this node). Used when the process must leave the cluster at once;
+    /// the tests use it to play a node that died.
+    pub fn halt(&self) {
+        self.halted.cancel();
+    }
+
+    /// Queues a session's snapshot (skipped when nothing changed since the last one, unless
+    /// that is old enough to need refreshing).
+    pub fn save(&self, mut s: Snapshot, parked: bool) {
+        let now = crate::util::now_ms();
+        s.owner = self.node.clone();
+        s.expires_ms = 0;
+        let Some(plain) = serde_json::to_vec(&s).ok() else {
+            return;
+        };
+        let fp = fingerprint(&plain) ^ u64::from(parked);
+        {
+            let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((old, at)) = w.get(&s.session_id)
+                && *old == fp
+                && now - at < self.idle_ms / 2
+            {
+                return;
+            }
+            w.insert(s.session_id.clone(), (fp, now));
+        }
+        s.expires_ms = now
+            + if parked {
+                self.window_ms
+            } else {
+                self.idle_ms + self.window_ms
+            };
+        let id = s.session_id.clone();
+        match s.encode(self.cfg.snapshot_max_bytes) {
+            Some(bytes) => self.queue(id, Some(bytes.into())),
+            None => {
+                tracing::warn!(session = %id, "cluster: snapshot too large even without history; not written")
+            }
+        }
+    }
+
+    /// The session ended here: its snapshot goes (unless another node holds it now).
+    pub fn forget(&self, id: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        if self
+            .released
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+        {
+            return;
+        }
+        self.queue(id.to_string(), None);
+    }
+
+    /// The session was handed to another node: no write of this node may replace its snapshot.
+    pub fn released(&self, id: &str) {
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
+        self.released
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string());
+    }
+
+    fn queue(&self, key: String, value: Option<Bytes>) {
+        self.writes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(key, value);
+        self.wake.notify_one();
+    }
+
+    async fn write_loop(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.halted.cancelled() => return,
+                _ = self.wake.notified() => {}
+            }
+            let Some(kv) = self.kv.get() else { continue };
+            let batch: Vec<(String, Option<Bytes>)> = self
+                .writes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .drain()
+                .collect();
+            let mut failed = false;
+            for (key, value) in batch {
+                let done = match &value {
+                    Some(v) => within(kv.put(&key, v.clone())).await.map(|_| ()),
+                    None => within(kv.delete(&key)).await,
+                };
+                if let Err(e) = done {
+                    tracing::debug!(session = %key, error = %e, "cluster: snapshot write failed; will retry");
+                    // Retried unless a newer value came meanwhile.
+                    self.writes
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .entry(key)
+                        .or_insert(value);
+                    failed = true;
+                }
+            }
+            if failed {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+                self.wake.notify_one();
+            }
+        }
+    }
+
+    /// A session's snapshot. `Err`: NATS cannot be asked now.
+    pub async fn lookup(&self, id: &str) -> anyhow::Result<Option<Snapshot>> {
+        if self.halted.is_cancelled() {
+            anyhow::bail!("this node left the cluster");
+        }
+        let kv = self
+            .kv
+            .get()
+            .ok_or_else(|| anyhow::anyhow!("the cluster's session bucket is not ready"))?;
+        let Some(bytes) = within(kv.get(id)).await? else {
+            return Ok(None);
+        };
+        let s: Snapshot = match serde_json::from_slice(&bytes) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!(session = %id, error = %e, "cluster: unreadable snapshot");
+                return Ok(None);
+            }
+        };
+        Ok((s.session_id == id && s.expires_ms > crate::util::now_ms()).then_some(s))
+    }
+
+    /// A fresh subject for an owner to forward a session's frames on, subscribed already.
+    pub async fn forward_inbox(&self) -> anyhow::Result<(String, async_nats::Subscriber)> {
+        let client = self.client()?;
+        let subject = format!(
+            "{}.fwd.{}.{}",
+            self.cfg.nats_prefix,
+            crate::hub::nats::token(&self.node),
+            self.next_forward.fetch_add(1, Ordering::Relaxed)
+        );
+        let sub = within(client.subscribe(subject.clone())).await?;
+        Ok((subject, sub))
+    }
+
+    fn client(&self) -> anyhow::Result<&Client> {
+        if self.halted.is_cancelled() {
+            anyhow::bail!("this node left the cluster");
+        }
+        self.client
+            .get()
+            .ok_or_else(|| anyhow::anyhow!("not connected to NATS"))
+    }
+
+    /// Asks `owner` to release a session.
+    pub async fn release(&self, owner: &str, req: &ReleaseRequest) -> Release {
+        let Ok(client) = self.client() else {
+            return Release::NoAnswer;
+        };
+        let Ok(body) = serde_json::to_vec(req) else {
+            return Release::NoAnswer;
+        };
+        let ask = client.request(self.release_subject(owner), body.into());
+        match tokio::time::timeout(RELEASE_TIMEOUT, ask).await {
+            Ok(Ok(m)) => match serde_json::from_slice::<ReleaseAnswer>(&m.payload) {
+                Ok(ReleaseAnswer::Released { snapshot }) => Release::Released(snapshot),
+                Ok(ReleaseAnswer::Gone) => Release::Gone,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cluster: unreadable release answer");
+                    Release::NoAnswer
+                }
+            },
+            Ok(Err(e)) => {
+                tracing::info!(%owner, error = %e, "cluster: the owner did not release the session");
+                Release::NoAnswer
+            }
+            Err(_) => Release::NoAnswer,
+        }
+    }
+
+    /// Publishes one forwarded frame (`kind` "frame") or the end ("done").
+    pub async fn forward(&self, to: &str, seq: u64, kind: &str, body: Bytes) -> bool {
+        let Ok(client) = self.client() else {
+            return false;
+        };
+        let mut h = HeaderMap::new();
+        h.insert(H_SEQ, seq.to_string().as_str());
+        h.insert(H_KIND, kind);
+        within(client.publish_with_headers(to.to_string(), h, body))
+            .await
+            .is_ok()
+    }
+
+    /// Flushes what was published (the end of a forward).
+    pub async fn flush(&self) {
+        if let Ok(c) = self.client() {
+            let _ = within(c.flush()).await;
+        }
+    }
+
+    async fn serve_releases(self: Arc<Self>, client: Client, app: Arc<AppState>) {
+        let subject = self.release_subject(&self.node);
+        let mut sub = match client.subscribe(subject.clone()).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, %subject, "cluster: cannot serve releases");
+                return;
+            }
+        };
+        loop {
+            let m = tokio::select! {
+                _ = app.hard_stop.cancelled() => return,
+                _ = self.halted.cancelled() => { let _ = sub.unsubscribe().await; return }
+                m = sub.next() => match m { Some(m) => m, None => return },
+            };
+            let Some(reply) = m.reply.clone() else {
+                continue;
+            };
+            let (app, me, client) = (app.clone(), self.clone(), client.clone());
+            tokio::spawn(async move {
+                let answer = match serde_json::from_slice::<ReleaseRequest>(&m.payload) {
+                    Ok(req) => crate::session::resume::release(&app, &me, req).await,
+                    Err(_) => ReleaseAnswer::Gone,
+                };
+                if let Ok(body) = serde_json::to_vec(&answer) {
+                    let _ = within(client.publish(reply, body.into())).await;
+                }
+            });
+        }
+    }
+
+    /// Publishes the revoked credentials not published yet (called by the revocation watch).
+    pub fn revoked(&self, keys: &[i64], accounts: &[i64]) {
+        let msg = {
+            let mut p = self.published.lock().unwrap_or_else(|p| p.into_inner());
+            let msg = Revoked {
+                keys: keys.iter().filter(|k| !p.0.contains(k)).copied().collect(),
+                accounts: accounts
+                    .iter()
+                    .filter(|a| !p.1.contains(a))
+                    .copied()
+                    .collect(),
+            };
+            if msg.keys.is_empty() && msg.accounts.is_empty() {
+                return;
+            }
+            p.0.extend(&msg.keys);
+            p.1.extend(&msg.accounts);
+            msg
+        };
+        let Ok(client) = self.client().cloned() else {
+            // Not published: the next check tries again.
+            let mut p = self.published.lock().unwrap_or_else(|p| p.into_inner());
+            msg.keys.iter().for_each(|k| {
+                p.0.remove(k);
+            });
+            msg.accounts.iter().for_each(|a| {
+                p.1.remove(a);
+            });
+            return;
+        };
+        let subject = self.revoked_subject();
+        tokio::spawn(async move {
+            if let Ok(body) = serde_json::to_vec(&msg) {
+                let _ = within(client.publish(subject, body.into())).await;
+            }
+        });
+    }
+
+    async fn serve_revocations(self: Arc<Self>, client: Client, app: Arc<AppState>) {
+        let mut sub = match client.subscribe(self.revoked_subject()).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "cluster: cannot hear revocations");
+                return;
+            }
+        };
+        loop {
+            let m = tokio::select! {
+                _ = app.hard_stop.cancelled() => return,
+                _ = self.halted.cancelled() => return,
+                m = sub.next() => match m { Some(m) => m, None => return },
+            };
+            let Ok(r) = serde_json::from_slice::<Revoked>(&m.payload) else {
+                continue;
+            };
+            let n = app.sessions.kick_where(
+                |p| match p {
+                    Principal::ApiKey { id, .. } => r.keys.contains(id),
+                    Principal::Account { id, .. } => r.accounts.contains(id),
+                },
+                "credential revoked",
+            );
+            if n > 0 {
+                tracing::info!(
+                    sessions = n,
+                    "cluster: closed sessions whose credential was revoked on another node"
+                );
+            }
+        }
+    }
+}
+
+fn fingerprint(b: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    b.hash(&mut h);
+    h.finish()
+}
+
+/// Connects (retrying in the background while NATS is down).
+async fn connect(cfg: &ClusterConfig, node: &str) -> anyhow::Result<Client> {
+    let mut opts = if cfg.nats_credentials.as_os_str().is_empty() {
+        ConnectOptions::new()
+    } else {
+        ConnectOptions::with_credentials_file(&cfg.nats_credentials).await?
+    };
+    if !cfg.nats_token_env.is_empty() {
+        let token = crate::config::env_secret(&cfg.nats_token_env).ok_or_else(|| {
+            anyhow::anyhow!("cluster.nats_token_env: {} is not set", cfg.nats_token_env)
+        })?;
+        opts = opts.token(token);
+    }
+    Ok(opts
+        .name(format!("museum-agent cluster {node}"))
+        .retry_on_initial_connect()
+        .max_reconnects(None)
+        .reconnect_delay_callback(|attempts| {
+            // 0, 10 ms, 20 ms, 40 ms … capped at 1 s.
+            if attempts <= 1 {
+                Duration::ZERO
+            } else {
+                (Duration::from_millis(10) * 2u32.pow((attempts as u32 - 1).min(10) - 1))
+                    .min(Duration::from_secs(1))
+            }
+        })
+        .connection_timeout(Duration::from_secs(3))
+        .request_timeout(Some(RELEASE_TIMEOUT))
+        .ping_interval(Duration::from_secs(5))
+        .subscription_capacity(65_536)
+        .connect(&cfg.nats_url)
+        .await?)
+}

@@ -1,0 +1,411 @@
+//! Session resume across nodes (`[cluster] nats_url`, docs/protocol.md "Session resume", "Across
+//! nodes"): two server instances on one real `nats-server` with JetStream (started per test on
+//! random ports), each with its own SQLite file holding the same API key (same id and name, as a
+//! shared store would), so the cluster is the only thing linking them. A socket cut on A
+//! mid-reply resumes on B with every frame once and in order; an owner that is gone leaves the
+//! snapshot; a key revoked on A shuts B's session through NATS (B's own poll is an hour); NATS
+//! stopped leaves same-node resume working and `/readyz` saying "degraded".
+//! Without `nats-server` these tests fail, unless `MUSEUM_AGENT_SKIP_NATS=1` (then "skipped").
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use museum_agent::auth::generate_api_key;
+use museum_agent::store::Store;
+use serde_json::{Value, json};
+
+use crate::support::fake_llm::{finish_chunk, text_chunk};
+use crate::support::nats_server::NatsServer;
+use crate::support::{Client, RECV_TIMEOUT, Script, TestApp, frame, spawn_app_with};
+
+const SKIP_VAR: &str = "MUSEUM_AGENT_SKIP_NATS";
+
+async fn nats() -> Option<NatsServer> {
+    if !NatsServer::installed() {
+        let skip = std::env::var(SKIP_VAR).is_ok_and(|v| v == "1");
+        assert!(
+            skip,
+            "nats-server not found on PATH: install it (apt-get install --no-install-recommends \
+             nats-server; scripts/test.sh does), or run with {SKIP_VAR}=1 to skip"
+        );
+        eprintln!("skipped: nats-server not found and {SKIP_VAR}=1");
+        return None;
+    }
+    Some(
+        NatsServer::start()
+            .await
+            .expect("nats-server did not start"),
+    )
+}
+
+/// Two nodes and the API key both of them know.
+struct Nodes {
+    a: TestApp,
+    b: TestApp,
+    key: String,
+    _dir: tempfile::TempDir,
+}
+
+/// A SQLite file holding the key `shared` (the first key: id 1 on every node).
+async fn store_with(path: &Path, prefix: &str, hash: &[u8]) {
+    let store = Store::open(path).unwrap();
+    store
+        .users()
+        .insert_api_key("shared", prefix, hash, None)
+        .await
+        .unwrap();
+}
+
+async fn node(nats: &NatsServer, id: &str, db: PathBuf) -> TestApp {
+    let url = nats.url();
+    let id = id.to_string();
+    spawn_app_with(move |c| {
+        c.database.path = db;
+        c.cluster.nats_url = url;
+        c.cluster.node_id = id;
+        // Only the cluster may carry a revocation from one node to the other quickly.
+        c.auth.revocation_check_seconds = 3600.0;
+    })
+    .await
+}
+
+async fn nodes(nats: &NatsServer) -> Nodes {
+    let dir = tempfile::tempdir().unwrap();
+    let key = generate_api_key();
+    let (da, db) = (dir.path().join("a.db"), dir.path().join("b.db"));
+    store_with(&da, &key.prefix, &key.hash).await;
+    store_with(&db, &key.prefix, &key.hash).await;
+    let a = node(nats, "node-a", da).await;
+    let b = node(nats, "node-b", db).await;
+    for n in [&a, &b] {
+        cluster_state(n, "ok").await;
+    }
+    Nodes {
+        a,
+        b,
+        key: key.key,
+        _dir: dir,
+    }
+}
+
+/// Polls `/readyz` (bounded) until its `cluster` says `want`; returns the body.
+async fn cluster_state(app: &TestApp, want: &str) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let (status, body) = app.http_get("/readyz").await;
+        let v: Value = serde_json::from_str(&body).unwrap();
+        if v["cluster"] == want {
+            assert_eq!(status, 200, "the cluster never makes the node unready: {v}");
+            return v;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "cluster never {want}: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A reply of `n` words streamed `delay` apart; its script and whole text.
+fn words(tag: &str, n: usize, delay: Duration) -> (Script, String) {
+    let pieces: Vec<String> = (0..n).map(|i| format!("{tag}{i} ")).collect();
+    let mut chunks: Vec<Value> = pieces.iter().map(|p| text_chunk(p)).collect();
+    chunks.push(finish_chunk("stop"));
+    (
+        Script::Stream {
+            chunks,
+            delay,
+            done: true,
+        },
+        pieces.concat(),
+    )
+}
+
+/// What a client saw of one request: every text seq once, in order.
+#[derive(Default)]
+struct Seen {
+    text: String,
+    seqs: Vec<i64>,
+    error: Option<Value>,
+    ended: bool,
+}
+
+impl Seen {
+    fn absorb(&mut self, v: &Value) {
+        assert!(!self.ended, "a frame after the request's end: {v}");
+        if v["msg_type"] == "ERROR" {
+            self.error = Some(v["payload"].clone());
+            self.ended = true;
+            return;
+        }
+        assert_eq!(v["msg_type"], "RESPONSE", "{v}");
+        let p = &v["payload"];
+        if let Some(t) = p["text_stream_seq"].as_i64() {
+            let next = self.seqs.len() as i64;
+            assert!(
+                t == next || t == -1,
+                "text seq {t} where {next} was due: {v}"
+            );
+            self.seqs.push(t);
+            self.text
+                .push_str(p["content"]["text"].as_str().unwrap_or(""));
+            self.ended = t == -1;
+        }
+    }
+
+    fn last_seen(&self) -> Value {
+        let top = self.seqs.iter().copied().filter(|s| *s >= 0).max();
+        json!([top.unwrap_or(-1), -1])
+    }
+}
+
+async fn read_until(c: &mut Client, id: &str, seen: &mut Seen, n: usize) {
+    while !seen.ended && seen.seqs.len() < n {
+        let v = c.recv().await;
+        if v["payload"]["request_id"] == id {
+            seen.absorb(&v);
+        }
+    }
+}
+
+/// A client registered on `app` with the shared key; its resume token.
+async fn registered(app: &TestApp, key: &str) -> (Client, String) {
+    let mut c = app.connect().await;
+    let ack = c.register_key(key).await;
+    let token = ack["payload"]["resume_token"].as_str().unwrap().to_string();
+    (c, token)
+}
+
+fn resume_frame(key: &str, sid: &str, token: &str, last_seen: Value) -> Value {
+    frame(
+        "REGISTER",
+        "",
+        json!({"auth": {"type": "API_KEY", "api_key": key}, "platform": "WEB",
+               "require_tts": false, "function_calling": [],
+               "resume": {"session_id": sid, "resume_token": token, "last_seen": last_seen}}),
+    )
+}
+
+/// Resumes on `app`; the new socket (session id set).
+async fn resume(app: &TestApp, key: &str, sid: &str, token: &str, last_seen: Value) -> Client {
+    let mut c = app.connect().await;
+    c.send_value(&resume_frame(key, sid, token, last_seen))
+        .await;
+    let ack = c.recv().await;
+    assert_eq!(ack["msg_type"], "REGISTER_ACK", "{ack}");
+    assert_eq!(ack["payload"]["session_id"], sid, "the same session");
+    assert_ne!(ack["payload"]["resume_token"], token, "a fresh token");
+    c.session_id = sid.to_string();
+    c
+}
+
+/// Bounded poll until `f` holds.
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < RECV_TIMEOUT, "{what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Waits until the cluster holds `sid`'s snapshot with `text` in its history (read from `app`).
+async fn snapshot_has(app: &TestApp, sid: &str, text: &str) {
+    let cluster = app.app.cluster.clone().unwrap();
+    let t0 = Instant::now();
+    loop {
+        if let Ok(Some(s)) = cluster.lookup(sid).await
+            && s.history.iter().any(|m| m.content.contains(text))
+        {
+            return;
+        }
+        assert!(
+            t0.elapsed() < RECV_TIMEOUT,
+            "no snapshot of {sid} with {text:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_socket_cut_on_a_mid_reply_resumes_on_b_with_every_frame_once_and_the_history() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    // A first turn, finished on A: the history B must have.
+    let (first, _) = words("alpha", 3, Duration::ZERO);
+    n.a.llm.push(first);
+    let (mut c, token) = registered(&n.a, &n.key).await;
+    let sid = c.session_id.clone();
+    c.text_request("r0", "first question").await;
+    assert!(c.reply("r0").await.error.is_none());
+    // The second reply streams; the socket is cut a few words in.
+    let (script, whole) = words("word", 60, Duration::from_millis(15));
+    n.a.llm.push(script);
+    c.text_request("r1", "tell me everything").await;
+    let mut seen = Seen::default();
+    read_until(&mut c, "r1", &mut seen, 5).await;
+    drop(c);
+    let t0 = Instant::now();
+    let mut c = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
+    let acked = t0.elapsed();
+    read_until(&mut c, "r1", &mut seen, usize::MAX).await;
+    eprintln!(
+        "resumed on B in {acked:?}; {} frames of r1",
+        seen.seqs.len()
+    );
+    assert_eq!(
+        seen.text, whole,
+        "text lost, repeated or reordered across nodes"
+    );
+    assert_eq!(*seen.seqs.last().unwrap(), -1);
+    assert!(seen.error.is_none(), "{:?}", seen.error);
+    // A let the session go once the reply ended.
+    until("A still holds the session", || {
+        n.a.app.resumable.is_empty()
+            && n.a
+                .app
+                .stats
+                .sessions
+                .load(std::sync::atomic::Ordering::Relaxed)
+                == 0
+    })
+    .await;
+    // B serves the session with its whole history: A's first turn and the forwarded reply.
+    let (script, _) = words("next", 2, Duration::ZERO);
+    n.b.llm.push(script);
+    c.text_request("r2", "and then?").await;
+    assert!(c.reply("r2").await.error.is_none());
+    let prompt = n.b.llm.requests()[0].to_string();
+    assert!(prompt.contains("alpha2"), "A's first turn lost: {prompt}");
+    assert!(
+        prompt.contains("word59"),
+        "the forwarded turn lost: {prompt}"
+    );
+    assert!(
+        prompt.contains("navigate_to_gallery"),
+        "the client's function list lost: {prompt}"
+    );
+    // Nothing more arrives (no duplicate of r1 later).
+    assert!(c.sync().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_owner_that_is_gone_leaves_the_snapshot_and_its_reply_is_reported_interrupted() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    let (first, _) = words("alpha", 3, Duration::ZERO);
+    n.a.llm.push(first);
+    let (mut c, token) = registered(&n.a, &n.key).await;
+    let sid = c.session_id.clone();
+    c.text_request("r0", "first question").await;
+    assert!(c.reply("r0").await.error.is_none());
+    snapshot_has(&n.b, &sid, "alpha2").await;
+    let (script, _) = words("word", 200, Duration::from_millis(20));
+    n.a.llm.push(script);
+    c.text_request("r1", "a long one").await;
+    let mut seen = Seen::default();
+    read_until(&mut c, "r1", &mut seen, 3).await;
+    // A dies: it answers nothing in the cluster any more.
+    n.a.app.cluster.as_ref().unwrap().halt();
+    drop(c);
+    let mut c = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
+    let e = c.recv().await;
+    assert_eq!(e["msg_type"], "ERROR", "{e}");
+    assert_eq!(e["payload"]["request_id"], "r1");
+    assert_eq!(e["payload"]["error_code"], "SERVER_BUSY");
+    assert_eq!(e["payload"]["retryable"], true);
+    assert!(
+        e["payload"]["error_detail"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted")
+    );
+    // The session goes on from the snapshot: history and all.
+    let (script, _) = words("next", 2, Duration::ZERO);
+    n.b.llm.push(script);
+    c.text_request("r2", "again").await;
+    assert!(c.reply("r2").await.error.is_none());
+    let prompt = n.b.llm.requests()[0].to_string();
+    assert!(prompt.contains("alpha2"), "history lost: {prompt}");
+}
+
+#[tokio::test]
+async fn a_key_revoked_on_a_shuts_the_live_session_on_b_at_once() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    let (mut on_b, _) = registered(&n.b, &n.key).await;
+    let t0 = Instant::now();
+    // Revoked in A's store only: B's store never hears of it, and B polls once an hour.
+    n.a.app.store().revoke_api_key("shared").unwrap();
+    let v = on_b.recv().await;
+    let took = t0.elapsed();
+    assert_eq!(v["msg_type"], "SHUTDOWN", "{v}");
+    assert_eq!(v["payload"]["reason"], "credential revoked");
+    assert_eq!(on_b.expect_closed().await, Some(1008));
+    eprintln!("revocation on A reached B's session in {took:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+}
+
+#[tokio::test]
+async fn with_nats_stopped_same_node_resume_works_and_readyz_says_degraded() {
+    let Some(mut nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    nats.stop().await.unwrap();
+    let v = cluster_state(&n.a, "degraded").await;
+    assert_eq!(v["status"], "ready", "{v}");
+    assert_eq!(v["health"], "DEGRADED", "{v}");
+    // A session on A, cut mid-reply, resumes on A.
+    let (script, whole) = words("word", 40, Duration::from_millis(10));
+    n.a.llm.push(script);
+    let (mut c, token) = registered(&n.a, &n.key).await;
+    let sid = c.session_id.clone();
+    c.text_request("r1", "q").await;
+    let mut seen = Seen::default();
+    read_until(&mut c, "r1", &mut seen, 4).await;
+    drop(c);
+    // On B it cannot be found while NATS is down: a retryable error, not a hang.
+    let mut other = n.b.connect().await;
+    other
+        .send_value(&resume_frame(&n.key, &sid, &token, json!({})))
+        .await;
+    let e = other.recv().await;
+    assert_eq!(e["payload"]["error_code"], "INTERNAL_ERROR", "{e}");
+    assert_eq!(e["payload"]["retryable"], true, "{e}");
+    let mut c = resume(&n.a, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
+    read_until(&mut c, "r1", &mut seen, usize::MAX).await;
+    assert_eq!(seen.text, whole);
+    // NATS back: the cluster recovers by itself.
+    nats.restart().await.unwrap();
+    cluster_state(&n.a, "ok").await;
+}
+
+#[tokio::test]
+async fn resuming_on_b_closes_the_socket_still_open_on_a_and_takes_its_live_reply() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    let (script, whole) = words("word", 50, Duration::from_millis(15));
+    n.a.llm.push(script);
+    let (mut on_a, token) = registered(&n.a, &n.key).await;
+    let sid = on_a.session_id.clone();
+    on_a.text_request("r1", "q").await;
+    let mut seen = Seen::default();
+    read_until(&mut on_a, "r1", &mut seen, 4).await;
+    // A wrong token is refused on B as on A.
+    let mut bad = n.b.connect().await;
+    bad.send_value(&resume_frame(&n.key, &sid, "rt_guess", json!({})))
+        .await;
+    assert_eq!(bad.recv().await["payload"]["error_code"], "AUTH_FAILED");
+    assert_eq!(bad.expect_closed().await, Some(1008));
+    // The client moves to B while its socket on A is still open (what it read last is what it
+    // lists; frames A wrote after that are in A's replay buffer).
+    let mut on_b = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
+    // A's socket: maybe a few frames already in flight (the client ignores them: it listed
+    // what it had read), then 4001.
+    let closed = on_a.expect_closed().await;
+    assert_eq!(closed, Some(4001));
+    read_until(&mut on_b, "r1", &mut seen, usize::MAX).await;
+    assert_eq!(
+        seen.text, whole,
+        "text lost, repeated or reordered across nodes"
+    );
+    assert!(seen.error.is_none());
+}
