@@ -147,7 +147,7 @@ enum Scenario {
         #[arg(long, default_value_t = 50)]
         chunks: usize,
         /// Upstream chunks per second of each reply (0: at once).
-        #[arg(long, default_value_t = 100.0)]
+        #[arg(long, default_value_t = 20.0)]
         rate: f64,
         /// Longest pause between a cut and the resume, in ms (uniform from 0).
         #[arg(long, default_value_t = 50.0)]
