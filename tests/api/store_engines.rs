@@ -1,7 +1,7 @@
 //! The user store on both engines: SQLite (the embedded default) and PostgreSQL (`[database]
 //! url`, a throwaway cluster per test from `support::postgres`). The same story runs on both;
 //! the others need PostgreSQL: two server instances sharing one database, the revocation poll
-//! without a notification, and PostgreSQL restarted under live sessions.
+//! without a notification, and PostgreSQL restarted, killed or hung under live sessions.
 //! Without PostgreSQL binaries the PostgreSQL tests fail, unless `MUSEUM_AGENT_SKIP_POSTGRES=1`.
 
 use std::process::Stdio;
@@ -13,7 +13,7 @@ use museum_agent::store::users::Lockout;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use crate::support::fake_llm::text_reply;
+use crate::support::fake_llm::{finish_chunk, text_chunk, text_reply};
 use crate::support::postgres::{Postgres, postgres};
 use crate::support::*;
 
@@ -323,6 +323,190 @@ async fn postgres_restart_under_live_sessions() {
     assert_eq!(a.http_get("/readyz").await.0, 200);
     live.sync().await;
 
+    a.app.auth.users().revoke_api_key("test").await.unwrap();
+    expect_revoked(&mut live).await;
+    expect_revoked(&mut c).await;
+}
+
+/// REGISTER with `resume` for `sid` (docs/protocol.md "Session resume").
+fn resume_frame(app: &TestApp, sid: &str, token: &str, last_seen: Value) -> Value {
+    frame(
+        "REGISTER",
+        "",
+        json!({"auth": {"type": "API_KEY", "api_key": app.api_key}, "platform": "WEB",
+               "require_tts": false, "function_calling": [],
+               "resume": {"session_id": sid, "resume_token": token, "last_seen": last_seen}}),
+    )
+}
+
+/// `v` is the retryable INTERNAL_ERROR of a store that cannot answer.
+fn assert_retryable(v: &Value) {
+    assert_eq!(v["msg_type"], "ERROR", "{v}");
+    assert_eq!(v["payload"]["error_code"], "INTERNAL_ERROR", "{v}");
+    assert_eq!(v["payload"]["retryable"], true, "{v}");
+}
+
+/// Reads `id`'s text frames into `text` until its highest seq is `upto` or it ends (true),
+/// checking the seqs come 0, 1, 2, … with no gap and no repeat.
+async fn read_text(c: &mut Client, id: &str, top: &mut i64, text: &mut String, upto: i64) -> bool {
+    while *top < upto {
+        let v = c.recv().await;
+        let p = &v["payload"];
+        if p["request_id"] != id {
+            continue;
+        }
+        assert_eq!(v["msg_type"], "RESPONSE", "{v}");
+        let seq = p["text_stream_seq"].as_i64().unwrap();
+        if seq == -1 {
+            return true;
+        }
+        assert_eq!(seq, *top + 1, "text seq lost or repeated: {v}");
+        *top = seq;
+        text.push_str(p["content"]["text"].as_str().unwrap_or(""));
+    }
+    false
+}
+
+/// PostgreSQL killed (immediate shutdown: its connections cut without a goodbye, crash recovery
+/// at the next start) while a reply streams, and the visitor's socket drops too: the resume
+/// during the outage is told to retry (INTERNAL_ERROR, retryable, the socket stays open), a new
+/// REGISTER likewise; once PostgreSQL is back the same socket resumes the session and gets the
+/// rest of the reply once, in order; nothing stored before the crash is missing (a key, the
+/// failure counters), and REGISTER works again without restarting the server.
+#[tokio::test]
+async fn postgres_crash_loses_nothing_and_a_parked_session_resumes_after() {
+    let Some(mut pg) = postgres().await else {
+        return;
+    };
+    let a = node(&pg, |c| {
+        c.auth.revocation_check_seconds = 3600.0;
+        c.database.timeout_seconds = 2.0;
+    })
+    .await;
+    // Stored before the crash: a key, and a failed attempt counted against the account (the
+    // address's counter is cleared by the next good REGISTER from it).
+    let k = generate_api_key();
+    a.app
+        .auth
+        .users()
+        .insert_api_key("before the crash", &k.prefix, &k.hash, None)
+        .await
+        .unwrap();
+    refused(&a, account(ACCOUNT, "wrong password")).await;
+    let failures =
+        "SELECT COALESCE(SUM(failures), 0)::BIGINT FROM auth_failures WHERE key LIKE 'account:%'";
+    let failures_before = pg.query_i64(failures).await.unwrap();
+    assert!(failures_before >= 1, "{failures_before}");
+
+    let mut live = a.connect().await;
+    let ack = live.register_key(&k.key).await;
+    let token = ack["payload"]["resume_token"].as_str().unwrap().to_string();
+    let sid = live.session_id.clone();
+    let pieces: Vec<String> = (0..40).map(|i| format!("w{i} ")).collect();
+    let mut chunks: Vec<Value> = pieces.iter().map(|p| text_chunk(p)).collect();
+    chunks.push(finish_chunk("stop"));
+    a.llm.push(Script::Stream {
+        chunks,
+        delay: Duration::from_millis(20),
+        done: true,
+    });
+    live.text_request("r1", "a long answer").await;
+    let (mut top, mut text) = (-1, String::new());
+    assert!(!read_text(&mut live, "r1", &mut top, &mut text, 1).await);
+
+    pg.crash().await.unwrap();
+    drop(live); // the socket is cut as well
+    let mut c = a.connect().await;
+    let t0 = Instant::now();
+    c.send_value(&resume_frame(&a, &sid, &token, json!({"r1": [top, -1, 0]})))
+        .await;
+    let v = c.recv().await;
+    assert_retryable(&v);
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    let mut fresh = a.connect().await;
+    assert_retryable(&fresh.register(key(&k.key)).await);
+
+    pg.start_again().await.unwrap();
+    // The same socket retries its resume until PostgreSQL answers again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        c.send_value(&resume_frame(&a, &sid, &token, json!({"r1": [top, -1, 0]})))
+            .await;
+        let v = c.recv().await;
+        if v["msg_type"] == "REGISTER_ACK" {
+            assert_eq!(v["payload"]["session_id"], sid.as_str());
+            break;
+        }
+        assert_retryable(&v);
+        assert!(
+            Instant::now() < deadline,
+            "no recovery after the crash: {v}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    c.session_id = sid.clone();
+    assert!(read_text(&mut c, "r1", &mut top, &mut text, i64::MAX).await);
+    assert_eq!(text, pieces.concat(), "the reply lost or repeated text");
+    assert_eq!(top, pieces.len() as i64 - 1);
+
+    // Nothing stored before the crash is missing.
+    assert_eq!(pg.query_i64(failures).await.unwrap(), failures_before);
+    let ack = fresh.register(key(&k.key)).await;
+    assert_eq!(ack["msg_type"], "REGISTER_ACK", "{ack}");
+    a.llm.push(text_reply(&["after ", "the crash"]));
+    c.text_request("r2", "still there?").await;
+    assert_eq!(c.reply("r2").await.text, "after the crash");
+}
+
+/// PostgreSQL hanging (the server and every backend stopped: connections stay open and nothing
+/// answers, as when its host hangs): a REGISTER gets the retryable INTERNAL_ERROR within
+/// `[database] timeout_seconds` and some slack, a second one too (the pool's hung connections
+/// do not make it wait longer), live sessions go on; once PostgreSQL answers again, REGISTER
+/// works without restarting the server and revocations reach live sessions.
+#[tokio::test]
+async fn a_hung_postgres_gets_retryable_errors_in_time_and_recovers() {
+    let Some(pg) = postgres().await else {
+        return;
+    };
+    let a = node(&pg, |c| {
+        c.auth.revocation_check_seconds = 3600.0;
+        c.database.timeout_seconds = 1.0;
+    })
+    .await;
+    let mut live = a.client().await;
+    // Connections in the pool, so that the hang meets open ones too.
+    for _ in 0..3 {
+        a.client().await;
+    }
+
+    pg.freeze(true).unwrap();
+    a.llm.push(text_reply(&["still ", "here"]));
+    live.text_request("during", "are you there?").await;
+    assert_eq!(live.reply("during").await.text, "still here");
+    let mut c = a.connect().await;
+    for _ in 0..2 {
+        let t0 = Instant::now();
+        let v = c.register(key(&a.api_key)).await;
+        assert_retryable(&v);
+        let took = t0.elapsed();
+        eprintln!("REGISTER against a hung PostgreSQL answered in {took:?}");
+        assert!(took < Duration::from_secs(4), "{took:?}");
+    }
+    let (status, body) = a.http_get("/readyz").await;
+    assert_eq!(status, 503, "{body}");
+
+    pg.freeze(false).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let v = c.register(key(&a.api_key)).await;
+        if v["msg_type"] == "REGISTER_ACK" {
+            break;
+        }
+        assert_retryable(&v);
+        assert!(Instant::now() < deadline, "no recovery: {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(a.http_get("/readyz").await.0, 200);
     a.app.auth.users().revoke_api_key("test").await.unwrap();
     expect_revoked(&mut live).await;
     expect_revoked(&mut c).await;

@@ -18,21 +18,27 @@ use load::{Report, SpawnedServer};
     about = "Load generator for servers speaking the museum agent protocol"
 )]
 struct Cli {
-    /// Server URL (ws://127.0.0.1:PORT/ws/agent/stream). Not needed with --spawn.
-    #[arg(long)]
-    url: Option<String>,
+    /// Server URL (ws://127.0.0.1:PORT/ws/agent/stream). Not needed with --spawn. Several,
+    /// comma-separated, are the nodes of one cluster (sharing their user store): the `resume`
+    /// scenario resumes each session on the next node; the other scenarios use the first.
+    #[arg(long, value_delimiter = ',')]
+    url: Vec<String>,
     /// API key for REGISTER.
     #[arg(long, env = "MUSEUM_AGENT_LOAD_KEY")]
     api_key: Option<String>,
-    /// The server's pid, to read its RSS and CPU (same machine).
-    #[arg(long)]
-    pid: Option<u32>,
+    /// The server's pid, to read its RSS and CPU (same machine); with several URLs, one per URL.
+    #[arg(long, value_delimiter = ',')]
+    pid: Vec<u32>,
     /// Start this museum-agent binary, pointed at the tool's own fake upstream.
     #[arg(long)]
     spawn: Option<PathBuf>,
     /// With --spawn: the spawned server(s) use the NATS hub backend at this URL.
     #[arg(long)]
     hub_nats: Option<String>,
+    /// With --spawn: an environment variable for the spawned server(s), KEY=VALUE (repeatable),
+    /// e.g. MUSEUM_AGENT__DATABASE__URL=postgres://… so that several nodes share their keys.
+    #[arg(long, value_parser = parse_env)]
+    server_env: Vec<(String, String)>,
     /// Write the figures as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -129,6 +135,35 @@ enum Scenario {
         #[arg(long, default_value_t = 1)]
         processes: usize,
     },
+    /// Streaming sessions whose sockets are cut at random points mid-reply and resume
+    /// (REGISTER with `resume`), on the same node, or on the next of several (--url a,b or
+    /// --nodes): REGISTER → first replayed frame, frames lost / duplicated / out of order.
+    Resume {
+        #[arg(long, default_value_t = 100)]
+        sessions: usize,
+        /// Socket cuts per session.
+        #[arg(long, default_value_t = 10)]
+        cuts: usize,
+        #[arg(long, default_value_t = 50)]
+        chunks: usize,
+        /// Upstream chunks per second of each reply (0: at once).
+        #[arg(long, default_value_t = 20.0)]
+        rate: f64,
+        /// Longest pause between a cut and the resume, in ms (uniform from 0).
+        #[arg(long, default_value_t = 50.0)]
+        away_ms: f64,
+        /// Spoken replies (require_tts): voice seqs are checked too.
+        #[arg(long)]
+        voice: bool,
+        /// Sessions connecting at a time at the start.
+        #[arg(long, default_value_t = 256)]
+        concurrency: usize,
+        /// With --spawn: server processes; each resume goes to the next one. They must share
+        /// their user store and sessions (--server-env for the database and cluster settings);
+        /// the key is created on the first.
+        #[arg(long, default_value_t = 1)]
+        nodes: usize,
+    },
     /// echo, stream, interrupt, churn, voice and idle with their defaults, in one run.
     All,
 }
@@ -150,31 +185,40 @@ fn main() -> anyhow::Result<()> {
         )
         .await?;
         let mut spawned = None;
-        let target = match &cli.spawn {
+        let server_env = spawn_env(&cli);
+        let nodes: Vec<Target> = match &cli.spawn {
             Some(bin) => {
-                let s = SpawnedServer::start(bin, &up.base_url(), &nats_env(&cli.hub_nats)).await?;
+                let s = SpawnedServer::start(bin, &up.base_url(), &server_env).await?;
                 let t = s.target();
                 spawned = Some(s);
-                t
+                vec![t]
             }
-            None => Target {
-                url: cli
-                    .url
-                    .clone()
-                    .ok_or_else(|| anyhow::anyhow!("--url or --spawn is required"))?,
-                api_key: cli
+            None => {
+                anyhow::ensure!(!cli.url.is_empty(), "--url or --spawn is required");
+                let api_key = cli
                     .api_key
                     .clone()
-                    .ok_or_else(|| anyhow::anyhow!("--api-key is required with --url"))?,
-                pid: cli.pid,
-            },
+                    .ok_or_else(|| anyhow::anyhow!("--api-key is required with --url"))?;
+                cli.url
+                    .iter()
+                    .enumerate()
+                    .map(|(i, url)| Target {
+                        url: url.clone(),
+                        api_key: api_key.clone(),
+                        pid: cli.pid.get(i).copied(),
+                    })
+                    .collect()
+            }
         };
-        anyhow::ensure!(
-            target.url.contains("://127.")
-                || target.url.contains("://localhost")
-                || target.url.contains("://[::1]"),
-            "loopback targets only"
-        );
+        for t in &nodes {
+            anyhow::ensure!(
+                t.url.contains("://127.")
+                    || t.url.contains("://localhost")
+                    || t.url.contains("://[::1]"),
+                "loopback targets only"
+            );
+        }
+        let target = nodes[0].clone();
         let mut compare_server = None;
         let compare = match (&cli.compare_spawn, &cli.compare_url) {
             (Some(cmd), _) => {
@@ -288,6 +332,53 @@ fn main() -> anyhow::Result<()> {
                 Scenario::Voice { sessions, seconds } => {
                     scenarios::voice(&target, &up, sessions, seconds).await?
                 }
+                Scenario::Resume {
+                    sessions,
+                    cuts,
+                    chunks,
+                    rate,
+                    away_ms,
+                    voice,
+                    concurrency,
+                    nodes: n,
+                } => {
+                    let mut targets = if which == "first" {
+                        nodes.clone()
+                    } else {
+                        vec![target.clone()]
+                    };
+                    if n > 1 && which == "first" {
+                        let Some(bin) = &cli.spawn else {
+                            anyhow::bail!("--nodes needs --spawn (or give several --url)");
+                        };
+                        for _ in 1..n {
+                            let s = SpawnedServer::start_with_key(
+                                bin,
+                                &up.base_url(),
+                                &server_env,
+                                Some(&target.api_key),
+                            )
+                            .await?;
+                            targets.push(s.target());
+                            extra_servers.push(s);
+                        }
+                    }
+                    load::resume::resume(
+                        &targets,
+                        &up,
+                        epoch,
+                        load::resume::ResumeParams {
+                            sessions,
+                            cuts,
+                            chunks,
+                            rate,
+                            away_ms,
+                            voice,
+                            concurrency,
+                        },
+                    )
+                    .await?
+                }
                 Scenario::Hub {
                     agents,
                     envs,
@@ -303,9 +394,7 @@ fn main() -> anyhow::Result<()> {
                             anyhow::bail!("--processes needs --spawn and --hub-nats");
                         };
                         for _ in 1..processes {
-                            let s =
-                                SpawnedServer::start(bin, &up.base_url(), &nats_env(&cli.hub_nats))
-                                    .await?;
+                            let s = SpawnedServer::start(bin, &up.base_url(), &server_env).await?;
                             targets.push(s.target());
                             extra_servers.push(s);
                         }
@@ -360,6 +449,20 @@ fn main() -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// Environment for spawned servers: the NATS hub backend, then `--server-env`.
+fn spawn_env(cli: &Cli) -> Vec<(String, String)> {
+    let mut env = nats_env(&cli.hub_nats);
+    env.extend(cli.server_env.iter().cloned());
+    env
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+        _ => Err(format!("{s:?} is not KEY=VALUE")),
+    }
 }
 
 /// Environment for spawned servers that use the NATS hub backend.

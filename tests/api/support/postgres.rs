@@ -173,8 +173,10 @@ impl Postgres {
             .args(["-p", &self.port.to_string()])
             .args(["-c", "listen_addresses=127.0.0.1"])
             .args(["-c", "unix_socket_directories="])
-            // A throwaway cluster: durability is not what is tested.
-            .args(["-c", "fsync=off", "-c", "synchronous_commit=off"])
+            // A throwaway cluster: no fsync (the machine does not crash under the tests), but
+            // a commit still reaches the WAL before it returns, so what the server under test
+            // stored survives the server process being killed (`crash`).
+            .args(["-c", "fsync=off", "-c", "synchronous_commit=on"])
             .args(["-c", "full_page_writes=off"])
             .stdout(out.try_clone()?)
             .stderr(out)
@@ -224,12 +226,24 @@ impl Postgres {
 
     /// Fast shutdown (SIGINT: open connections are closed), waiting for the server to exit.
     pub async fn stop(&mut self) -> anyhow::Result<()> {
+        self.signal_and_wait(libc::SIGINT).await
+    }
+
+    /// Immediate shutdown (SIGQUIT), as close to a crash as a child process allows: backends
+    /// exit at once and their connections are cut without a goodbye; the next start recovers
+    /// from the WAL. What was committed survives (commits reach the WAL before they return:
+    /// `synchronous_commit` stays on).
+    pub async fn crash(&mut self) -> anyhow::Result<()> {
+        self.signal_and_wait(libc::SIGQUIT).await
+    }
+
+    async fn signal_and_wait(&mut self, signal: libc::c_int) -> anyhow::Result<()> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
         // SAFETY: kill(2) on our own child's pid.
         unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+            libc::kill(child.id() as libc::pid_t, signal);
         }
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
@@ -249,6 +263,28 @@ impl Postgres {
     pub async fn restart(&mut self) -> anyhow::Result<()> {
         self.stop().await?;
         self.spawn_and_wait().await
+    }
+
+    /// Starts the server again after [`Postgres::stop`] or [`Postgres::crash`].
+    pub async fn start_again(&mut self) -> anyhow::Result<()> {
+        anyhow::ensure!(self.child.is_none(), "postgres is running");
+        self.spawn_and_wait().await
+    }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the server and every backend: connections stay
+    /// open and nothing answers, as when the database host hangs or the network drops packets.
+    pub fn freeze(&self, frozen: bool) -> anyhow::Result<()> {
+        let child = self.child.as_ref().context("postgres is not running")?;
+        let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
+        let mut pids = vec![child.id()];
+        pids.extend(children_of(child.id()));
+        for pid in pids {
+            // SAFETY: kill(2) on our child and its children, found in /proc just now.
+            unsafe {
+                libc::kill(pid as libc::pid_t, signal);
+            }
+        }
+        Ok(())
     }
 
     /// Runs SQL on the cluster directly (bypassing the server under test).
@@ -274,6 +310,8 @@ impl Postgres {
 
 impl Drop for Postgres {
     fn drop(&mut self) {
+        // A test that failed while the server was frozen: thaw it so it can stop.
+        let _ = self.freeze(false);
         if let Some(mut child) = self.child.take() {
             // Immediate shutdown (SIGQUIT), then make sure it is gone before the data directory
             // is removed.
@@ -292,6 +330,25 @@ impl Drop for Postgres {
             }
         }
     }
+}
+
+/// The processes whose parent is `pid` (PostgreSQL's backends and helpers), from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // After "pid (comm) state ": the parent's pid.
+                    let rest = &s[s.rfind(')')? + 2..];
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
 }
 
 fn tail(path: &Path) -> String {

@@ -13,6 +13,8 @@ pub type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 pub struct Client {
     pub ws: Ws,
     pub session_id: String,
+    /// The `resume_token` of the last REGISTER_ACK (empty when the server sends none).
+    pub resume_token: String,
 }
 
 pub const IO_TIMEOUT: Duration = Duration::from_secs(30);
@@ -33,6 +35,7 @@ impl Client {
         Ok(Client {
             ws,
             session_id: String::new(),
+            resume_token: String::new(),
         })
     }
 
@@ -71,11 +74,39 @@ impl Client {
         tokio::time::timeout(IO_TIMEOUT, self.ws.send(Message::Text(text.into()))).await??;
         let v = self.recv().await?;
         anyhow::ensure!(v["msg_type"] == "REGISTER_ACK", "REGISTER refused: {v}");
-        self.session_id = v["payload"]["session_id"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        self.take_ack(&v);
         Ok(())
+    }
+
+    fn take_ack(&mut self, ack: &Value) {
+        let p = &ack["payload"];
+        self.session_id = p["session_id"].as_str().unwrap_or_default().to_string();
+        self.resume_token = p["resume_token"].as_str().unwrap_or_default().to_string();
+    }
+
+    /// Sends REGISTER with `resume` (docs/protocol.md "Session resume") for `session_id` with
+    /// `token`, `last_seen` being `{request_id: [text_seq, voice_seq, unsequenced]}`, and returns
+    /// the server's answer (REGISTER_ACK, or an ERROR) with the moment the REGISTER was sent.
+    /// On REGISTER_ACK the client takes the session id and the new token.
+    pub async fn resume(
+        &mut self,
+        api_key: &str,
+        session_id: &str,
+        token: &str,
+        last_seen: Value,
+    ) -> anyhow::Result<(Value, std::time::Instant)> {
+        let payload = json!({"auth": {"type": "API_KEY", "api_key": api_key}, "platform": "WEB",
+                             "require_tts": false, "enable_srs": false, "function_calling": [],
+                             "resume": {"session_id": session_id, "resume_token": token,
+                                        "last_seen": last_seen}});
+        let text = frame("REGISTER", "", payload);
+        let sent = std::time::Instant::now();
+        tokio::time::timeout(IO_TIMEOUT, self.ws.send(Message::Text(text.into()))).await??;
+        let v = self.recv().await?;
+        if v["msg_type"] == "REGISTER_ACK" {
+            self.take_ack(&v);
+        }
+        Ok((v, sent))
     }
 
     pub async fn text_request(&mut self, id: &str, text: &str) -> anyhow::Result<()> {

@@ -4,7 +4,8 @@
 //! one-command runs, start a `museum-agent` server pointed at it.
 //!
 //! Scenarios: `echo` (raw WebSocket baseline), `idle`, `stream`, `interrupt`, `churn`, `voice`,
-//! and `hub` (routed messages through the agent hub).
+//! `resume` (sockets cut mid-reply and resumed, on the same or another node) and `hub` (routed
+//! messages through the agent hub).
 //!
 //! The API tests compile this same module tree (`tests/api/load.rs` includes it with `#[path]`),
 //! so it reaches the server only as `museum_agent::…`, never `crate::…`.
@@ -12,6 +13,7 @@
 pub mod client;
 pub mod compare;
 pub mod hub;
+pub mod resume;
 pub mod scenarios;
 pub mod stats;
 pub mod upstream;
@@ -102,6 +104,17 @@ impl SpawnedServer {
         llm_base_url: &str,
         extra_env: &[(String, String)],
     ) -> anyhow::Result<SpawnedServer> {
+        Self::start_with_key(binary, llm_base_url, extra_env, None).await
+    }
+
+    /// As [`SpawnedServer::start`]; with `api_key`, no key is created and that one is used (a
+    /// further node of a cluster whose nodes share their user store).
+    pub async fn start_with_key(
+        binary: &Path,
+        llm_base_url: &str,
+        extra_env: &[(String, String)],
+        api_key: Option<&str>,
+    ) -> anyhow::Result<SpawnedServer> {
         // The server runs in a temporary directory: resolve a relative binary path first.
         let binary = &std::fs::canonicalize(binary)
             .map_err(|e| anyhow::anyhow!("server binary {}: {e}", binary.display()))?;
@@ -134,18 +147,23 @@ impl SpawnedServer {
                 cmd.env(k, v);
             }
         };
-        let mut key_cmd = tokio::process::Command::new(binary);
-        env(&mut key_cmd);
-        let out = key_cmd
-            .args(["key", "create", "--name", "load"])
-            .output()
-            .await?;
-        anyhow::ensure!(
-            out.status.success(),
-            "key create failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let api_key = String::from_utf8(out.stdout)?.trim().to_string();
+        let api_key = match api_key {
+            Some(k) => k.to_string(),
+            None => {
+                let mut key_cmd = tokio::process::Command::new(binary);
+                env(&mut key_cmd);
+                let out = key_cmd
+                    .args(["key", "create", "--name", "load"])
+                    .output()
+                    .await?;
+                anyhow::ensure!(
+                    out.status.success(),
+                    "key create failed: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8(out.stdout)?.trim().to_string()
+            }
+        };
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0")?;
             l.local_addr()?.port()

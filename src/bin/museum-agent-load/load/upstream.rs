@@ -1,8 +1,10 @@
 //! The load tool's own OpenAI-compatible upstream, whose timing it controls: each reply is
-//! `chunks` text chunks sent at `rate` chunks per second, each chunk's text being `@<ns>;` —
-//! the moment it was written, in nanoseconds since the tool's epoch — so the client can measure
-//! relay latency (chunk written upstream → RESPONSE frame received). It records when a client
-//! went away before its reply was complete, keyed by the question's text.
+//! `chunks` text chunks sent at `rate` chunks per second, each chunk's text being `@<ns>#<i>;`
+//! — the moment it was written, in nanoseconds since the tool's epoch, and its index in the
+//! reply — so the client can measure relay latency (chunk written upstream → RESPONSE frame
+//! received) and check that every chunk arrived once and in order. It records, keyed by the
+//! question's text, how many chunks it wrote for each reply and when it finished, and when a
+//! client went away before its reply was complete.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -29,6 +31,18 @@ struct Inner {
     epoch: Instant,
     timing: Mutex<UpstreamTiming>,
     disconnects: Mutex<HashMap<String, Instant>>,
+    sent: Mutex<HashMap<String, Sent>>,
+}
+
+/// What the upstream wrote for one reply.
+#[derive(Debug, Clone, Copy)]
+pub struct Sent {
+    /// Text chunks written (indices 0..chunks).
+    pub chunks: usize,
+    /// Whether the reply was written to its end (`[DONE]`), rather than dropped by the server.
+    pub complete: bool,
+    /// When the reply ended (written whole, or dropped).
+    pub at: Instant,
 }
 
 #[derive(Clone)]
@@ -41,6 +55,7 @@ struct Guard {
     inner: Arc<Inner>,
     tag: String,
     done: bool,
+    chunks: usize,
 }
 
 impl Guard {
@@ -51,13 +66,26 @@ impl Guard {
 
 impl Drop for Guard {
     fn drop(&mut self) {
+        let now = Instant::now();
+        self.inner
+            .sent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                self.tag.clone(),
+                Sent {
+                    chunks: self.chunks,
+                    complete: self.done,
+                    at: now,
+                },
+            );
         if !self.done {
             let mut d = self
                 .inner
                 .disconnects
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
-            d.insert(std::mem::take(&mut self.tag), Instant::now());
+            d.insert(std::mem::take(&mut self.tag), now);
         }
     }
 }
@@ -79,9 +107,10 @@ async fn chat(State(inner): State<Arc<Inner>>, body: String) -> Response {
         inner: inner.clone(),
         tag,
         done: false,
+        chunks: 0,
     };
     let period = (timing.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / timing.rate));
-    let stream = futures_util::stream::unfold((0usize, guard), move |(i, guard)| async move {
+    let stream = futures_util::stream::unfold((0usize, guard), move |(i, mut guard)| async move {
         if i > timing.chunks + 1 {
             guard.complete();
             return None;
@@ -94,7 +123,8 @@ async fn chat(State(inner): State<Arc<Inner>>, body: String) -> Response {
         }
         let item = if i < timing.chunks {
             let ns = guard.inner.epoch.elapsed().as_nanos();
-            sse(&json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": format!("@{ns};")}, "finish_reason": null}]}).to_string())
+            guard.chunks = i + 1;
+            sse(&json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": format!("@{ns}#{i};")}, "finish_reason": null}]}).to_string())
         } else if i == timing.chunks {
             sse(&json!({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}).to_string())
         } else {
@@ -135,6 +165,7 @@ impl FakeUpstream {
             epoch,
             timing: Mutex::new(timing),
             disconnects: Mutex::new(HashMap::new()),
+            sent: Mutex::new(HashMap::new()),
         });
         let router = Router::new()
             .route("/v1/chat/completions", post(chat))
@@ -172,20 +203,40 @@ impl FakeUpstream {
             .get(tag)
             .copied()
     }
+
+    /// What the upstream wrote for the reply to the question `tag`, once that reply ended.
+    pub fn sent(&self, tag: &str) -> Option<Sent> {
+        self.inner
+            .sent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tag)
+            .copied()
+    }
 }
 
-/// The stamps `@<ns>;` in a text.
+/// The stamps `@<ns>` of the chunks `@<ns>#<i>;` (or `@<ns>;`) in a text.
 pub fn stamps(text: &str) -> impl Iterator<Item = u128> + '_ {
+    marks(text).map(|(ns, _)| ns)
+}
+
+/// The chunks `@<ns>#<i>;` in a text: (stamp, index); `@<ns>;` has no index.
+pub fn marks(text: &str) -> impl Iterator<Item = (u128, Option<usize>)> + '_ {
     text.split(';')
         .filter_map(|p| p.strip_prefix('@'))
-        .filter_map(|n| n.parse().ok())
+        .filter_map(|m| match m.split_once('#') {
+            Some((ns, i)) => Some((ns.parse().ok()?, Some(i.parse().ok()?))),
+            None => Some((m.parse().ok()?, None)),
+        })
 }
 
 #[cfg(test)]
 mod tests {
     #[test]
     fn stamps_parse() {
-        let v: Vec<u128> = super::stamps("@12;@345;junk;").collect();
+        let v: Vec<u128> = super::stamps("@12;@345#7;junk;@9#x;").collect();
         assert_eq!(v, vec![12, 345]);
+        let m: Vec<_> = super::marks("@12#0;@345#1;@6;").collect();
+        assert_eq!(m, vec![(12, Some(0)), (345, Some(1)), (6, None)]);
     }
 }
