@@ -888,6 +888,12 @@ pub fn who_is_subject(query: &str) -> Option<String> {
     let t = query.trim_matches(|c: char| !c.is_alphanumeric() && !is_cjk(c));
     let t = t.trim_end_matches(['呢', '啊', '呀', '吗', '嗎']);
     if t.chars().any(is_cjk) {
+        // A polite opening is not part of the name (請問溥心畬是誰).
+        let t = ["请问", "請問", "你知道", "你们知道", "你們知道", "想问", "想問"]
+            .iter()
+            .find_map(|p| t.strip_prefix(p))
+            .unwrap_or(t)
+            .trim_start_matches([',', '，', ' ']);
         let body = ["是谁", "是誰", "是什么人", "是什麼人"]
             .iter()
             .find_map(|s| t.strip_suffix(s))
@@ -1406,6 +1412,8 @@ mod tests {
     fn who_is_subjects() {
         assert_eq!(who_is_subject("溥心畬是谁？").as_deref(), Some("溥心畬"));
         assert_eq!(who_is_subject("誰是溥心畬").as_deref(), Some("溥心畬"));
+        assert_eq!(who_is_subject("請問溥心畬是誰？").as_deref(), Some("溥心畬"));
+        assert_eq!(who_is_subject("请问，谁是溥心畬").as_deref(), Some("溥心畬"));
         assert_eq!(
             who_is_subject("Who was Shibata Zeshin?").as_deref(),
             Some("Shibata Zeshin")
