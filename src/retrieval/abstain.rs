@@ -324,7 +324,10 @@ mod tests {
         assert_eq!(f.len(), n + SEMANTIC_SIGNALS.len());
         assert!((f[n] - 0.9).abs() < 1e-6 && (f[n + 1] - 0.1).abs() < 1e-6);
         assert_eq!(f[n + 2], 0.5);
-        assert_eq!(semantic_features(&lexical, &[(7, 0.9f32)], Some(&4))[n + 2], 0.0);
+        assert_eq!(
+            semantic_features(&lexical, &[(7, 0.9f32)], Some(&4))[n + 2],
+            0.0
+        );
         // A semantic model reads its signals by name from the hybrid vector; a lexical vector
         // lacks them, so it never answers on one.
         let m = AbstentionModel::shipped_semantic();

@@ -889,11 +889,19 @@ pub fn who_is_subject(query: &str) -> Option<String> {
     let t = t.trim_end_matches(['呢', '啊', '呀', '吗', '嗎']);
     if t.chars().any(is_cjk) {
         // A polite opening is not part of the name (請問溥心畬是誰).
-        let t = ["请问", "請問", "你知道", "你们知道", "你們知道", "想问", "想問"]
-            .iter()
-            .find_map(|p| t.strip_prefix(p))
-            .unwrap_or(t)
-            .trim_start_matches([',', '，', ' ']);
+        let t = [
+            "请问",
+            "請問",
+            "你知道",
+            "你们知道",
+            "你們知道",
+            "想问",
+            "想問",
+        ]
+        .iter()
+        .find_map(|p| t.strip_prefix(p))
+        .unwrap_or(t)
+        .trim_start_matches([',', '，', ' ']);
         let body = ["是谁", "是誰", "是什么人", "是什麼人"]
             .iter()
             .find_map(|s| t.strip_suffix(s))
@@ -1030,8 +1038,21 @@ pub fn named_phrases(query: &str) -> Vec<String> {
 /// Chinese frames after a maker's name ("吴昌硕亲笔画的", "郎世宁画的", "王羲之《兰亭序》",
 /// "苏轼的《寒食帖》"), in Simplified (the question is normalised first).
 const ZH_MAKER_FRAMES: &[&str] = &[
-    "亲笔", "亲手", "画的", "写的", "书写的", "作的", "刻的", "雕的", "画过", "写过", "所画", "所写",
-    "所书", "所作", "《",
+    "亲笔",
+    "亲手",
+    "画的",
+    "写的",
+    "书写的",
+    "作的",
+    "刻的",
+    "雕的",
+    "画过",
+    "写过",
+    "所画",
+    "所写",
+    "所书",
+    "所作",
+    "《",
 ];
 
 /// English words after which capitalised words name a maker ("paintings by Picasso").
@@ -1052,7 +1073,11 @@ pub fn named_makers(query: &str, dict: &UserDict) -> Vec<String> {
         .collect();
     let capital = |w: &str| {
         w.chars().next().is_some_and(|c| c.is_uppercase())
-            && !stops.contains(w.to_lowercase().trim_end_matches("'s").trim_end_matches("’s"))
+            && !stops.contains(
+                w.to_lowercase()
+                    .trim_end_matches("'s")
+                    .trim_end_matches("’s"),
+            )
     };
     let mut run: Vec<&str> = Vec::new();
     for (i, w) in words.iter().enumerate() {
@@ -1140,16 +1165,32 @@ mod tests {
             ("三体石经是用哪三种字体刻的？", &[]),
             ("《苏俄在中国》这本书的初稿是谁执笔的？", &[]),
             ("那张老子像拓本，画的其实是谁？", &[]),
-            ("Is Leonardo da Vinci's Last Supper fresco in this museum?", &["leonardo da vinci"]),
+            (
+                "Is Leonardo da Vinci's Last Supper fresco in this museum?",
+                &["leonardo da vinci"],
+            ),
             ("Do you have any paintings by Picasso?", &["picasso"]),
             ("Do you have anything by Frida Kahlo?", &["frida kahlo"]),
             ("Can I see Rembrandt's Night Watch?", &["rembrandt"]),
-            ("Who painted the watercolor of the front of the National Library in Vienna?", &[]),
+            (
+                "Who painted the watercolor of the front of the National Library in Vienna?",
+                &[],
+            ),
         ];
         let wrong: Vec<String> = cases
             .iter()
             .filter(|(q, want)| named_makers(q, &d) != *want)
-            .map(|(q, _)| format!("{q}: {:?} {:?}", named_makers(q, &d), jieba().tag(&normalize(q), true).iter().map(|t| (t.word, t.tag)).collect::<Vec<_>>()))
+            .map(|(q, _)| {
+                format!(
+                    "{q}: {:?} {:?}",
+                    named_makers(q, &d),
+                    jieba()
+                        .tag(&normalize(q), true)
+                        .iter()
+                        .map(|t| (t.word, t.tag))
+                        .collect::<Vec<_>>()
+                )
+            })
             .collect();
         assert!(wrong.is_empty(), "{wrong:#?}");
     }
@@ -1230,7 +1271,10 @@ mod tests {
             ("请问你们这里有青铜鼎吗", "青铜鼎"),
             ("峄山刻石相传是谁写的？", "峄山刻石相传"),
             ("这幅画是谁画的", "这幅画"),
-            ("有没有康熙年间烧的那种豇豆红釉的瓷器？", "康熙年间 豇豆红釉 瓷器"),
+            (
+                "有没有康熙年间烧的那种豇豆红釉的瓷器？",
+                "康熙年间 豇豆红釉 瓷器",
+            ),
             ("溥心畬是谁？", "溥心畬"),
             ("溥心畬是什么人", "溥心畬"),
             ("請問溥心畬是誰", "溥心畬"),
@@ -1412,8 +1456,14 @@ mod tests {
     fn who_is_subjects() {
         assert_eq!(who_is_subject("溥心畬是谁？").as_deref(), Some("溥心畬"));
         assert_eq!(who_is_subject("誰是溥心畬").as_deref(), Some("溥心畬"));
-        assert_eq!(who_is_subject("請問溥心畬是誰？").as_deref(), Some("溥心畬"));
-        assert_eq!(who_is_subject("请问，谁是溥心畬").as_deref(), Some("溥心畬"));
+        assert_eq!(
+            who_is_subject("請問溥心畬是誰？").as_deref(),
+            Some("溥心畬")
+        );
+        assert_eq!(
+            who_is_subject("请问，谁是溥心畬").as_deref(),
+            Some("溥心畬")
+        );
         assert_eq!(
             who_is_subject("Who was Shibata Zeshin?").as_deref(),
             Some("Shibata Zeshin")

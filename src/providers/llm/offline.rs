@@ -347,10 +347,7 @@ fn biography_sentence(e: &Exhibit, name: &str) -> Option<String> {
             .unwrap_or(0);
         return Some(s[from..].trim().to_string());
     }
-    sents
-        .iter()
-        .find(|s| normalize(s).contains(&n))
-        .cloned()
+    sents.iter().find(|s| normalize(s).contains(&n)).cloned()
 }
 
 /// The record's maker field when it names the person a "who is X" question asks about
