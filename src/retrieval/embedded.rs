@@ -403,6 +403,12 @@ fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
         return 0.0;
     }
     let Some(e) = top else { return 1.0 };
+    let doc = exhibit_text(e);
+    f64::from(u8::from(names.iter().any(|n| !doc.contains(n.as_str()))))
+}
+
+/// The text of an exhibit's fields a visitor may name things from, normalised.
+fn exhibit_text(e: &Exhibit) -> String {
     let mut doc = String::new();
     for f in [
         &e.title,
@@ -416,16 +422,43 @@ fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
         doc.push(' ');
     }
     e.extra.values().for_each(|v| extra_text(v, &mut doc));
-    let doc = text::normalize(&doc);
-    f64::from(u8::from(names.iter().any(|n| !doc.contains(n.as_str()))))
+    text::normalize(&doc)
 }
 
-/// The abstention signals of a lexical ranking (see [`super::abstain::FEATURES`]).
+/// Share of the question's named things ([`text::named_phrases`]) missing from the exhibit's
+/// text (0 for a question naming nothing, 1 with no exhibit).
+fn names_missing_share(query: &str, top: Option<&Exhibit>) -> f64 {
+    let names = text::named_phrases(query);
+    if names.is_empty() {
+        return 0.0;
+    }
+    let Some(e) = top else { return 1.0 };
+    let doc = exhibit_text(e);
+    names.iter().filter(|n| !doc.contains(n.as_str())).count() as f64 / names.len() as f64
+}
+
+/// 1 when the question names a maker ([`text::named_makers`]) the best hit is not by: not in its
+/// maker field, or (a record with no maker) nowhere in its text. 0 when it names none.
+fn maker_missing(makers: &[String], top: Option<&Exhibit>) -> f64 {
+    if makers.is_empty() {
+        return 0.0;
+    }
+    let Some(e) = top else { return 1.0 };
+    let hay = if e.maker.trim().is_empty() {
+        exhibit_text(e)
+    } else {
+        text::normalize(&e.maker)
+    };
+    f64::from(u8::from(makers.iter().any(|m| !hay.contains(m.as_str()))))
+}
+
+/// The abstention signals of a lexical ranking (see [`super::abstain::SIGNALS`]).
 fn features(
     store: &CollectionStore,
     query: &str,
     w: &WeightedTerms,
     lex: &[Lexical],
+    dict: &UserDict,
 ) -> Result<Features, StoreError> {
     let top_exhibit = match lex.first() {
         Some(l) => store
@@ -444,6 +477,14 @@ fn features(
         .filter(|(_, df)| **df <= 0.0)
         .map(|((_, idf), _)| idf)
         .sum();
+    let makers = text::named_makers(query, dict);
+    let q_cjk = query.chars().any(text::is_cjk);
+    let title_coverage = top_exhibit
+        .as_ref()
+        .map_or(0.0, |e| coverage(w, &text::index_text(&e.title)));
+    let lang_mismatch = top_exhibit.as_ref().map_or(0.0, |e| {
+        f64::from(u8::from(e.title.chars().any(text::is_cjk) != q_cjk))
+    });
     Ok(vec![
         s1,
         top.map_or(0.0, |l| l.coverage),
@@ -454,9 +495,14 @@ fn features(
             1.0
         },
         top.map_or(0.0, |l| l.entity),
-        f64::from(u8::from(query.chars().any(text::is_cjk))),
+        f64::from(u8::from(q_cjk)),
         (1.0 + w.terms.len() as f64).ln(),
         names_missing(query, top_exhibit.as_ref()),
+        names_missing_share(query, top_exhibit.as_ref()),
+        maker_missing(&makers, top_exhibit.as_ref()),
+        f64::from(u8::from(!makers.is_empty())),
+        title_coverage,
+        lang_mismatch,
     ])
 }
 
@@ -678,7 +724,7 @@ pub fn rank(
     let dense_pks: Vec<i64> = dense_ranked.iter().map(|x| x.0).collect();
     let mut lex = lexical(store, &w, opts, &dense_pks)?;
     prefer_biographies(store, &query, &mut lex)?;
-    let f = features(store, &query, &w, &lex)?;
+    let f = features(store, &query, &w, &lex, &opts.dict())?;
     Ok(Ranking {
         lexical: lex
             .iter()

@@ -371,7 +371,11 @@ pub fn rank_all(
                     .map(|(_, r)| r.id.clone())
             };
             Ok(Ranked {
-                query: q.clone(),
+                // The kind filled in (derived for files without one), for the JSON report.
+                query: EvalQuery {
+                    kind: kind_of(q),
+                    ..q.clone()
+                },
                 ids: r.lexical.iter().filter_map(|l| id(l.0)).collect(),
                 dense: r
                     .dense

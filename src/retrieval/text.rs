@@ -646,7 +646,9 @@ pub fn query_terms(query: &str) -> Vec<QueryTerm> {
 /// by jieba, so a character of it that is also a function word (于右任, 王之涣) still counts,
 /// and a name written in its other 玄/元 form is searched in the form the collection uses.
 pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
-    let norm = normalize(query);
+    // "Who is X": only the name is searched (是什么人, "Who was" add nothing).
+    let subject = who_is_subject(query);
+    let norm = normalize(subject.as_deref().unwrap_or(query));
     let zh_stop = &stop_sets().1;
     let mut terms: Vec<QueryTerm> = Vec::new();
     for run in runs(&norm) {
@@ -656,19 +658,25 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
                 // Consecutive non-stop words form a span; bigrams never cross a stop word.
                 let mut spans: Vec<String> = Vec::new();
                 let mut cur = String::new();
+                let mut after_who = false;
                 for (piece, name) in dict.segment(s) {
                     if name {
                         cur.push_str(&piece);
+                        after_who = false;
                         continue;
                     }
-                    for t in jieba().cut(&piece, false) {
-                        if zh_stop.contains(t.word) {
+                    let words: Vec<&str> =
+                        jieba().cut(&piece, false).iter().map(|t| t.word).collect();
+                    for (i, w) in words.iter().enumerate() {
+                        let next = words.get(i + 1).copied();
+                        if zh_stop.contains(w) || is_making_frame(after_who, w, next) {
                             if !cur.is_empty() {
                                 spans.push(std::mem::take(&mut cur));
                             }
                         } else {
-                            cur.push_str(t.word);
+                            cur.push_str(w);
                         }
+                        after_who = matches!(*w, "谁" | "是谁");
                     }
                 }
                 if !cur.is_empty() {
@@ -695,6 +703,17 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
     terms.retain(|t| seen.insert(t.clone()));
     terms.truncate(MAX_QUERY_TERMS);
     terms
+}
+
+/// One-character verbs of making in general (写, 画, 烧, ...): in a question frame they carry no
+/// content. Verbs that name a technique or a medium (拍 a photograph, 刻 carved, 印 printed, 织
+/// woven) are not here: the record says it in the same words.
+const MAKING_VERBS: &[&str] = &["写", "画", "做", "烧", "作", "造", "书"];
+
+/// Whether a one-character making verb is part of a question frame: right after 谁/是谁 ("是谁写的")
+/// or right before 的 ("康熙年间烧的那种"), where it says how the thing came to be, not what it is.
+fn is_making_frame(after_who: bool, word: &str, next: Option<&str>) -> bool {
+    MAKING_VERBS.contains(&word) && (after_who || next == Some("的"))
 }
 
 /// The character the Qing dynasty's taboo on the Kangxi emperor's personal name (玄燁) put in
@@ -869,6 +888,20 @@ pub fn who_is_subject(query: &str) -> Option<String> {
     let t = query.trim_matches(|c: char| !c.is_alphanumeric() && !is_cjk(c));
     let t = t.trim_end_matches(['呢', '啊', '呀', '吗', '嗎']);
     if t.chars().any(is_cjk) {
+        // A polite opening is not part of the name (請問溥心畬是誰).
+        let t = [
+            "请问",
+            "請問",
+            "你知道",
+            "你们知道",
+            "你們知道",
+            "想问",
+            "想問",
+        ]
+        .iter()
+        .find_map(|p| t.strip_prefix(p))
+        .unwrap_or(t)
+        .trim_start_matches([',', '，', ' ']);
         let body = ["是谁", "是誰", "是什么人", "是什麼人"]
             .iter()
             .find_map(|s| t.strip_suffix(s))
@@ -1002,6 +1035,109 @@ pub fn named_phrases(query: &str) -> Vec<String> {
     out
 }
 
+/// Chinese frames after a maker's name ("吴昌硕亲笔画的", "郎世宁画的", "王羲之《兰亭序》",
+/// "苏轼的《寒食帖》"), in Simplified (the question is normalised first).
+const ZH_MAKER_FRAMES: &[&str] = &[
+    "亲笔",
+    "亲手",
+    "画的",
+    "写的",
+    "书写的",
+    "作的",
+    "刻的",
+    "雕的",
+    "画过",
+    "写过",
+    "所画",
+    "所写",
+    "所书",
+    "所作",
+    "《",
+];
+
+/// English words after which capitalised words name a maker ("paintings by Picasso").
+const EN_BY: &[&str] = &["by"];
+
+/// The makers a question names, normalised: the owner of a possessive run of capitalised words
+/// ("Leonardo da Vinci's Last Supper" → `leonardo da vinci`), capitalised words after "by"
+/// ("anything by Frida Kahlo"), and the Chinese word right before a making frame
+/// ("有没有吴昌硕亲笔画的…" → `吴昌硕`, "颜真卿的《祭侄文稿》" → `颜真卿`; a name of the
+/// collection's user dictionary is kept whole). Used to check that the best hit is by them.
+pub fn named_makers(query: &str, dict: &UserDict) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    // English.
+    let stops = &stop_sets().0;
+    let words: Vec<&str> = query
+        .split(|c: char| !(c.is_alphanumeric() || matches!(c, '\'' | '’' | '-')) || is_cjk(c))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let capital = |w: &str| {
+        w.chars().next().is_some_and(|c| c.is_uppercase())
+            && !stops.contains(
+                w.to_lowercase()
+                    .trim_end_matches("'s")
+                    .trim_end_matches("’s"),
+            )
+    };
+    let mut run: Vec<&str> = Vec::new();
+    for (i, w) in words.iter().enumerate() {
+        let owner = w.strip_suffix("'s").or_else(|| w.strip_suffix("’s"));
+        let joiner = !run.is_empty() && NAME_JOINERS.contains(&w.to_lowercase().as_str());
+        if capital(w) || joiner {
+            run.push(owner.unwrap_or(w));
+            if owner.is_some() && capital(w) {
+                out.push(normalize(&run.join(" ")));
+                run.clear();
+            }
+        } else {
+            run.clear();
+        }
+        if EN_BY.contains(&w.to_lowercase().as_str()) {
+            let name: Vec<&str> = words[i + 1..]
+                .iter()
+                .take_while(|x| capital(x))
+                .map(|x| x.trim_end_matches("'s").trim_end_matches("’s"))
+                .collect();
+            if !name.is_empty() {
+                out.push(normalize(&name.join(" ")));
+            }
+        }
+    }
+    // Chinese: the word before a making frame, when it is a name (the collection's, or a
+    // person's name to jieba) and the question does not ask who made it (是谁写的).
+    let norm = normalize(query);
+    for frame in ZH_MAKER_FRAMES {
+        for (at, _) in norm.match_indices(frame) {
+            // The run of Chinese characters right before the frame.
+            let head = norm[..at].trim_end_matches('的');
+            let start = head
+                .char_indices()
+                .rev()
+                .take_while(|(_, c)| is_cjk(*c))
+                .last()
+                .map_or(head.len(), |(i, _)| i);
+            let before = &head[start..];
+            if before.is_empty() || before.contains('谁') {
+                continue;
+            }
+            let last = dict.segment(before).pop().and_then(|(piece, name)| {
+                if name {
+                    return Some(piece);
+                }
+                let tags = jieba().tag(&piece, true);
+                let t = tags.last()?;
+                t.tag.starts_with("nr").then(|| t.word.to_string())
+            });
+            if let Some(name) = last.filter(|n| (2..=4).contains(&n.chars().count())) {
+                out.push(name);
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    out.retain(|p| !p.is_empty() && seen.insert(p.clone()));
+    out
+}
+
 /// At most `max_chars` characters of `s`, with an ellipsis when cut.
 pub fn clip(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
@@ -1013,6 +1149,51 @@ pub fn clip(s: &str, max_chars: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn makers_named_by_a_question() {
+        let d = UserDict::default();
+        let cases: &[(&str, &[&str])] = &[
+            ("有沒有吳昌碩親筆畫的花卉原作？", &["吴昌硕"]),
+            ("有没有郎世宁画的骏马图？", &["郎世宁"]),
+            ("你们这里有王羲之《兰亭序》的真迹吗？", &["王羲之"]),
+            ("苏轼的《寒食帖》你们有没有？", &["苏轼"]),
+            ("有没有颜真卿的《祭侄文稿》？", &["颜真卿"]),
+            ("有没有徐悲鸿画的奔马？", &["徐悲鸿"]),
+            ("峄山刻石相传是谁写的？", &[]),
+            ("圭峰定慧禪師碑是誰撰文書寫的？篆額又是誰？", &[]),
+            ("三体石经是用哪三种字体刻的？", &[]),
+            ("《苏俄在中国》这本书的初稿是谁执笔的？", &[]),
+            ("那张老子像拓本，画的其实是谁？", &[]),
+            (
+                "Is Leonardo da Vinci's Last Supper fresco in this museum?",
+                &["leonardo da vinci"],
+            ),
+            ("Do you have any paintings by Picasso?", &["picasso"]),
+            ("Do you have anything by Frida Kahlo?", &["frida kahlo"]),
+            ("Can I see Rembrandt's Night Watch?", &["rembrandt"]),
+            (
+                "Who painted the watercolor of the front of the National Library in Vienna?",
+                &[],
+            ),
+        ];
+        let wrong: Vec<String> = cases
+            .iter()
+            .filter(|(q, want)| named_makers(q, &d) != *want)
+            .map(|(q, _)| {
+                format!(
+                    "{q}: {:?} {:?}",
+                    named_makers(q, &d),
+                    jieba()
+                        .tag(&normalize(q), true)
+                        .iter()
+                        .map(|t| (t.word, t.tag))
+                        .collect::<Vec<_>>()
+                )
+            })
+            .collect();
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
 
     fn texts(terms: &[QueryTerm]) -> Vec<&str> {
         terms.iter().map(|t| t.text.as_str()).collect()
@@ -1088,6 +1269,16 @@ mod tests {
             ("为什么青铜鼎上有铭文？", "青铜鼎 铭文"),
             ("那种青铜鼎的铭文", "青铜鼎 铭文"),
             ("请问你们这里有青铜鼎吗", "青铜鼎"),
+            ("峄山刻石相传是谁写的？", "峄山刻石相传"),
+            ("这幅画是谁画的", "这幅画"),
+            (
+                "有没有康熙年间烧的那种豇豆红釉的瓷器？",
+                "康熙年间 豇豆红釉 瓷器",
+            ),
+            ("溥心畬是谁？", "溥心畬"),
+            ("溥心畬是什么人", "溥心畬"),
+            ("請問溥心畬是誰", "溥心畬"),
+            ("Who was Shibata Zeshin?", "Shibata Zeshin"),
         ] {
             assert_eq!(
                 texts(&query_terms(framed)),
@@ -1265,6 +1456,14 @@ mod tests {
     fn who_is_subjects() {
         assert_eq!(who_is_subject("溥心畬是谁？").as_deref(), Some("溥心畬"));
         assert_eq!(who_is_subject("誰是溥心畬").as_deref(), Some("溥心畬"));
+        assert_eq!(
+            who_is_subject("請問溥心畬是誰？").as_deref(),
+            Some("溥心畬")
+        );
+        assert_eq!(
+            who_is_subject("请问，谁是溥心畬").as_deref(),
+            Some("溥心畬")
+        );
         assert_eq!(
             who_is_subject("Who was Shibata Zeshin?").as_deref(),
             Some("Shibata Zeshin")

@@ -656,15 +656,35 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
         let m = kind(k);
         assert!(m.recall_at_5.unwrap() >= 0.95, "{m:?}");
     }
-    // Reached 29/34 no-answer questions refused (target 0.90: not reached).
+    // Reached 32/34 no-answer questions refused (target 0.90: met).
     let neg = kind("no-answer");
-    assert!(neg.abstention_recall.unwrap() >= 0.85, "{neg:?}");
+    assert!(neg.abstention_recall.unwrap() >= 0.94, "{neg:?}");
     assert_eq!(neg.abstention_precision, Some(1.0), "{neg:?}");
-    // Reached 11/166 answerable refused, 10 of them cross-lingual questions that lexical search
-    // cannot find (target 0.02 overall: not reached).
+    // Reached 12/166 answerable refused, 10 of them cross-lingual questions whose exhibit
+    // lexical search does not rank in its top 5 (target 0.02 overall: not reached); of the 138
+    // answerable questions whose exhibit it does rank there, 2 are refused (1.4 %).
     let all = kind("all");
-    assert!(all.false_abstention_rate.unwrap() <= 0.067, "{all:?}");
-    assert!(all.recall_at_5.unwrap() >= 0.81, "{all:?}");
+    assert!(all.false_abstention_rate.unwrap() <= 0.073, "{all:?}");
+    assert!(all.recall_at_5.unwrap() >= 0.819, "{all:?}");
+    assert!(all.recall_at_1.unwrap() >= 0.80, "{all:?}");
+    let outcomes = eval::cross_validate(&ranked, 5).0;
+    let findable: Vec<bool> = ranked
+        .iter()
+        .map(|r| {
+            r.ids
+                .iter()
+                .take(5)
+                .any(|id| r.query.relevant_ids.contains(id))
+        })
+        .collect();
+    let refused_findable = outcomes
+        .iter()
+        .zip(&findable)
+        .filter(|(o, f)| **f && o.returned.is_empty())
+        .count();
+    let n_findable = findable.iter().filter(|f| **f).count();
+    assert_eq!(n_findable, 138);
+    assert!(refused_findable <= 2, "{refused_findable}/{n_findable}");
     // The Chinese and English-fact kinds lose no question to abstention.
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
         assert_eq!(kind(k).false_abstentions, 0, "{:?}", kind(k));

@@ -327,16 +327,36 @@ fn answer_sentence(e: &Exhibit, question: &str, a: Asks, passage: &str) -> Strin
     best.map_or_else(|| passage.to_string(), |(_, _, s)| s)
 }
 
-/// The description's sentence about a person: one with a life span ("溥儒(1896－1963)"), else
-/// the first that names them.
+/// The description's sentence about a person: one with a life span ("溥儒(1896－1963)"), from
+/// the clause that gives it (a short sentence merged before it is left out), else the first
+/// that names them.
 fn biography_sentence(e: &Exhibit, name: &str) -> Option<String> {
     let sents = text::sentences(&e.description);
     let n = normalize(name);
-    sents
-        .iter()
-        .find(|s| text::has_life_span(s))
-        .or_else(|| sents.iter().find(|s| normalize(s).contains(&n)))
-        .cloned()
+    if let Some(s) = sents.iter().find(|s| text::has_life_span(s)) {
+        let ends: Vec<usize> = s
+            .char_indices()
+            .filter(|(_, c)| matches!(c, '。' | '！' | '？' | ';' | '；'))
+            .map(|(i, c)| i + c.len_utf8())
+            .collect();
+        let from = ends
+            .iter()
+            .copied()
+            .take_while(|&i| text::has_life_span(&s[i..]))
+            .last()
+            .unwrap_or(0);
+        return Some(s[from..].trim().to_string());
+    }
+    sents.iter().find(|s| normalize(s).contains(&n)).cloned()
+}
+
+/// The record's maker field when it names the person a "who is X" question asks about
+/// ("Hokusai Katsushika (Japanese, 1760-1849)").
+fn maker_of(e: &Exhibit, name: &str) -> Option<String> {
+    let maker = field(&e.maker)?;
+    normalize(maker)
+        .contains(&normalize(name))
+        .then(|| maker.to_string())
 }
 
 fn end_zh(mut s: String) -> String {
@@ -442,7 +462,31 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
     // "Who is X?": what the record says about the person (a life span, else a sentence that
     // names them), whatever the record's maker field holds.
     if let Some(name) = text::who_is_subject(question) {
-        let sentence = biography_sentence(e, &name).unwrap_or_else(|| passage.to_string());
+        let bio = biography_sentence(e, &name);
+        if bio.is_none()
+            && let Some(maker) = maker_of(e, &name)
+        {
+            // No sentence about them: the maker field says who they are.
+            return if zh {
+                let script = visitor_script(question);
+                let frame = format!(
+                    "关于{name}：馆藏《{}》的作者记录为{}。",
+                    text::in_script(e.title.trim(), script),
+                    text::in_script(&maker, script)
+                );
+                match script {
+                    Script::Traditional => text::to_traditional(&frame),
+                    _ => frame,
+                }
+            } else {
+                format!(
+                    "About {name}: our collection records {} as the maker of “{}”.",
+                    maker.trim(),
+                    e.title.trim()
+                )
+            };
+        }
+        let sentence = bio.unwrap_or_else(|| passage.to_string());
         return if zh {
             let script = visitor_script(question);
             let quote = clip(&text::in_script(&sentence, script), 140);
@@ -892,6 +936,35 @@ mod tests {
         assert_eq!(
             compose("溥心畬是谁？", Some(&hits)),
             "关于溥心畬，馆藏《十三经师承略解》的资料记载：溥儒(1896－1963)，字心畬，号西山逸士，清道光皇帝的曾孙。"
+        );
+        // A short sentence the splitter merged before the life span is left out.
+        let hits = [record(
+            "十三經師承略解",
+            "溥心畬",
+            "",
+            "",
+            "內容簡述十三經之源流要義。民國50年5月初版，臺北臺灣書店發行。溥儒(1896－1963)，字心畬，號西山逸士。",
+        )];
+        assert_eq!(
+            compose("請問溥心畬是誰？", Some(&hits)),
+            "關於溥心畬，館藏《十三經師承略解》的資料記載：溥儒(1896－1963)，字心畬，號西山逸士。"
+        );
+        // No sentence names them: the maker field does.
+        let hits = [record(
+            "Working Together",
+            "Hokusai Katsushika (Japanese, 1760-1849)",
+            "",
+            "",
+            "Ashinaga holds Tenaga on his shoulders.",
+        )];
+        assert_eq!(
+            compose("Who was Hokusai?", Some(&hits)),
+            "About Hokusai: our collection records Hokusai Katsushika (Japanese, 1760-1849) as the maker of “Working Together”."
+        );
+        let hits = [record("行書軸", "于右任", "", "", "行書立軸。")];
+        assert_eq!(
+            compose("于右任是谁", Some(&hits)),
+            "关于于右任：馆藏《行书轴》的作者记录为于右任。"
         );
     }
 
