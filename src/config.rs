@@ -579,10 +579,12 @@ pub struct SrsConfig {
     /// Only with `abstention_model = false`: a hybrid hit below `no_answer_threshold` is kept
     /// when its cosine similarity reaches this.
     pub embeddings_min_similarity: f64,
-    /// Fusion of the lexical and cosine rankings:
-    /// score = 1/(rrf_k + lexical rank) + embeddings_weight/(rrf_k + cosine rank).
+    /// Fusion of the lexical and dense rankings:
+    /// score = 1/(rrf_k + lexical rank) + embeddings_weight/(rrf_k + calibrated dense rank)
+    /// + embeddings_other_language_weight/(rrf_k + rank among the other language's records).
     pub rrf_k: f64,
     pub embeddings_weight: f64,
+    pub embeddings_other_language_weight: f64,
 }
 
 impl Default for SrsConfig {
@@ -611,7 +613,8 @@ impl Default for SrsConfig {
             embeddings_input_type: false,
             embeddings_min_similarity: 0.85,
             rrf_k: 20.0,
-            embeddings_weight: 0.5,
+            embeddings_weight: 0.75,
+            embeddings_other_language_weight: 0.5,
         }
     }
 }
@@ -1044,9 +1047,15 @@ impl Config {
                 "cluster.snapshot_max_bytes must be at least 4096".into(),
             ));
         }
-        if r.rrf_k < 0.0 || r.embeddings_weight.is_nan() || r.embeddings_weight < 0.0 {
+        if r.rrf_k < 0.0
+            || r.embeddings_weight.is_nan()
+            || r.embeddings_weight < 0.0
+            || r.embeddings_other_language_weight.is_nan()
+            || r.embeddings_other_language_weight < 0.0
+        {
             return Err(ConfigError::Invalid(
-                "srs.rrf_k and srs.embeddings_weight must be >= 0".into(),
+                "srs.rrf_k, srs.embeddings_weight and srs.embeddings_other_language_weight must be >= 0"
+                    .into(),
             ));
         }
         if r.embeddings_timeout_seconds.is_nan()

@@ -685,13 +685,14 @@ async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
     let opts = r.options().clone();
     let current_fusion = hybrid.then_some(eval::Fusion {
         dense_weight: opts.dense_weight,
+        other_weight: opts.other_language_weight,
         k: opts.rrf_k,
     });
     let collection = r.collection().clone();
     let q2 = qs.clone();
     let ranked = collection
         .call(move |s| {
-            let d = dense.as_ref().map(|(q, v)| (q.as_slice(), v.as_slice()));
+            let d = dense.as_ref().map(|(q, v)| (q.as_slice(), v.as_ref()));
             eval::rank_all(s, &q2, &opts, d)
         })
         .await?;

@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::abstain::{self, AbstentionModel, Features};
-use super::embeddings::{Embedder, fuse, nearest};
+use super::embeddings::{Embedder, VectorSet, dense_rankings, fuse_lists};
 use super::ingest::{Rejected, parse_file};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
@@ -60,6 +60,8 @@ pub struct EmbeddedOptions {
     /// Fusion: `1/(rrf_k + lexical rank) + dense_weight/(rrf_k + dense rank)`.
     pub rrf_k: f64,
     pub dense_weight: f64,
+    /// Fusion weight of each other language's own nearest records ([`dense_rankings`]).
+    pub other_language_weight: f64,
     /// The no-answer decision of lexical search (None: drop hits under `no_answer_threshold`).
     pub abstention: Option<Arc<AbstentionModel>>,
     /// The no-answer decision of hybrid search (None: the thresholds).
@@ -142,6 +144,7 @@ impl From<&crate::config::SrsConfig> for EmbeddedOptions {
             embedding_min_similarity: c.embeddings_min_similarity,
             rrf_k: c.rrf_k,
             dense_weight: c.embeddings_weight,
+            other_language_weight: c.embeddings_other_language_weight,
             abstention: c
                 .abstention_model
                 .then(|| Arc::new(AbstentionModel::shipped())),
@@ -681,7 +684,7 @@ pub fn passages(e: &Exhibit, w: &WeightedTerms) -> Vec<String> {
 /// A query vector and the collection's vectors, for the dense half of hybrid search.
 pub struct Dense<'a> {
     pub query: &'a [f32],
-    pub vectors: &'a [(i64, Vec<f32>)],
+    pub vectors: &'a VectorSet,
 }
 
 /// A question's rankings before any no-answer decision: what [`search_blocking`] decides on
@@ -692,8 +695,14 @@ pub struct Ranking {
     /// Lexical ranking `(pk, score)`, score > 0, best first (BM25 candidates, plus the dense
     /// candidates scored the same way).
     pub lexical: Vec<(i64, f64)>,
-    /// Cosine ranking `(pk, cosine)`, best first (empty without vectors).
+    /// Dense ranking `(pk, similarity)`, best first (empty without vectors): the similarity
+    /// calibrated within the record's language ([`dense_rankings`]), what fusion and the
+    /// semantic abstention signals read.
     pub dense: Vec<(i64, f32)>,
+    /// The raw cosine of each `dense` entry (same order), for `embedding_min_similarity`.
+    pub dense_cosine: Vec<f32>,
+    /// Each other language's nearest records, best first (fused with `other_language_weight`).
+    pub dense_other: Vec<Vec<i64>>,
     /// The lexical abstention signals (None: the question has no searchable term).
     pub features: Option<Features>,
 }
@@ -713,15 +722,23 @@ pub fn rank(
             terms: weigh(store, Vec::new())?,
             lexical: Vec::new(),
             dense: Vec::new(),
+            dense_cosine: Vec::new(),
+            dense_other: Vec::new(),
             features: None,
         });
     }
     let w = weigh(store, terms)?;
-    let dense_ranked = dense
+    let near = dense
         .as_ref()
-        .map(|d| nearest(d.query, d.vectors, opts.candidates))
+        .map(|d| dense_rankings(d.query, d.vectors, opts.candidates))
         .unwrap_or_default();
-    let dense_pks: Vec<i64> = dense_ranked.iter().map(|x| x.0).collect();
+    let dense_ranked: Vec<(i64, f32)> = near.calibrated.iter().map(|x| (x.0, x.1)).collect();
+    let mut dense_pks: Vec<i64> = dense_ranked.iter().map(|x| x.0).collect();
+    for pk in near.other_languages.iter().flatten() {
+        if !dense_pks.contains(pk) {
+            dense_pks.push(*pk);
+        }
+    }
     let mut lex = lexical(store, &w, opts, &dense_pks)?;
     prefer_biographies(store, &query, &mut lex)?;
     let f = features(store, &query, &w, &lex, &opts.dict())?;
@@ -732,6 +749,8 @@ pub fn rank(
             .map(|l| (l.pk, l.score))
             .collect(),
         dense: dense_ranked,
+        dense_cosine: near.calibrated.iter().map(|x| x.2).collect(),
+        dense_other: near.other_languages,
         features: Some(f),
         terms: w,
     })
@@ -741,7 +760,7 @@ pub fn rank(
 /// has no answer"). Pure.
 ///
 /// Lexical only: the abstention model on the lexical signals (or `no_answer_threshold` per hit).
-/// With a dense ranking: the rankings are fused ([`fuse`], `dense_weight`, `rrf_k`), and the
+/// With a dense ranking: the rankings are fused ([`fuse_ranked`]), and the
 /// semantic abstention model decides on the lexical and semantic signals; without a model, a hit
 /// is kept when its lexical score clears `no_answer_threshold` or its cosine clears
 /// `embedding_min_similarity`. The score of a fused hit is its fused score over the best
@@ -775,8 +794,9 @@ pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> 
     };
     let lex_pks: Vec<i64> = r.lexical.iter().map(|l| l.0).collect();
     let dense_pks: Vec<i64> = r.dense.iter().map(|d| d.0).collect();
-    let fused = fuse(&lex_pks, &dense_pks, opts.dense_weight, opts.rrf_k);
-    let best = (1.0 + opts.dense_weight) / (opts.rrf_k + 1.0);
+    let fused = fuse_ranked(&lex_pks, &dense_pks, &r.dense_other, opts);
+    let best = (1.0 + opts.dense_weight + opts.other_language_weight * r.dense_other.len() as f64)
+        / (opts.rrf_k + 1.0);
     let scaled = |(pk, s): (i64, f64)| (pk, (s / best).min(1.0));
     match &opts.semantic_abstention {
         Some(model) => {
@@ -793,8 +813,9 @@ pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> 
                 let cos = r
                     .dense
                     .iter()
-                    .find(|d| d.0 == *pk)
-                    .map_or(f32::MIN, |d| d.1);
+                    .zip(&r.dense_cosine)
+                    .find(|(d, _)| d.0 == *pk)
+                    .map_or(f32::MIN, |(_, c)| *c);
                 lex_score(*pk) >= opts.no_answer_threshold
                     || f64::from(cos) >= opts.embedding_min_similarity
             })
@@ -802,6 +823,23 @@ pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> 
             .map(scaled)
             .collect(),
     }
+}
+
+/// The lexical, calibrated dense and other-language rankings fused (weighted RRF: `1`,
+/// `dense_weight`, `other_language_weight` each, constant `rrf_k`). Pure.
+pub fn fuse_ranked<T: Clone + Eq + std::hash::Hash>(
+    lexical: &[T],
+    dense: &[T],
+    other_languages: &[Vec<T>],
+    opts: &EmbeddedOptions,
+) -> Vec<(T, f64)> {
+    let mut lists: Vec<(&[T], f64)> = vec![(lexical, 1.0), (dense, opts.dense_weight)];
+    lists.extend(
+        other_languages
+            .iter()
+            .map(|l| (l.as_slice(), opts.other_language_weight)),
+    );
+    fuse_lists(&lists, opts.rrf_k)
 }
 
 /// The whole search, synchronously (blocking: SQLite and text analysis). Empty, whitespace or
@@ -1348,19 +1386,20 @@ mod tests {
             ..EmbeddedOptions::default()
         };
         // e2 gets the query's direction; the others are orthogonal to it.
-        let vectors: Vec<(i64, Vec<f32>)> = s
-            .all_exhibits_with_pk()
-            .unwrap()
-            .into_iter()
-            .map(|(pk, row)| {
-                let v = if row.id == "e2" {
-                    vec![1.0, 0.0]
-                } else {
-                    vec![0.0, 1.0]
-                };
-                (pk, v)
-            })
-            .collect();
+        let vectors = VectorSet::single(
+            s.all_exhibits_with_pk()
+                .unwrap()
+                .into_iter()
+                .map(|(pk, row)| {
+                    let v = if row.id == "e2" {
+                        vec![1.0, 0.0]
+                    } else {
+                        vec![0.0, 1.0]
+                    };
+                    (pk, v)
+                })
+                .collect(),
+        );
         let q = [1.0f32, 0.0];
         // No word in common with e2: only the vectors find it.
         let h = search_blocking(

@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 use super::Retriever;
 use super::abstain::{self, AbstentionModel, Features};
 use super::embedded::{Dense, EmbeddedOptions, EmbeddedRetriever, rank};
-use super::embeddings::fuse;
+use super::embeddings::VectorSet;
+use super::embeddings::fuse_lists;
 use super::semantic::Vectors;
 use super::text;
 use crate::store::StoreError;
@@ -269,8 +270,12 @@ pub struct Ranked {
     pub query: EvalQuery,
     /// Lexical ranking, best first (up to `candidates`).
     pub ids: Vec<String>,
-    /// Cosine ranking `(id, cosine)`, best first; empty without embeddings.
+    /// Dense ranking `(id, similarity calibrated within the record's language)`, best first;
+    /// empty without embeddings.
     pub dense: Vec<(String, f32)>,
+    /// Each other language's nearest records, best first (see `embeddings::dense_rankings`).
+    #[serde(default)]
+    pub dense_other: Vec<Vec<String>>,
     /// None: the question has no searchable term (always refused).
     pub features: Option<Features>,
 }
@@ -302,10 +307,12 @@ pub async fn dense_inputs(
     Ok(Some((qv, vectors)))
 }
 
-/// Fusion parameters: `1/(k + lexical rank) + dense_weight/(k + cosine rank)`.
+/// Fusion parameters: `1/(k + lexical rank) + dense_weight/(k + dense rank) +
+/// other_weight/(k + rank among another language's records)`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Fusion {
     pub dense_weight: f64,
+    pub other_weight: f64,
     pub k: f64,
 }
 
@@ -313,6 +320,7 @@ pub struct Fusion {
 /// tie-breaker only).
 pub const WEIGHT_GRID: [f64; 8] = [0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0];
 pub const K_GRID: [f64; 6] = [1.0, 3.0, 10.0, 20.0, 60.0, 120.0];
+pub const OTHER_WEIGHT_GRID: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
 
 impl Ranked {
     /// Whether this query has a cosine ranking.
@@ -325,10 +333,14 @@ impl Ranked {
         match fusion {
             Some(f) if self.hybrid() => {
                 let dense: Vec<String> = self.dense.iter().map(|d| d.0.clone()).collect();
-                fuse(&self.ids, &dense, f.dense_weight, f.k)
-                    .into_iter()
-                    .map(|x| x.0)
-                    .collect()
+                let mut lists: Vec<(&[String], f64)> =
+                    vec![(&self.ids, 1.0), (&dense, f.dense_weight)];
+                lists.extend(
+                    self.dense_other
+                        .iter()
+                        .map(|l| (l.as_slice(), f.other_weight)),
+                );
+                fuse_lists(&lists, f.k).into_iter().map(|x| x.0).collect()
             }
             _ => self.ids.clone(),
         }
@@ -346,7 +358,7 @@ impl Ranked {
 }
 
 /// Each query's vector (in query order) and every record's `(pk, vector)`.
-pub type DenseInputs<'a> = (&'a [Vec<f32>], &'a [(i64, Vec<f32>)]);
+pub type DenseInputs<'a> = (&'a [Vec<f32>], &'a VectorSet);
 
 /// Ranks every query (blocking; the embedded index). `dense`: each query's vector (same order)
 /// and every record's vector, for the cosine ranking.
@@ -364,6 +376,7 @@ pub fn rank_all(
             let r = rank(store, &q.query, opts, d)?;
             let mut pks: Vec<i64> = r.lexical.iter().map(|l| l.0).collect();
             pks.extend(r.dense.iter().map(|d| d.0));
+            pks.extend(r.dense_other.iter().flatten());
             let rows = store.exhibits_by_pk(&pks)?;
             let id = |pk: i64| {
                 rows.iter()
@@ -381,6 +394,11 @@ pub fn rank_all(
                     .dense
                     .iter()
                     .filter_map(|d| id(d.0).map(|i| (i, d.1)))
+                    .collect(),
+                dense_other: r
+                    .dense_other
+                    .iter()
+                    .map(|l| l.iter().filter_map(|pk| id(*pk)).collect())
                     .collect(),
                 features: r.features,
             })
@@ -453,15 +471,28 @@ pub fn folds(ranked: &[Ranked], k: usize) -> Vec<usize> {
 
 /// The fusion of the grid with the best recall@1 + recall@5 + MRR summed over the answerable
 /// queries given (None when none of them has a cosine ranking). Ties go to the first in grid
-/// order (smaller weight, then smaller k).
+/// order (smaller weight, then smaller other-language weight, then smaller k).
 pub fn choose_fusion(ranked: &[&Ranked]) -> Option<Fusion> {
     if !ranked.iter().any(|r| r.hybrid()) {
         return None;
     }
     let mut best: Option<(f64, Fusion)> = None;
-    for &dense_weight in &WEIGHT_GRID {
-        for &k in &K_GRID {
-            let f = Fusion { dense_weight, k };
+    let others = if ranked.iter().any(|r| !r.dense_other.is_empty()) {
+        &OTHER_WEIGHT_GRID[..]
+    } else {
+        &OTHER_WEIGHT_GRID[..1]
+    };
+    for (&dense_weight, &other_weight, &k) in WEIGHT_GRID
+        .iter()
+        .flat_map(|w| others.iter().map(move |o| (w, o)))
+        .flat_map(|(w, o)| K_GRID.iter().map(move |k| (w, o, k)))
+    {
+        {
+            let f = Fusion {
+                dense_weight,
+                other_weight,
+                k,
+            };
             let score: f64 = ranked
                 .iter()
                 .filter(|r| !r.query.relevant_ids.is_empty())
@@ -604,6 +635,7 @@ mod tests {
                 query: q("a", i % 2 == 0, ""),
                 ids: vec![],
                 dense: vec![],
+                dense_other: vec![],
                 features: None,
             })
             .collect();

@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::embeddings::{Embedder, Kind};
+use super::embeddings::{Embedder, Kind, VectorSet};
 use super::{Exhibit, RetrievalError, text};
 use crate::store::collection::CollectionStore;
 use crate::store::vectors::VectorStore;
@@ -90,8 +90,27 @@ pub struct SemanticStatus {
     pub error: Option<String>,
 }
 
-/// Every record's vector: `(exhibit pk, vector)`.
-pub type Vectors = Arc<Vec<(i64, Vec<f32>)>>;
+/// Every record's vector with its language group ([`language_of`]).
+pub type Vectors = Arc<VectorSet>;
+
+/// The language a record's vector is calibrated within ([`super::embeddings::nearest_calibrated`]):
+/// the primary subtag of its `language` field (`zh-Hant` → `zh`), or, when that is empty, `zh`
+/// for a record with Chinese characters in its title or description and `und` otherwise.
+pub fn language_of(e: &Exhibit) -> String {
+    let l = e.language.trim().to_lowercase();
+    match l.split(['-', '_']).next() {
+        Some(p) if !p.is_empty() => p.to_string(),
+        _ if e
+            .title
+            .chars()
+            .chain(e.description.chars())
+            .any(text::is_cjk) =>
+        {
+            "zh".into()
+        }
+        _ => "und".into(),
+    }
+}
 
 struct Inner {
     status: SemanticStatus,
@@ -375,12 +394,13 @@ impl Semantic {
         let (generation, rows) = store
             .call(|s| {
                 let g = s.collection_generation()?;
-                let rows: Vec<(i64, String, String)> = s
+                let rows: Vec<(i64, String, String, String)> = s
                     .all_exhibits_with_pk()?
                     .into_iter()
                     .map(|(pk, r)| {
-                        let t = passage_text(&Exhibit::from(r));
-                        (pk, text_hash(&t), t)
+                        let e = Exhibit::from(r);
+                        let t = passage_text(&e);
+                        (pk, text_hash(&t), t, language_of(&e))
                     })
                     .collect();
                 Ok((g, rows))
@@ -392,8 +412,8 @@ impl Semantic {
         let mut seen = HashSet::new();
         let pending: Vec<(String, String)> = rows
             .iter()
-            .filter(|(_, h, _)| !known.contains(h) && seen.insert(h.clone()))
-            .map(|(_, h, t)| (h.clone(), t.clone()))
+            .filter(|(_, h, _, _)| !known.contains(h) && seen.insert(h.clone()))
+            .map(|(_, h, t, _)| (h.clone(), t.clone()))
             .collect();
         let total: HashSet<&String> = rows.iter().map(|r| &r.1).collect();
         let total = total.len();
@@ -473,14 +493,14 @@ impl Semantic {
             })
             .await
             .map_err(failed)?;
-        let set: Vec<(i64, Vec<f32>)> = rows
+        let set: Vec<(i64, Vec<f32>, String)> = rows
             .iter()
-            .filter_map(|(pk, h, _)| map.get(h).map(|v| (*pk, v.clone())))
+            .filter_map(|(pk, h, _, l)| map.get(h).map(|v| (*pk, v.clone(), l.clone())))
             .collect();
         let mut g = self.lock();
         let complete = set.len() == rows.len();
         if complete {
-            g.vectors = Some((generation, Arc::new(set)));
+            g.vectors = Some((generation, Arc::new(VectorSet::new(set))));
             g.status.embedded = total;
         }
         // A change announced during this pass gets a pass of its own (the worker was kicked).
@@ -498,6 +518,20 @@ impl Semantic {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_records_language_is_its_field_or_its_script() {
+        let e = |language: &str, title: &str| Exhibit {
+            id: "x".into(),
+            title: title.into(),
+            language: language.into(),
+            ..Default::default()
+        };
+        assert_eq!(language_of(&e("zh-Hant", "Jar")), "zh");
+        assert_eq!(language_of(&e(" EN_us ", "Jar")), "en");
+        assert_eq!(language_of(&e("", "青花瓷")), "zh");
+        assert_eq!(language_of(&e("", "Jar")), "und");
+    }
 
     #[test]
     fn passage_text_is_bounded_and_keyed_by_content() {
