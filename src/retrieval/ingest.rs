@@ -881,6 +881,7 @@ mod tests {
         assert_eq!(s.term_df_mismatches().unwrap(), vec![]);
         // An index built before migration 0006: an empty table and no mark; the start-up
         // check fills it, even when the index itself is trusted.
+        check_index(&s).unwrap();
         s.raw_sql("DELETE FROM exhibit_terms; DELETE FROM collection_meta WHERE key = 'term_df'");
         assert!(index_trusted(&s));
         assert!(!s.term_dfs_ready().unwrap());
