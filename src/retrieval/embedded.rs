@@ -45,6 +45,16 @@ pub const WEIGHTS: [f64; 7] = [4.0, 3.0, 2.0, 2.0, 1.0, 3.0, 0.5];
 /// unchanged.
 pub const MATCH_DF_CAP: f64 = 5_000.0;
 
+/// Collections with more exhibits than this also bound the BM25 stage by
+/// [`MATCH_DF_BUDGET`] (see `lexical`); smaller ones, the demo's 2,700 among them, rank
+/// exactly as without it.
+pub const LARGE_COLLECTION: f64 = 10_000.0;
+
+/// In a large collection the MATCH keeps the question's rarest terms while their document
+/// frequencies add up to at most this (always the rarest one): FTS5's `bm25()` scores every
+/// exhibit holding any MATCH term, a few microseconds each, with no top-k pruning.
+pub const MATCH_DF_BUDGET: f64 = 5_000.0;
+
 /// Passages returned per hit, and their longest length in characters.
 pub const PASSAGES_PER_HIT: usize = 2;
 pub const PASSAGE_CHARS: usize = 300;
@@ -607,6 +617,27 @@ fn lexical(
         } else {
             rare
         };
+    }
+    // In a large collection, the rarest terms within MATCH_DF_BUDGET (kept in question order:
+    // bm25() adds its terms in MATCH order).
+    if w.docs > LARGE_COLLECTION && chosen.iter().map(|(_, df)| df).sum::<f64>() > MATCH_DF_BUDGET {
+        let mut by_df: Vec<usize> = (0..chosen.len()).collect();
+        by_df.sort_by(|a, b| chosen[*a].1.total_cmp(&chosen[*b].1).then(a.cmp(b)));
+        let mut keep = vec![false; chosen.len()];
+        let mut sum = 0.0;
+        for (n, i) in by_df.into_iter().enumerate() {
+            sum += chosen[i].1;
+            if n > 0 && sum > MATCH_DF_BUDGET {
+                break;
+            }
+            keep[i] = true;
+        }
+        chosen = chosen
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(c, _)| c)
+            .collect();
     }
     let mut terms: Vec<QueryTerm> = chosen.into_iter().map(|(t, _)| t.clone()).collect();
     if terms.is_empty() {

@@ -584,11 +584,27 @@ fn record_index_stamp(store: &CollectionStore) -> Result<(), StoreError> {
 /// read or re-tokenised. Otherwise the full check: a corrupt or truncated full-text index
 /// (FTS5 `integrity-check` fails, or another number of rows than `exhibits`) is rebuilt from
 /// the stored records with a warning; an index built by another analyzer version is
-/// re-analysed; then the fingerprint is stored.
+/// re-analysed; then the fingerprint is stored. An index built before the table of document
+/// frequencies (`exhibit_terms`, migration 0006) gets it filled once, with a log line.
 pub fn check_index(store: &CollectionStore) -> Result<usize, StoreError> {
-    if index_trusted(store) {
-        return Ok(0);
+    let n = if index_trusted(store) {
+        0
+    } else {
+        full_check(store)?
+    };
+    if !store.term_dfs_ready()? {
+        // An index built before the document-frequency table (migration 0006).
+        let started = std::time::Instant::now();
+        store.rebuild_term_dfs()?;
+        tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            "built the search index's table of document frequencies (once, after an upgrade)"
+        );
     }
+    Ok(n)
+}
+
+fn full_check(store: &CollectionStore) -> Result<usize, StoreError> {
     let problem = store
         .fts_problem()
         .unwrap_or_else(|e| Some(format!("index check failed: {e}")));
@@ -834,6 +850,45 @@ mod tests {
             1001,
             "odd descriptions"
         );
+    }
+
+    #[test]
+    fn the_term_table_matches_fts5vocab() {
+        // The demo collection (English and Chinese), then changed rows, then a rebuilt index,
+        // then an index of an earlier release (no table): the document frequencies of
+        // `exhibit_terms` are FTS5's own at every step.
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection/exhibits.jsonl");
+        let rows: Vec<Exhibit> = parse_file(&demo)
+            .unwrap()
+            .rows
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect();
+        let s = memory_store();
+        check_index(&s).unwrap();
+        store_rows(&s, rows.clone()).unwrap();
+        assert_eq!(s.term_df_mismatches().unwrap(), vec![]);
+        assert!(s.doc_freq("bronz", false).unwrap() > 10);
+        let mut changed = rows.clone();
+        for (i, e) in changed.iter_mut().enumerate().step_by(7) {
+            e.description = format!("{} Bronze jar number {i}, 青銅器。", e.title);
+            e.title = "Jade".into();
+        }
+        let c = store_rows(&s, changed).unwrap();
+        assert_eq!(c.updated, rows.len().div_ceil(7));
+        assert_eq!(s.term_df_mismatches().unwrap(), vec![]);
+        rebuild_index(&s).unwrap();
+        assert_eq!(s.term_df_mismatches().unwrap(), vec![]);
+        // An index built before migration 0006: an empty table and no mark; the start-up
+        // check fills it, even when the index itself is trusted.
+        check_index(&s).unwrap();
+        s.raw_sql("DELETE FROM exhibit_terms; DELETE FROM collection_meta WHERE key = 'term_df'");
+        assert!(index_trusted(&s));
+        assert!(!s.term_dfs_ready().unwrap());
+        assert_eq!(s.doc_freq("bronz", false).unwrap(), 0);
+        assert_eq!(check_index(&s).unwrap(), 0);
+        assert!(s.term_dfs_ready().unwrap());
+        assert_eq!(s.term_df_mismatches().unwrap(), vec![]);
     }
 
     #[test]

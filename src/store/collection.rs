@@ -1,6 +1,6 @@
 //! SQL for the collection: exhibits, their FTS5 index (`exhibits_fts`, analysed text written by
-//! the retrieval module), document frequencies (`exhibits_vocab`) and the record of automatic
-//! loads (document vectors: [`super::vectors`]).
+//! the retrieval module), document frequencies (`exhibit_terms`, kept in step with the index;
+//! `exhibits_vocab` rebuilds it) and the record of automatic loads (document vectors: [`super::vectors`]).
 //!
 //! [`CollectionStore`] is the narrow handle retrieval holds: the collection's tables and nothing
 //! else of the database. It speaks plain rows ([`ExhibitRow`]: the columns of `exhibits` as
@@ -10,6 +10,7 @@
 use std::collections::HashMap;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::{Store, StoreError, now_ms};
 
@@ -96,6 +97,66 @@ fn bump_generation(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// The index columns of a row joined by spaces (an SQL expression over `exhibits_fts`).
+const INDEXED_TEXT: &str = "title || ' ' || maker || ' ' || period || ' ' || medium || ' ' || \
+                            description || ' ' || extra || ' ' || meta";
+
+/// Document frequencies counted from analysed text: each distinct token of a document once.
+/// Analysed text is tokens of letters and digits separated by spaces (`retrieval::text`), so
+/// splitting on white space gives the tokens FTS5's `unicode61` tokenizer stores (the test
+/// `the_term_table_matches_fts5vocab` compares both on the demo collection).
+#[derive(Default)]
+struct TermCounter<'a> {
+    terms: FxHashMap<&'a str, i64>,
+    seen: FxHashSet<&'a str>,
+}
+
+impl<'a> TermCounter<'a> {
+    fn count(&mut self, cols: &[&'a str]) {
+        self.seen.clear();
+        for tok in cols.iter().flat_map(|c| c.split_ascii_whitespace()) {
+            if self.seen.insert(tok) {
+                *self.terms.entry(tok).or_default() += 1;
+            }
+        }
+    }
+}
+
+/// Applies document-frequency changes to `exhibit_terms`, in term order (B-tree locality).
+fn write_term_dfs(
+    tx: &Transaction<'_>,
+    added: &FxHashMap<&str, i64>,
+    removed: &FxHashMap<&str, i64>,
+) -> rusqlite::Result<()> {
+    let mut delta: Vec<(&str, i64)> = added.iter().map(|(k, v)| (*k, *v)).collect();
+    delta.extend(removed.iter().map(|(k, v)| (*k, -*v)));
+    delta.sort_unstable();
+    let mut up = tx.prepare_cached(
+        "INSERT INTO exhibit_terms (term, df) VALUES (?1, ?2) \
+         ON CONFLICT(term) DO UPDATE SET df = df + excluded.df",
+    )?;
+    for (term, d) in delta {
+        if d != 0 {
+            up.execute(params![term, d])?;
+        }
+    }
+    Ok(())
+}
+
+/// `collection_meta` key present when `exhibit_terms` is complete (migration 0006).
+pub const TERM_DF_KEY: &str = "term_df";
+
+/// Refills `exhibit_terms` from FTS5's own vocabulary (one walk over the whole index) and marks
+/// it complete.
+fn fill_term_dfs(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "DELETE FROM exhibit_terms;
+         INSERT INTO exhibit_terms (term, df) SELECT term, doc FROM exhibits_vocab;
+         INSERT INTO collection_meta (key, value) VALUES ('term_df', '1') \
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value;",
+    )
+}
+
 /// The collection's part of the database (see the module docs). Cheap to clone: it shares the
 /// [`Store`]'s one connection.
 #[derive(Clone)]
@@ -148,8 +209,13 @@ impl CollectionStore {
         self.with(|c| {
             let tx = c.transaction()?;
             let mut counts = UpsertCounts::default();
+            // Old index text of the rows replaced (its tokens leave the document frequencies).
+            let mut old_texts: Vec<String> = Vec::new();
             {
                 let mut find = tx.prepare_cached("SELECT pk FROM exhibits WHERE id = ?1")?;
+                let mut old_text = tx.prepare_cached(&format!(
+                    "SELECT {INDEXED_TEXT} FROM exhibits_fts WHERE rowid = ?1"
+                ))?;
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO exhibits (id, title, maker, date, period, medium, dimensions, gallery, \
                      description, language, source, license, extra, content_hash, updated_at) \
@@ -189,6 +255,9 @@ impl CollectionStore {
                                 d.hash,
                                 now
                             ])?;
+                            let old: Option<String> =
+                                old_text.query_row(params![pk], |r| r.get(0)).optional()?;
+                            old_texts.extend(old);
                             fts_delete.execute(params![pk])?;
                             counts.updated += 1;
                             pk
@@ -219,6 +288,15 @@ impl CollectionStore {
                     fts_insert.execute(params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]])?;
                 }
             }
+            let mut added = TermCounter::default();
+            for d in docs {
+                added.count(&d.fts.each_ref().map(String::as_str));
+            }
+            let mut removed = TermCounter::default();
+            for t in &old_texts {
+                removed.count(&[t.as_str()]);
+            }
+            write_term_dfs(&tx, &added.terms, &removed.terms)?;
             if counts.inserted > 0 {
                 tx.execute(
                     "UPDATE collection_meta SET value = CAST(value AS INTEGER) + ?1 \
@@ -290,7 +368,8 @@ impl CollectionStore {
                      title, maker, period, medium, description, extra, meta,
                      tokenize = 'unicode61 remove_diacritics 0'
                  );
-                 CREATE VIRTUAL TABLE exhibits_vocab USING fts5vocab(exhibits_fts, 'row');",
+                 CREATE VIRTUAL TABLE exhibits_vocab USING fts5vocab(exhibits_fts, 'row');
+                 INSERT INTO exhibits_fts (exhibits_fts, rank) VALUES ('hashsize', 16777216);",
             )?;
             {
                 let mut ins = tx.prepare(
@@ -301,6 +380,7 @@ impl CollectionStore {
                     ins.execute(params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]])?;
                 }
             }
+            fill_term_dfs(&tx)?;
             bump_generation(&tx)?;
             tx.commit()?;
             Ok(())
@@ -452,22 +532,74 @@ impl CollectionStore {
     ) -> Result<Vec<(i64, f64)>, StoreError> {
         self.with(|c| {
             let w = weights.map(|x| x.to_string()).join(", ");
+            // The score is the ORDER BY key itself (one bm25() call a matching row, not one
+            // for the result and one for the order), negated here.
             let sql = format!(
-                "SELECT rowid, -bm25(exhibits_fts, {w}) AS s FROM exhibits_fts \
-                 WHERE exhibits_fts MATCH ?1 ORDER BY bm25(exhibits_fts, {w}) LIMIT ?2"
+                "SELECT rowid, bm25(exhibits_fts, {w}) AS s FROM exhibits_fts \
+                 WHERE exhibits_fts MATCH ?1 ORDER BY s LIMIT ?2"
             );
             let mut st = c.prepare_cached(&sql)?;
             let rows = st
                 .query_map(params![match_expr, limit as i64], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
+                    Ok((r.get(0)?, -r.get::<_, f64>(1)?))
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })
     }
 
+    /// Whether `exhibit_terms` is complete (false for an index built by a release before
+    /// migration 0006, until [`Self::rebuild_term_dfs`]).
+    pub fn term_dfs_ready(&self) -> Result<bool, StoreError> {
+        Ok(self.collection_meta(TERM_DF_KEY)?.is_some())
+    }
+
+    /// Tokens whose document frequency in `exhibit_terms` is not FTS5's own (`exhibits_vocab`):
+    /// `(term, table, index)`. A diagnostic that walks the whole index (tests, tools).
+    pub fn term_df_mismatches(&self) -> Result<Vec<(String, i64, i64)>, StoreError> {
+        self.with(|c| {
+            let read = |sql: &str| -> rusqlite::Result<HashMap<String, i64>> {
+                c.prepare(sql)?
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect()
+            };
+            let table = read("SELECT term, df FROM exhibit_terms WHERE df != 0")?;
+            let index = read("SELECT term, doc FROM exhibits_vocab")?;
+            let mut out: Vec<(String, i64, i64)> = table
+                .iter()
+                .filter(|(t, df)| index.get(*t) != Some(df))
+                .map(|(t, df)| (t.clone(), *df, index.get(t).copied().unwrap_or(0)))
+                .collect();
+            out.extend(
+                index
+                    .iter()
+                    .filter(|(t, _)| !table.contains_key(*t))
+                    .map(|(t, doc)| (t.clone(), 0, *doc)),
+            );
+            out.sort();
+            Ok(out)
+        })
+    }
+
+    /// Runs SQL on the collection's tables behind this module's back (tests of recovery).
+    #[cfg(test)]
+    pub(crate) fn raw_sql(&self, sql: &str) {
+        self.with(|c| Ok(c.execute_batch(sql)?)).unwrap();
+    }
+
+    /// Refills the document-frequency table from the index, in one transaction.
+    pub fn rebuild_term_dfs(&self) -> Result<(), StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            fill_term_dfs(&tx)?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
     /// Number of exhibits containing the index token `term` (or, with `prefix`, any token that
-    /// starts with it).
+    /// starts with it). An exact token is one lookup in `exhibit_terms` (kept in step with the
+    /// index); a prefix (a lone CJK character of a question) counts the matching rows.
     pub fn doc_freq(&self, term: &str, prefix: bool) -> Result<i64, StoreError> {
         self.with(|c| {
             if prefix {
@@ -478,7 +610,7 @@ impl CollectionStore {
                 .query_row(params![expr], |r| r.get(0))?)
             } else {
                 Ok(
-                    c.prepare_cached("SELECT doc FROM exhibits_vocab WHERE term = ?1")?
+                    c.prepare_cached("SELECT df FROM exhibit_terms WHERE term = ?1")?
                         .query_row(params![term], |r| r.get(0))
                         .optional()?
                         .unwrap_or(0),
@@ -490,10 +622,9 @@ impl CollectionStore {
     /// The analysed text of these exhibits (all FTS columns joined by spaces).
     pub fn indexed_text(&self, pks: &[i64]) -> Result<Vec<(i64, String)>, StoreError> {
         self.with(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT title || ' ' || maker || ' ' || period || ' ' || medium || ' ' || \
-                 description || ' ' || extra || ' ' || meta FROM exhibits_fts WHERE rowid = ?1",
-            )?;
+            let mut st = c.prepare_cached(&format!(
+                "SELECT {INDEXED_TEXT} FROM exhibits_fts WHERE rowid = ?1"
+            ))?;
             let mut out = Vec::with_capacity(pks.len());
             for &pk in pks {
                 if let Some(t) = st.query_row(params![pk], |r| r.get(0)).optional()? {

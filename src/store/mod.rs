@@ -48,6 +48,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0005_auth_failures",
         include_str!("../../migrations/0005_auth_failures.sql"),
     ),
+    (
+        "0006_term_df",
+        include_str!("../../migrations/0006_term_df.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
