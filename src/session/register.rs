@@ -479,12 +479,12 @@ impl Unregistered {
             }
         };
         let cfg = &app.config.session;
-        let (kick_tx, kick) = tokio::sync::mpsc::channel(1);
+        let kick = Arc::new(KickCell::default());
         app.sessions.insert(
             &id,
             SessionEntry {
                 principal: principal.clone(),
-                kick: kick_tx,
+                kick: Kick::Session(kick.clone()),
             },
         );
         conn.outbox.enable_replay(Limits {

@@ -400,7 +400,7 @@ async fn forward(
         session.conn.outbox.ping();
         tokio::select! {
             _ = token.cancelled() => break Some("server stopped"),
-            Some(_) = session.kick.recv() => break Some("credential revoked"),
+            _ = session.kick.kicked() => break Some("credential revoked"),
             _ = tokio::time::sleep_until(limit) => break Some("took too long"),
             _ = tokio::time::sleep(FORWARD_TICK) => {}
         }
