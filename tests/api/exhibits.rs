@@ -112,6 +112,7 @@ async fn a_simplified_page_gets_traditional_records_in_simplified_and_english_as
     let (app, rows) = app_with_collection(|_| {}).await;
     let key = app.api_key.clone();
     let mut converted = 0;
+    let mut trad_title = None;
     for row in &rows {
         let id = row["id"].as_str().unwrap();
         let base = format!("/api/exhibits/{}", museum_agent::util::urlencode(id));
@@ -153,14 +154,19 @@ async fn a_simplified_page_gets_traditional_records_in_simplified_and_english_as
         {
             converted += 1;
             assert_ne!(simp, stored);
+            if script_of(title) == Script::Traditional {
+                trad_title.get_or_insert(title.to_string());
+            }
         }
         // The demo's Chinese records are Traditional: asked in Traditional, they are as stored.
         assert_eq!(trad, stored);
     }
     assert!(converted >= 2, "the sample holds Traditional records");
+    // Searched by a Traditional record's own title, the hits come back in Simplified.
+    let q = museum_agent::util::urlencode(&trad_title.expect("a Traditional title"));
     let r = get(
         &app,
-        "/api/exhibits?q=%E6%9B%B8&k=5&script=simplified",
+        &format!("/api/exhibits?q={q}&k=5&script=simplified"),
         Some(&key),
         None,
     )

@@ -130,7 +130,9 @@ async fn the_tool_can_spawn_the_real_binary() {
         "{}",
         r.table()
     );
-    // Spoken replies cut mid-answer and resumed: voice seqs checked too.
+    // Spoken replies cut mid-answer and resumed: voice seqs checked too. A chunk every 10 ms
+    // and up to 60 ms away: a resume finds nothing held only when it came back before the next
+    // chunk (one in six), so at least one of the four is timed.
     let r = tool::resume::resume(
         std::slice::from_ref(&t),
         &up,
@@ -140,7 +142,7 @@ async fn the_tool_can_spawn_the_real_binary() {
             cuts: 2,
             chunks: 10,
             rate: 100.0,
-            away_ms: 20.0,
+            away_ms: 60.0,
             voice: true,
             concurrency: 2,
         },

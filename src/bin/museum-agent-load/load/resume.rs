@@ -303,6 +303,9 @@ struct SessionOut {
 struct Pending {
     sent: Instant,
     sent_ns: u128,
+    /// When the first frame after the resume arrived, if it carried no upstream stamp (a voice
+    /// frame): whether it was replayed is known from the next stamped frame or the end.
+    first_at: Option<Instant>,
 }
 
 pub async fn resume(
@@ -471,16 +474,22 @@ async fn session(
                     continue;
                 };
                 n += 1;
-                if let Some(pd) = pending.take() {
+                if let Some(mut pd) = pending.take() {
+                    let at = *pd.first_at.get_or_insert_with(Instant::now);
+                    // The server sends what it held before the live stream, in order: when the
+                    // first stamped frame (or the end) after the resume was made before the
+                    // REGISTER, every frame before it was replayed too.
                     let replayed = match ours.stamp {
-                        Some(st) => st < pd.sent_ns,
-                        None => ours.end && up.sent(&req.tag).is_some_and(|x| x.at < pd.sent),
+                        Some(st) => Some(st < pd.sent_ns),
+                        None if ours.end => Some(up.sent(&req.tag).is_some_and(|x| x.at < pd.sent)),
+                        None => None,
                     };
-                    if replayed {
-                        out.first_replayed
-                            .push_micros(pd.sent.elapsed().as_secs_f64() * 1e6);
-                    } else {
-                        out.nothing_to_replay += 1;
+                    match replayed {
+                        Some(true) => out
+                            .first_replayed
+                            .push_micros(at.duration_since(pd.sent).as_secs_f64() * 1e6),
+                        Some(false) => out.nothing_to_replay += 1,
+                        None => pending = Some(pd),
                     }
                 }
             }
@@ -513,6 +522,7 @@ async fn session(
                     pending = Some(Pending {
                         sent,
                         sent_ns: sent.saturating_duration_since(epoch).as_nanos(),
+                        first_at: None,
                     });
                     break nc;
                 }
