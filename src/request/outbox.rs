@@ -36,8 +36,9 @@ use crate::util::now_ms;
 #[derive(Debug)]
 pub enum OutKind {
     Text(String),
-    /// A WebSocket ping: its pong acknowledges every frame queued before it.
-    Ping,
+    /// A WebSocket ping carrying this mark (8 bytes, big-endian): a pong that echoes it
+    /// acknowledges every frame queued before it.
+    Ping(u64),
     /// Close the WebSocket with this code and reason, then stop writing.
     Close {
         code: u16,
@@ -238,7 +239,7 @@ impl Outbox {
         };
         let sent = st.tx.as_ref().is_some_and(|tx| {
             tx.try_send(OutFrame {
-                kind: OutKind::Ping,
+                kind: OutKind::Ping(cutoff),
                 guard: None,
             })
             .is_ok()
@@ -248,9 +249,15 @@ impl Outbox {
         }
     }
 
-    /// A pong came back: the frames queued before the ping reached the client.
-    pub fn pong(&self) {
+    /// A pong came back echoing `mark`: when it is the outstanding ping's, the frames queued
+    /// before that ping reached the client. Any other pong (RFC 6455 allows unsolicited ones,
+    /// a stale one, an empty one) acknowledges nothing: a frame is dropped from the replay
+    /// buffer only once the client has provably read past it.
+    pub fn pong(&self, mark: Option<u64>) {
         let mut st = self.state();
+        if mark.is_none() || st.ping != mark {
+            return;
+        }
         if let Some(cutoff) = st.ping.take()
             && let Some(log) = st.replay.as_mut()
         {
@@ -823,7 +830,7 @@ mod tests {
                         .as_str()
                         .map_or_else(|| j["msg_type"].to_string(), str::to_string)
                 }
-                OutKind::Ping => "PING".into(),
+                OutKind::Ping(mark) => format!("PING {mark}"),
                 OutKind::Close { .. } => "CLOSE".into(),
             });
         }
@@ -844,9 +851,16 @@ mod tests {
         assert_eq!(o.kept().0, 2);
         o.ping();
         o.send_text_for(&r, 2, "c").await;
-        assert_eq!(texts(&mut rx), ["a", "b", "\"HEARTBEAT\"", "PING", "c"]);
+        let sent = texts(&mut rx);
+        assert_eq!(sent[..3], ["a", "b", "\"HEARTBEAT\""]);
+        assert_eq!(sent[4], "c");
+        let mark: u64 = sent[3].strip_prefix("PING ").unwrap().parse().unwrap();
+        // A pong that does not echo the ping (unsolicited, empty, stale) acknowledges nothing.
+        o.pong(None);
+        o.pong(Some(mark + 1));
+        assert_eq!(o.kept().0, 3);
         // The pong covers what was queued before the ping only.
-        o.pong();
+        o.pong(Some(mark));
         assert_eq!(o.kept().0, 1);
         // The socket drops; the reply goes on into the buffer.
         o.detach();

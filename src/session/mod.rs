@@ -60,8 +60,10 @@ use voice::OpenUpload;
 pub enum Inbound {
     Text(String),
     Binary(Bytes),
-    /// A WebSocket pong: the client has every frame written before the outbox's last ping.
-    Pong,
+    /// A WebSocket pong with the mark its payload carries (8 bytes, big-endian; None for any
+    /// other payload): when it echoes the outbox's last ping, the client has every frame
+    /// written before it.
+    Pong(Option<u64>),
     /// The transport failed to read a frame (e.g. invalid UTF-8 in a text frame, RFC 6455
     /// §8.1); the connection is closed with this code. Always the last item.
     Broken {
@@ -324,8 +326,8 @@ impl Session {
                 // state every idle session keeps while it waits here (see `run`).
                 Event::Frame(Some(Inbound::Text(t))) => Box::pin(self.on_text(t)).await,
                 Event::Frame(Some(Inbound::Binary(b))) => Box::pin(self.on_binary(b)).await,
-                Event::Frame(Some(Inbound::Pong)) => {
-                    self.conn.outbox.pong();
+                Event::Frame(Some(Inbound::Pong(mark))) => {
+                    self.conn.outbox.pong(mark);
                     Flow::Continue
                 }
                 Event::Frame(Some(Inbound::Broken { code, reason })) => Flow::Drop(code, reason),

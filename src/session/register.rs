@@ -132,7 +132,7 @@ impl Unregistered {
                             .await;
                         Flow::Continue
                     }
-                    Some(Inbound::Pong) => Flow::Continue,
+                    Some(Inbound::Pong(_)) => Flow::Continue,
                     Some(Inbound::Broken { code, reason }) => Flow::Close(code, reason),
                 },
                 _ = tokio::time::sleep_until(self.deadline) => {

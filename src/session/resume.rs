@@ -364,7 +364,7 @@ async fn forward(
                     }
                     f.written();
                 }
-                OutKind::Ping => outbox.pong(),
+                OutKind::Ping(mark) => outbox.pong(Some(*mark)),
                 OutKind::Close { .. } => return Some(seq),
             }
         }

@@ -97,8 +97,8 @@ impl Harness {
             let f = self.rx.recv().await.expect("outbox closed");
             return match f.kind {
                 OutKind::Text(t) => serde_json::from_str(&t).unwrap(),
-                OutKind::Ping => {
-                    let _ = self.tx.send(Inbound::Pong).await;
+                OutKind::Ping(mark) => {
+                    let _ = self.tx.send(Inbound::Pong(Some(mark))).await;
                     continue;
                 }
                 OutKind::Close { code, reason } => json!({"close": code, "reason": reason}),
@@ -185,7 +185,7 @@ impl Harness {
     /// Nothing more was queued (the session task may still run).
     pub fn assert_quiet(&mut self) {
         while let Ok(f) = self.rx.try_recv() {
-            if !matches!(f.kind, OutKind::Ping) {
+            if !matches!(f.kind, OutKind::Ping(_)) {
                 panic!("unexpected frame {f:?}");
             }
         }

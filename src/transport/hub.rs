@@ -301,7 +301,7 @@ impl FrameSource for Outgoing {
         Some(match Outgoing::try_next(self)? {
             Frame::Text(t) => (WireFrame::Text(t), None),
             Frame::Message { seq, text } => (WireFrame::Text(text), Some(seq)),
-            Frame::Ping => (WireFrame::Ping, None),
+            Frame::Ping => (WireFrame::Ping(None), None),
             Frame::Close(code, reason) => (WireFrame::Close(code, reason), None),
         })
     }

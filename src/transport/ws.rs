@@ -224,7 +224,9 @@ impl futures_util::Stream for Incoming {
                 Some(Ok(Message::Text(t))) => Some(Inbound::Text(t.as_str().to_owned())),
                 Some(Ok(Message::Binary(b))) => Some(Inbound::Binary(b)),
                 // Acknowledges the frames written before the outbox's ping (session resume).
-                Some(Ok(Message::Pong(_))) => Some(Inbound::Pong),
+                Some(Ok(Message::Pong(p))) => Some(Inbound::Pong(
+                    <[u8; 8]>::try_from(p.as_ref()).ok().map(u64::from_be_bytes),
+                )),
                 Some(Ok(_)) => continue, // ping: answered by the WebSocket layer
                 Some(Err(e)) => {
                     let text = e.to_string();
@@ -255,7 +257,8 @@ impl futures_util::Stream for Incoming {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WireFrame {
     Text(String),
-    Ping,
+    /// A ping with this payload (8 bytes, big-endian), or an empty one.
+    Ping(Option<u64>),
     /// The last frame: the writer stops after it.
     Close(u16, String),
 }
@@ -310,7 +313,10 @@ pub(crate) async fn write<S, F>(
         };
         let (msg, last) = match frame {
             WireFrame::Text(s) => (Message::Text(s.into()), false),
-            WireFrame::Ping => (Message::Ping(Default::default()), false),
+            WireFrame::Ping(None) => (Message::Ping(Default::default()), false),
+            WireFrame::Ping(Some(mark)) => {
+                (Message::Ping(mark.to_be_bytes().to_vec().into()), false)
+            }
             WireFrame::Close(code, reason) => (
                 Message::Close(Some(CloseFrame {
                     code,
@@ -398,7 +404,7 @@ impl FrameSource for OutboxFrames {
             }
             let wire = match std::mem::replace(&mut frame.kind, OutKind::Text(String::new())) {
                 OutKind::Text(s) => WireFrame::Text(s),
-                OutKind::Ping => WireFrame::Ping,
+                OutKind::Ping(mark) => WireFrame::Ping(Some(mark)),
                 OutKind::Close { code, reason } => WireFrame::Close(code, reason),
             };
             return Some((wire, frame));

@@ -27,7 +27,7 @@ impl Harness {
         let f = self.rx.recv().await.expect("outbox closed");
         match f.kind {
             OutKind::Text(t) => serde_json::from_str(&t).unwrap(),
-            OutKind::Ping => json!({"ping": true}),
+            OutKind::Ping(_) => json!({"ping": true}),
             OutKind::Close { code, reason } => json!({"close": code, "reason": reason}),
         }
     }
