@@ -109,9 +109,7 @@ async fn exhibit_by_id_with_etag_cache_control_and_a_display_description() {
 #[tokio::test]
 async fn a_simplified_page_gets_traditional_records_in_simplified_and_english_as_stored() {
     use museum_agent::retrieval::text::{Script, script_of, to_simplified};
-    // Three records: the abstention fit is for a museum-sized collection (on a toy one it refuses
-    // the one-character 書 since the abstain round's refit), so a toy collection uses the threshold.
-    let (app, rows) = app_with_collection(|c| c.srs.abstention_model = false).await;
+    let (app, rows) = app_with_collection(|_| {}).await;
     let key = app.api_key.clone();
     let mut converted = 0;
     let mut trad_title = None;
