@@ -694,19 +694,10 @@ impl Cluster {
     /// read is skipped (warned), one whose content it reloaded already is left alone (and the
     /// ingest itself leaves unchanged records as they are).
     async fn reload(&self, app: &Arc<AppState>, notice: IngestNotice) {
-        if app.config.srs.provider != crate::config::SrsProviderKind::Embedded {
-            tracing::info!("cluster: ingest notice ignored: this node has no embedded collection");
+        let Some(retriever) = app.deps.retriever.clone() else {
+            tracing::info!("cluster: ingest notice ignored: this node has no collection");
             return;
-        }
-        let retriever =
-            match crate::retrieval::embedded_from_config(&app.config, app.store()).await {
-                Ok(r) => r,
-                Err(e) => {
-                    tracing::warn!(error = %e, "cluster: cannot open the collection to reload it");
-                    return;
-                }
-            };
-        let mut changed = false;
+        };
         for f in notice.files {
             let sha = match tokio::fs::read(&f.path).await {
                 Ok(b) => hex::encode(sha2::Sha256::digest(&b)),
@@ -725,13 +716,19 @@ impl Cluster {
                 .get(&f.path)
                 .is_some_and(|s| *s == sha);
             if done {
-                tracing::info!(path = %f.path, "cluster: ingest notice: content loaded here already; nothing to do");
+                tracing::info!(path = %f.path, "cluster: ingest notice: this content was loaded here already; nothing to do");
                 continue;
             }
-            match retriever.ingest_file(std::path::Path::new(&f.path)).await {
+            // The running retriever itself: its name dictionary follows the new records and
+            // its semantic worker is kicked for their vectors; records are read from the store
+            // per request (`/api/exhibits` keeps no card cache; ETags follow the content).
+            let Some(load) = retriever.reload_file(std::path::Path::new(&f.path)) else {
+                tracing::info!("cluster: ingest notice ignored: this node's collection is remote");
+                return;
+            };
+            match load.await {
                 Ok(r) => {
-                    tracing::info!(path = %f.path, rows = r.rows, inserted = r.inserted, updated = r.updated, unchanged = r.unchanged, rejected = r.rejected.len(), "cluster: reloaded a file ingested on another node");
-                    changed |= r.inserted + r.updated > 0;
+                    tracing::info!(path = %f.path, rows = r.rows, inserted = r.inserted, updated = r.updated, unchanged = r.unchanged, rejected = r.rejected.len(), seconds = r.seconds, "cluster: reloaded a file ingested on another node");
                     self.reloaded
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
@@ -741,9 +738,6 @@ impl Cluster {
                     tracing::warn!(path = %f.path, error = %e, "cluster: reloading a file ingested on another node failed")
                 }
             }
-        }
-        if changed {
-            crate::transport::exhibits::collection_changed(app);
         }
     }
 

@@ -1169,6 +1169,14 @@ impl Retriever for EmbeddedRetriever {
         self.semantic.clone()
     }
 
+    fn reload_file<'a>(
+        &'a self,
+        path: &'a Path,
+    ) -> Option<std::pin::Pin<Box<dyn Future<Output = Result<IngestReport, String>> + Send + 'a>>>
+    {
+        Some(Box::pin(self.ingest_file(path)))
+    }
+
     fn get<'a>(&'a self, id: &'a str) -> RetrievalFuture<'a, Option<Exhibit>> {
         Box::pin(async move {
             let id = id.to_string();

@@ -119,6 +119,16 @@ pub trait Retriever: Send + Sync {
     fn semantic(&self) -> Option<Arc<semantic::Semantic>> {
         None
     }
+    /// Loads a collection file into this retriever's own collection while the server runs (a
+    /// file ingested on another node of the cluster), refreshing what it derives from the
+    /// records. None: this retriever has no collection of its own.
+    fn reload_file<'a>(
+        &'a self,
+        _path: &'a std::path::Path,
+    ) -> Option<Pin<Box<dyn Future<Output = Result<embedded::IngestReport, String>> + Send + 'a>>>
+    {
+        None
+    }
 }
 
 /// Renders hits for the prompt: one block per exhibit with its id (so the model can cite it or

@@ -796,9 +796,10 @@ async fn relay(
             // Dropped once the request is interrupted here (also when queued already).
             Some(ctx) => {
                 let bytes = match &frame.message {
-                    ServerMessage::Response(r) => r.content.as_ref().map_or(0, |c| {
-                        c.text.as_deref().map_or(0, str::len)
-                    }),
+                    ServerMessage::Response(r) => r
+                        .content
+                        .as_ref()
+                        .map_or(0, |c| c.text.as_deref().map_or(0, str::len)),
                     _ => 0,
                 };
                 outbox.send_for(&ctx, &frame.message, bytes).await;

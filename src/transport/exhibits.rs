@@ -152,16 +152,6 @@ pub fn display_description(text: &str, max: usize) -> String {
     }
 }
 
-/// The collection changed under a running server (an ingest on another node of the cluster):
-/// what is derived from the records is refreshed. Records are read from the store per request
-/// (no card cache to clear; ETags follow the content), so what remains is the semantic
-/// vectors: their background pass is kicked.
-pub fn collection_changed(app: &AppState) {
-    if let Some(s) = app.deps.retriever.as_ref().and_then(|r| r.semantic()) {
-        s.kick();
-    }
-}
-
 /// A strong ETag from the record's content: the SHA-256 of its published JSON.
 pub fn etag(body: &[u8]) -> String {
     let d = Sha256::digest(body);

@@ -562,7 +562,10 @@ async fn an_ingest_on_one_node_reloads_the_collection_of_the_others() {
         .await
         .expect("B never handled the second notice")
         .unwrap();
-    assert_eq!(exhibit(&n.b, &n.key, id).await.1["title"], "Renamed on node A");
+    assert_eq!(
+        exhibit(&n.b, &n.key, id).await.1["title"],
+        "Renamed on node A"
+    );
     // A path B cannot read is skipped; the notice is still handled.
     let notice = museum_agent::cluster::IngestNotice {
         files: vec![museum_agent::cluster::IngestedFile {
@@ -580,5 +583,8 @@ async fn an_ingest_on_one_node_reloads_the_collection_of_the_others() {
         .await
         .expect("B never handled the third notice")
         .unwrap();
-    assert_eq!(exhibit(&n.b, &n.key, id).await.1["title"], "Renamed on node A");
+    assert_eq!(
+        exhibit(&n.b, &n.key, id).await.1["title"],
+        "Renamed on node A"
+    );
 }
