@@ -1169,11 +1169,7 @@ impl Retriever for EmbeddedRetriever {
         self.semantic.clone()
     }
 
-    fn reload_file<'a>(
-        &'a self,
-        path: &'a Path,
-    ) -> Option<std::pin::Pin<Box<dyn Future<Output = Result<IngestReport, String>> + Send + 'a>>>
-    {
+    fn reload_file<'a>(&'a self, path: &'a Path) -> Option<super::ReloadFuture<'a>> {
         Some(Box::pin(self.ingest_file(path)))
     }
 

@@ -107,6 +107,10 @@ pub enum RetrievalError {
 pub type RetrievalFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, RetrievalError>> + Send + 'a>>;
 
+/// A file loaded into a running retriever ([`Retriever::reload_file`]).
+pub type ReloadFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<embedded::IngestReport, String>> + Send + 'a>>;
+
 pub trait Retriever: Send + Sync {
     /// Name for logs and metrics (`embedded`, `remote`).
     fn name(&self) -> &'static str;
@@ -122,11 +126,7 @@ pub trait Retriever: Send + Sync {
     /// Loads a collection file into this retriever's own collection while the server runs (a
     /// file ingested on another node of the cluster), refreshing what it derives from the
     /// records. None: this retriever has no collection of its own.
-    fn reload_file<'a>(
-        &'a self,
-        _path: &'a std::path::Path,
-    ) -> Option<Pin<Box<dyn Future<Output = Result<embedded::IngestReport, String>> + Send + 'a>>>
-    {
+    fn reload_file<'a>(&'a self, _path: &'a std::path::Path) -> Option<ReloadFuture<'a>> {
         None
     }
 }

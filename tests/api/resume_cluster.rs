@@ -519,6 +519,33 @@ async fn exhibit(app: &TestApp, key: &str, id: &str) -> (u16, Value) {
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
+/// Runs `museum-agent ingest FILE` on `db` with the cluster at `nats_url`; stdout and stderr.
+async fn ingest_cli(db: &Path, nats_url: &str, file: &Path) -> String {
+    let (db, url, file) = (db.to_path_buf(), nats_url.to_string(), file.to_path_buf());
+    let run = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_museum-agent"))
+            .env("MUSEUM_AGENT__DATABASE__PATH", &db)
+            .env("MUSEUM_AGENT__CLUSTER__NATS_URL", &url)
+            .env("RUST_LOG", "warn")
+            .current_dir(db.parent().unwrap())
+            .arg("ingest")
+            .arg(&file)
+            .output()
+            .unwrap()
+    });
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("ingest hung")
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    text
+}
+
 #[tokio::test]
 async fn an_ingest_on_one_node_reloads_the_collection_of_the_others() {
     let Some(nats) = nats().await else { return };
@@ -532,18 +559,11 @@ async fn an_ingest_on_one_node_reloads_the_collection_of_the_others() {
     let id = "xnode-new-1";
     assert_eq!(exhibit(&n.b, &n.key, id).await.0, 404);
     let mut reloads = n.b.app.cluster.as_ref().unwrap().reloads();
-    // What `museum-agent ingest` does: A's own collection, then the notice to the cluster.
-    let cfg = &n.a.app.config;
-    let r = museum_agent::retrieval::embedded_from_config(cfg, n.a.app.store())
-        .await
-        .unwrap();
-    let rep = r.ingest_file(&file).await.unwrap();
-    assert_eq!(rep.inserted, 1);
-    assert!(
-        museum_agent::cluster::announce_ingest(&cfg.cluster, std::slice::from_ref(&file))
-            .await
-            .unwrap()
-    );
+    // `museum-agent ingest` against A's database, with A's cluster.
+    let a_db = n._dir.path().join("a.db");
+    let out = ingest_cli(&a_db, &nats.url(), &file).await;
+    assert!(out.contains("inserted 1"), "{out}");
+    assert!(out.contains("told the cluster"), "{out}");
     tokio::time::timeout(RECV_TIMEOUT, reloads.wait_for(|n| *n >= 1))
         .await
         .expect("B never handled the ingest notice")
@@ -554,10 +574,8 @@ async fn an_ingest_on_one_node_reloads_the_collection_of_the_others() {
     // The file changes and is ingested again: B follows.
     rec["title"] = json!("Renamed on node A");
     std::fs::write(&file, format!("{rec}\n")).unwrap();
-    assert_eq!(r.ingest_file(&file).await.unwrap().updated, 1);
-    museum_agent::cluster::announce_ingest(&cfg.cluster, std::slice::from_ref(&file))
-        .await
-        .unwrap();
+    let out = ingest_cli(&a_db, &nats.url(), &file).await;
+    assert!(out.contains("updated 1"), "{out}");
     tokio::time::timeout(RECV_TIMEOUT, reloads.wait_for(|n| *n >= 2))
         .await
         .expect("B never handled the second notice")
@@ -574,7 +592,7 @@ async fn an_ingest_on_one_node_reloads_the_collection_of_the_others() {
         }],
     };
     let nc = async_nats::connect(nats.url()).await.unwrap();
-    let subject = format!("{}.ingest", cfg.cluster.nats_prefix);
+    let subject = format!("{}.ingest", n.b.app.config.cluster.nats_prefix);
     nc.publish(subject, serde_json::to_vec(&notice).unwrap().into())
         .await
         .unwrap();
