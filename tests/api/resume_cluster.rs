@@ -65,6 +65,8 @@ async fn node(nats: &NatsServer, id: &str, db: PathBuf) -> TestApp {
         c.cluster.node_id = id;
         // Only the cluster may carry a revocation from one node to the other quickly.
         c.auth.revocation_check_seconds = 3600.0;
+        // Only an INTERRUPT may stop a stalled upstream stream within a test's waits.
+        c.llm.idle_timeout_seconds = 60.0;
     })
     .await
 }
@@ -414,8 +416,10 @@ async fn resuming_on_b_closes_the_socket_still_open_on_a_and_takes_its_live_repl
 async fn an_interrupt_on_b_of_a_reply_still_streaming_on_a_is_acked_and_stops_it_on_a() {
     let Some(nats) = nats().await else { return };
     let n = nodes(&nats).await;
-    let (script, _) = words("word", 400, Duration::from_millis(15));
-    n.a.llm.push(script);
+    // A reply whose upstream stream never ends by itself: only a cancel on A drops it (the
+    // fake counts that as a disconnect).
+    let chunks: Vec<Value> = (0..20).map(|i| text_chunk(&format!("word{i} "))).collect();
+    n.a.llm.push(Script::StallAfter(chunks));
     let (mut c, token) = registered(&n.a, &n.key).await;
     let sid = c.session_id.clone();
     c.text_request("r1", "tell me everything").await;
@@ -423,7 +427,7 @@ async fn an_interrupt_on_b_of_a_reply_still_streaming_on_a_is_acked_and_stops_it
     read_until(&mut c, "r1", &mut seen, 4).await;
     drop(c);
     let mut c = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
-    // A few forwarded frames arrive on B: the reply is still streaming on A.
+    // More frames arrive on B, forwarded by A: the reply is still open there.
     let before = seen.seqs.len();
     read_until(&mut c, "r1", &mut seen, before + 3).await;
     assert!(!seen.ended);
