@@ -354,12 +354,13 @@ async fn forward(
 ) {
     let app = session.conn.app.clone();
     let token = app.hard_stop.child_token();
+    let hearing = token.child_token();
     if let Some(sub) = interrupts {
         tokio::spawn(serve_interrupts(
             sub,
             session.inflight.clone(),
             cluster.clone(),
-            token.clone(),
+            hearing.clone(),
         ));
     }
     let slow = crate::config::secs(app.config.limits.slow_client_timeout_seconds);
@@ -441,7 +442,7 @@ async fn forward(
         history: added(&before, &after).iter().map(Message::from).collect(),
     };
     // Stops hearing interrupts: nothing runs here any more.
-    token.cancel();
+    hearing.cancel();
     sock.close(close_code::RESUMED_ELSEWHERE, "forwarded").await;
     if let Ok(Some(seq)) = writer.await
         && stopped.is_none()
@@ -460,9 +461,9 @@ async fn forward(
 /// so nothing is queued here. Ends with `stop` (the forwarding ended).
 async fn serve_interrupts(
     mut sub: async_nats::Subscriber,
-    inflight: crate::request::inflight::InFlight,
+    inflight: InFlight,
     cluster: Arc<Cluster>,
-    stop: tokio_util::sync::CancellationToken,
+    stop: CancellationToken,
 ) {
     loop {
         let m = tokio::select! {
