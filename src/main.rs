@@ -359,6 +359,18 @@ async fn ingest(config: Config, paths: Vec<PathBuf>, json: bool) -> anyhow::Resu
         }
     }
     anyhow::ensure!(failed.is_empty(), "could not ingest: {}", failed.join(", "));
+    // Every serve node of the cluster loads the same files into its own collection.
+    match museum_agent::cluster::announce_ingest(&config.cluster, &paths).await {
+        Ok(true) => eprintln!(
+            "told the cluster's nodes ({}) to reload {} file(s)",
+            config.cluster.nats_prefix,
+            paths.len()
+        ),
+        Ok(false) => {}
+        Err(e) => eprintln!(
+            "warning: the other nodes of the cluster were not told to reload ({e}); run `ingest` on each of them"
+        ),
+    }
     // Good rows are stored; the exit status still tells a script that some were not.
     anyhow::ensure!(
         rejected == 0,

@@ -46,6 +46,7 @@ use async_nats::{Client, ConnectOptions, HeaderMap};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -58,6 +59,9 @@ use snapshot::{Message, Snapshot};
 /// How long a node waits for the owner to release a session; silence past it means the owner
 /// is gone.
 pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(4);
+/// How long the node a session moved to waits for the owner to confirm a forwarded INTERRUPT
+/// (the client has its INTERRUPT_ACK already; this bounds only the message to the owner).
+pub const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(2);
 /// JetStream API calls (KV reads and writes).
 const JS_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -112,6 +116,64 @@ pub struct Done {
     pub history: Vec<Message>,
 }
 
+/// A client's INTERRUPT of a reply the old owner still streams, sent to that owner by the node
+/// its session moved to (on `<p>.interrupt.<owner>.<session>`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemoteInterrupt {
+    pub request_id: String,
+}
+
+/// The owner's answer: whether the request was still running there (and is cancelled now).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InterruptAnswer {
+    pub cancelled: bool,
+}
+
+/// Files `museum-agent ingest` loaded on one node: every serve node of the cluster loads them
+/// into its own collection (on `<p>.ingest`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct IngestNotice {
+    pub files: Vec<IngestedFile>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IngestedFile {
+    /// Absolute path.
+    pub path: String,
+    /// SHA-256 of the content ingested, hex.
+    pub sha256: String,
+}
+
+/// Tells the serve nodes of the cluster `cfg` names to reload `paths` (called by the `ingest`
+/// command after a successful ingest). Connects once, bounded by [`JS_TIMEOUT`]; Ok(false)
+/// without `[cluster] nats_url`.
+pub async fn announce_ingest(
+    cfg: &ClusterConfig,
+    paths: &[std::path::PathBuf],
+) -> anyhow::Result<bool> {
+    if cfg.nats_url.trim().is_empty() {
+        return Ok(false);
+    }
+    let mut files = Vec::new();
+    for p in paths {
+        let abs = std::path::absolute(p)?;
+        let bytes = tokio::fs::read(&abs).await?;
+        files.push(IngestedFile {
+            path: abs.display().to_string(),
+            sha256: hex::encode(sha2::Sha256::digest(&bytes)),
+        });
+    }
+    let body = serde_json::to_vec(&IngestNotice { files })?;
+    let client = within(connect_once(cfg)).await?;
+    within(client.publish(ingest_subject(&cfg.nats_prefix), body.into())).await?;
+    within(client.flush()).await?;
+    Ok(true)
+}
+
+fn ingest_subject(prefix: &str) -> String {
+    format!("{prefix}.ingest")
+}
+
 /// Revoked credentials, by the shared store's ids.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Revoked {
@@ -140,6 +202,10 @@ pub struct Cluster {
     next_forward: AtomicU64,
     /// Cancelled by [`Cluster::halt`]: this node stops answering the cluster.
     halted: CancellationToken,
+    /// Per file path, the SHA-256 of the content this node last reloaded on a notice.
+    reloaded: Mutex<HashMap<String, String>>,
+    /// How many ingest notices this node has handled (tests and logs wait on it).
+    reloads: tokio::sync::watch::Sender<u64>,
 }
 
 impl Cluster {
@@ -168,6 +234,8 @@ impl Cluster {
             published: Mutex::default(),
             next_forward: AtomicU64::new(1),
             halted: CancellationToken::new(),
+            reloaded: Mutex::default(),
+            reloads: tokio::sync::watch::Sender::new(0),
         }))
     }
 
@@ -184,6 +252,51 @@ impl Cluster {
             self.cfg.nats_prefix,
             crate::hub::nats::token(node)
         )
+    }
+
+    fn interrupt_subject(&self, node: &str, session: &str) -> String {
+        format!(
+            "{}.interrupt.{}.{}",
+            self.cfg.nats_prefix,
+            crate::hub::nats::token(node),
+            crate::hub::nats::token(session)
+        )
+    }
+
+    /// Where this node, forwarding `session`'s replies to another node, hears the INTERRUPTs
+    /// its client sends there (subscribed before the release is answered, so none is missed).
+    pub async fn interrupts(&self, session: &str) -> anyhow::Result<async_nats::Subscriber> {
+        let client = self.client()?;
+        within(client.subscribe(self.interrupt_subject(&self.node, session))).await
+    }
+
+    /// Forwards an INTERRUPT of `request_id` to `owner`, which still streams it: Some(whether
+    /// the owner cancelled it), None when the owner did not answer within
+    /// [`INTERRUPT_TIMEOUT`].
+    pub async fn interrupt(&self, owner: &str, session: &str, request_id: &str) -> Option<bool> {
+        let client = self.client().ok()?;
+        let body = serde_json::to_vec(&RemoteInterrupt {
+            request_id: request_id.to_string(),
+        })
+        .ok()?;
+        let ask = client.request(self.interrupt_subject(owner, session), body.into());
+        match tokio::time::timeout(INTERRUPT_TIMEOUT, ask).await {
+            Ok(Ok(m)) => serde_json::from_slice::<InterruptAnswer>(&m.payload)
+                .ok()
+                .map(|a| a.cancelled),
+            _ => None,
+        }
+    }
+
+    /// Answers a forwarded INTERRUPT (on the owner).
+    pub async fn answer(&self, reply: async_nats::Subject, cancelled: bool) {
+        let (Ok(client), Ok(body)) = (
+            self.client(),
+            serde_json::to_vec(&InterruptAnswer { cancelled }),
+        ) else {
+            return;
+        };
+        let _ = within(client.publish(reply, body.into())).await;
     }
 
     fn revoked_subject(&self) -> String {
@@ -207,6 +320,13 @@ impl Cluster {
             tracing::info!(node = %me.node, url = %me.cfg.nats_url, "cluster: node started");
             tokio::spawn(me.clone().serve_releases(client.clone(), app.clone()));
             tokio::spawn(me.clone().serve_revocations(client.clone(), app.clone()));
+            // Subscribed before the bucket is set up, so a node that says "ok" hears notices.
+            match client.subscribe(ingest_subject(&me.cfg.nats_prefix)).await {
+                Ok(sub) => {
+                    tokio::spawn(me.clone().serve_ingests(sub, app.clone()));
+                }
+                Err(e) => tracing::error!(error = %e, "cluster: cannot hear ingest notices"),
+            }
             tokio::spawn(me.clone().write_loop(stop.clone()));
             // The bucket, retried until NATS has JetStream for us.
             loop {
@@ -549,6 +669,78 @@ impl Cluster {
         });
     }
 
+    /// How many ingest notices this node has handled so far (each one fully: files reloaded
+    /// or skipped, caches refreshed).
+    pub fn reloads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.reloads.subscribe()
+    }
+
+    async fn serve_ingests(self: Arc<Self>, mut sub: async_nats::Subscriber, app: Arc<AppState>) {
+        loop {
+            let m = tokio::select! {
+                _ = app.hard_stop.cancelled() => return,
+                _ = self.halted.cancelled() => return,
+                m = sub.next() => match m { Some(m) => m, None => return },
+            };
+            match serde_json::from_slice::<IngestNotice>(&m.payload) {
+                Ok(n) => self.reload(&app, n).await,
+                Err(e) => tracing::warn!(error = %e, "cluster: unreadable ingest notice"),
+            }
+            self.reloads.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Loads the files of a notice into this node's own collection: a file this node cannot
+    /// read is skipped (warned), one whose content it reloaded already is left alone (and the
+    /// ingest itself leaves unchanged records as they are).
+    async fn reload(&self, app: &Arc<AppState>, notice: IngestNotice) {
+        let Some(retriever) = app.deps.retriever.clone() else {
+            tracing::info!("cluster: ingest notice ignored: this node has no collection");
+            return;
+        };
+        for f in notice.files {
+            let sha = match tokio::fs::read(&f.path).await {
+                Ok(b) => hex::encode(sha2::Sha256::digest(&b)),
+                Err(e) => {
+                    tracing::warn!(path = %f.path, error = %e, "cluster: ingest notice names a file this node cannot read; skipped");
+                    continue;
+                }
+            };
+            if sha != f.sha256 {
+                tracing::warn!(path = %f.path, "cluster: this node's copy of the file differs from the one ingested on the other node; loading this node's copy");
+            }
+            let done = self
+                .reloaded
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&f.path)
+                .is_some_and(|s| *s == sha);
+            if done {
+                tracing::info!(path = %f.path, "cluster: ingest notice: this content was loaded here already; nothing to do");
+                continue;
+            }
+            // The running retriever itself: its name dictionary follows the new records and
+            // its semantic worker is kicked for their vectors; records are read from the store
+            // per request (`/api/exhibits` keeps no card cache; ETags follow the content).
+            let Some(load) = retriever.reload_file(std::path::Path::new(&f.path)) else {
+                tracing::info!("cluster: ingest notice ignored: this node's collection is remote");
+                return;
+            };
+            match load.await {
+                Ok(r) => {
+                    tracing::info!(path = %f.path, rows = r.rows, inserted = r.inserted, updated = r.updated, unchanged = r.unchanged, rejected = r.rejected.len(), seconds = r.seconds, "cluster: reloaded a file ingested on another node");
+                    self.reloaded
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(f.path, sha);
+                }
+                Err(e) => {
+                    tracing::warn!(path = %f.path, error = %e, "cluster: reloading a file ingested on another node failed")
+                }
+            }
+        }
+    }
+
     async fn serve_revocations(self: Arc<Self>, client: Client, app: Arc<AppState>) {
         let mut sub = match client.subscribe(self.revoked_subject()).await {
             Ok(s) => s,
@@ -588,6 +780,26 @@ fn fingerprint(b: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     b.hash(&mut h);
     h.finish()
+}
+
+/// Connects once (the `ingest` command: NATS down is an error to report, not to wait out).
+async fn connect_once(cfg: &ClusterConfig) -> anyhow::Result<Client> {
+    let mut opts = if cfg.nats_credentials.as_os_str().is_empty() {
+        ConnectOptions::new()
+    } else {
+        ConnectOptions::with_credentials_file(&cfg.nats_credentials).await?
+    };
+    if !cfg.nats_token_env.is_empty() {
+        let token = crate::config::env_secret(&cfg.nats_token_env).ok_or_else(|| {
+            anyhow::anyhow!("cluster.nats_token_env: {} is not set", cfg.nats_token_env)
+        })?;
+        opts = opts.token(token);
+    }
+    Ok(opts
+        .name("museum-agent ingest")
+        .connection_timeout(JS_TIMEOUT)
+        .connect(&cfg.nats_url)
+        .await?)
 }
 
 /// Connects (retrying in the background while NATS is down).

@@ -1169,6 +1169,10 @@ impl Retriever for EmbeddedRetriever {
         self.semantic.clone()
     }
 
+    fn reload_file<'a>(&'a self, path: &'a Path) -> Option<super::ReloadFuture<'a>> {
+        Some(Box::pin(self.ingest_file(path)))
+    }
+
     fn get<'a>(&'a self, id: &'a str) -> RetrievalFuture<'a, Option<Exhibit>> {
         Box::pin(async move {
             let id = id.to_string();

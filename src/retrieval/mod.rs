@@ -107,6 +107,10 @@ pub enum RetrievalError {
 pub type RetrievalFuture<'a, T> =
     Pin<Box<dyn Future<Output = Result<T, RetrievalError>> + Send + 'a>>;
 
+/// A file loaded into a running retriever ([`Retriever::reload_file`]).
+pub type ReloadFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<embedded::IngestReport, String>> + Send + 'a>>;
+
 pub trait Retriever: Send + Sync {
     /// Name for logs and metrics (`embedded`, `remote`).
     fn name(&self) -> &'static str;
@@ -117,6 +121,12 @@ pub trait Retriever: Send + Sync {
     /// The semantic path (embeddings), when this retriever has one: for `/readyz`, the start-up
     /// log and the `search` command.
     fn semantic(&self) -> Option<Arc<semantic::Semantic>> {
+        None
+    }
+    /// Loads a collection file into this retriever's own collection while the server runs (a
+    /// file ingested on another node of the cluster), refreshing what it derives from the
+    /// records. None: this retriever has no collection of its own.
+    fn reload_file<'a>(&'a self, _path: &'a std::path::Path) -> Option<ReloadFuture<'a>> {
         None
     }
 }

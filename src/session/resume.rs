@@ -18,7 +18,7 @@
 //! forwarded frames to its client (`find_remote`, `take_remote`, `attach_remote`). The same-node
 //! path is untouched: a node asks the cluster only for a session it does not hold.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,7 +38,9 @@ use crate::cluster::snapshot::{Credential, Message, Snapshot, added};
 use crate::cluster::{Cluster, Done, Release, ReleaseAnswer, ReleaseRequest};
 use crate::protocol::{ErrorCode, ErrorPayload, RegisterAck, SeenUpTo, ServerMessage};
 use crate::providers::llm::ChatMessage;
+use crate::request::inflight::{InFlight, RequestCtx};
 use crate::request::outbox::{OutKind, Outbox};
+use tokio_util::sync::CancellationToken;
 
 /// Close code and reason for a socket whose session was resumed from another socket.
 pub mod close_code {
@@ -295,6 +297,15 @@ pub async fn release(
         return ReleaseAnswer::Gone;
     };
     snap.owner = cluster.node.clone();
+    // The client's INTERRUPTs of the replies forwarded from here reach this node through the
+    // other one; heard from before the other node knows it holds the session.
+    let interrupts = match cluster.interrupts(&session.id).await {
+        Ok(sub) => Some(sub),
+        Err(e) => {
+            tracing::warn!(session = %session.id, error = %e, "cluster: cannot hear forwarded interrupts; the replies run to their end");
+            None
+        }
+    };
     // The session is the other node's from now on: not resumable here, and its end here does
     // not delete the snapshot.
     cluster.released(&session.id);
@@ -314,6 +325,7 @@ pub async fn release(
         req.forward_to,
         cluster.clone(),
         before,
+        interrupts,
     ));
     ReleaseAnswer::Released {
         snapshot: Box::new(snap),
@@ -338,9 +350,19 @@ async fn forward(
     to: String,
     cluster: Arc<Cluster>,
     before: Vec<ChatMessage>,
+    interrupts: Option<async_nats::Subscriber>,
 ) {
     let app = session.conn.app.clone();
     let token = app.hard_stop.child_token();
+    let hearing = token.child_token();
+    if let Some(sub) = interrupts {
+        tokio::spawn(serve_interrupts(
+            sub,
+            session.inflight.clone(),
+            cluster.clone(),
+            hearing.clone(),
+        ));
+    }
     let slow = crate::config::secs(app.config.limits.slow_client_timeout_seconds);
     let (sock, mut rx) = Outbox::new(app.config.limits.outbound_queue_frames, token.clone(), slow);
     session.conn.outbox.attach(&sock);
@@ -419,6 +441,8 @@ async fn forward(
     let done = Done {
         history: added(&before, &after).iter().map(Message::from).collect(),
     };
+    // Stops hearing interrupts: nothing runs here any more.
+    hearing.cancel();
     sock.close(close_code::RESUMED_ELSEWHERE, "forwarded").await;
     if let Ok(Some(seq)) = writer.await
         && stopped.is_none()
@@ -428,6 +452,34 @@ async fn forward(
         cluster.flush().await;
     }
     tracing::info!(session = %session.id, "cluster: forwarded replies ended; session dropped here");
+}
+
+/// The owner's side of an INTERRUPT its former client sent to the node the session moved to:
+/// the request is cancelled as a local INTERRUPT cancels it (removed from the in-flight table,
+/// its token cancelled: the upstream stream is dropped and its queued frames are never
+/// forwarded). The INTERRUPT_ACK and the interrupted RESPONSE are the other node's to send,
+/// so nothing is queued here. Ends with `stop` (the forwarding ended).
+async fn serve_interrupts(
+    mut sub: async_nats::Subscriber,
+    inflight: InFlight,
+    cluster: Arc<Cluster>,
+    stop: CancellationToken,
+) {
+    loop {
+        let m = tokio::select! {
+            _ = stop.cancelled() => break,
+            m = sub.next() => match m { Some(m) => m, None => return },
+        };
+        let Ok(req) = serde_json::from_slice::<crate::cluster::RemoteInterrupt>(&m.payload) else {
+            continue;
+        };
+        let cancelled = inflight.cancel(&req.request_id).is_some();
+        tracing::info!(request = %req.request_id, cancelled, "cluster: interrupt forwarded by the session's new node");
+        if let Some(reply) = m.reply {
+            cluster.answer(reply, cancelled).await;
+        }
+    }
+    let _ = sub.unsubscribe().await;
 }
 
 /// Tells the client what it must know about the requests it listed (same as a local resume).
@@ -574,14 +626,31 @@ pub(super) async fn attach_remote(session: Box<Session>, h: Handoff) -> Box<Sess
             )
             .await;
     }
-    if let Some(sub) = h.forward {
-        let listed: HashSet<String> = h.listed.into_iter().collect();
+    if let (Some(sub), Some(cluster)) = (h.forward, app.cluster.clone()) {
+        let link = Forwarded {
+            outbox: session.conn.outbox.clone(),
+            inflight: session.inflight.clone(),
+            token: session.token.clone(),
+            cluster,
+            owner: h.snapshot.owner.clone(),
+            session: session.id.clone(),
+            ended: session.token.child_token(),
+        };
+        // The listed replies are in flight here from now on: an INTERRUPT of one (before any
+        // of its frames came) is the session's own INTERRUPT, forwarded to the owner.
+        let open: HashMap<String, Option<Arc<RequestCtx>>> = h
+            .listed
+            .into_iter()
+            .map(|id| {
+                let ctx = link.track(&id);
+                (id, ctx)
+            })
+            .collect();
         app.tracker.spawn(relay(
             sub,
-            session.conn.outbox.clone(),
+            link,
             session.history.clone(),
-            session.token.clone(),
-            listed,
+            open,
             crate::config::secs(app.config.llm.idle_timeout_seconds).max(RELAY_IDLE),
         ));
     }
@@ -596,21 +665,72 @@ const FORWARD_LOST: &str =
 /// The longest silence of a forwarding owner before its replies count as interrupted.
 const RELAY_IDLE: Duration = Duration::from_secs(60);
 
+/// The new node's hold on the replies its session's old owner still streams.
+struct Forwarded {
+    outbox: Outbox,
+    /// The session's requests: a forwarded reply sits there as if it ran here, so the
+    /// session's INTERRUPT handling (`control::on_interrupt`) acknowledges and ends it as a
+    /// local one, and its frames still coming from the owner are dropped from then on.
+    inflight: InFlight,
+    /// The session's token.
+    token: CancellationToken,
+    cluster: Arc<Cluster>,
+    owner: String,
+    session: String,
+    /// Cancelled when the relay ends (its watchers stop).
+    ended: CancellationToken,
+}
+
+impl Forwarded {
+    /// Enters a forwarded reply in the session's in-flight table and watches it: cancelled
+    /// there (an INTERRUPT), the owner is told to cancel it too. None when the id is in flight
+    /// here already (the client reused it for a request of its own).
+    fn track(&self, id: &str) -> Option<Arc<RequestCtx>> {
+        let ctx = self.inflight.insert(id, &self.token, usize::MAX).ok()?;
+        let (watched, cluster, token, ended) = (
+            ctx.clone(),
+            self.cluster.clone(),
+            self.token.clone(),
+            self.ended.clone(),
+        );
+        let (owner, session) = (self.owner.clone(), self.session.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                biased;
+                _ = watched.token.cancelled() => {}
+                _ = ended.cancelled() => return,
+            }
+            if token.is_cancelled() {
+                return; // the session ended, not an INTERRUPT
+            }
+            let id = &watched.request_id;
+            tokio::select! {
+                _ = token.cancelled() => {}
+                answer = cluster.interrupt(&owner, &session, id) => match answer {
+                    Some(cancelled) => tracing::info!(session = %session, request = %id, %owner, cancelled, "cluster: interrupt forwarded to the owner"),
+                    None => tracing::warn!(session = %session, request = %id, %owner, "cluster: the owner did not confirm a forwarded interrupt; its frames are dropped here"),
+                },
+            }
+        });
+        Some(ctx)
+    }
+}
+
 /// Writes the owner's forwarded frames to this node's client, in their numbered order, until
 /// `done` (its turns join the history); a gap, a silence or the end of the subscription ends
 /// the replies still open with an ERROR.
 async fn relay(
     mut sub: async_nats::Subscriber,
-    outbox: Outbox,
+    link: Forwarded,
     history: Arc<std::sync::Mutex<crate::pipeline::history::History>>,
-    token: tokio_util::sync::CancellationToken,
-    mut open: HashSet<String>,
+    mut open: HashMap<String, Option<Arc<RequestCtx>>>,
     idle: Duration,
 ) {
     let mut next = 1u64;
+    let outbox = &link.outbox;
     let lost = loop {
         let m = tokio::select! {
-            _ = token.cancelled() => return,
+            _ = link.token.cancelled() => return,
             m = tokio::time::timeout(idle, sub.next()) => m,
         };
         let Ok(Some(m)) = m else {
@@ -646,36 +766,64 @@ async fn relay(
         let Ok(frame) = crate::protocol::decode_server(text) else {
             continue;
         };
-        match &frame.message {
-            ServerMessage::Response(r) => {
-                let end = r.text_stream_seq == Some(-1)
+        let (id, end) = match &frame.message {
+            ServerMessage::Response(r) => (
+                Some(r.request_id.clone()),
+                r.text_stream_seq == Some(-1)
                     || r.voice_stream_seq == Some(-1)
-                    || r.interrupted == Some(true);
-                if end {
-                    open.remove(&r.request_id);
-                } else {
-                    open.insert(r.request_id.clone());
-                }
+                    || r.interrupted == Some(true),
+            ),
+            ServerMessage::Error(e) => (e.request_id.clone(), true),
+            _ => (None, false),
+        };
+        let Some(id) = id else {
+            outbox.send(&frame.message).await;
+            continue;
+        };
+        if end {
+            // Whoever takes the request out of the in-flight table owns its final frame: an
+            // INTERRUPT here did already (and sent the interrupted RESPONSE).
+            let ctx = open.remove(&id).flatten();
+            if ctx.is_none_or(|c| link.inflight.finish(&c)) {
+                outbox.send(&frame.message).await;
             }
-            ServerMessage::Error(e) => {
-                if let Some(id) = &e.request_id {
-                    open.remove(id);
-                }
-            }
-            _ => {}
+            continue;
         }
-        outbox.send(&frame.message).await;
+        let ctx = open
+            .entry(id.clone())
+            .or_insert_with(|| link.track(&id))
+            .clone();
+        match ctx {
+            // Dropped once the request is interrupted here (also when queued already).
+            Some(ctx) => {
+                let bytes = match &frame.message {
+                    ServerMessage::Response(r) => r
+                        .content
+                        .as_ref()
+                        .map_or(0, |c| c.text.as_deref().map_or(0, str::len)),
+                    _ => 0,
+                };
+                outbox.send_for(&ctx, &frame.message, bytes).await;
+            }
+            None => {
+                outbox.send(&frame.message).await;
+            }
+        }
     };
+    link.ended.cancel();
     let _ = sub.unsubscribe().await;
     if lost {
-        let mut ids: Vec<String> = open.into_iter().collect();
-        ids.sort();
-        for id in ids {
-            outbox
-                .send(&ServerMessage::Error(
-                    ErrorPayload::new(ErrorCode::ServerBusy, FORWARD_LOST).with_request(Some(id)),
-                ))
-                .await;
+        let mut ends: Vec<(String, Option<Arc<RequestCtx>>)> = open.into_iter().collect();
+        ends.sort_by(|a, b| a.0.cmp(&b.0));
+        for (id, ctx) in ends {
+            if ctx.is_none_or(|c| link.inflight.finish(&c)) {
+                outbox
+                    .send(&ServerMessage::Error(
+                        ErrorPayload::new(ErrorCode::ServerBusy, FORWARD_LOST)
+                            .with_request(Some(id)),
+                    ))
+                    .await;
+            }
         }
     }
 }

@@ -65,6 +65,8 @@ async fn node(nats: &NatsServer, id: &str, db: PathBuf) -> TestApp {
         c.cluster.node_id = id;
         // Only the cluster may carry a revocation from one node to the other quickly.
         c.auth.revocation_check_seconds = 3600.0;
+        // Only an INTERRUPT may stop a stalled upstream stream within a test's waits.
+        c.llm.idle_timeout_seconds = 60.0;
     })
     .await
 }
@@ -408,4 +410,203 @@ async fn resuming_on_b_closes_the_socket_still_open_on_a_and_takes_its_live_repl
         "text lost, repeated or reordered across nodes"
     );
     assert!(seen.error.is_none());
+}
+
+#[tokio::test]
+async fn an_interrupt_on_b_of_a_reply_still_streaming_on_a_is_acked_and_stops_it_on_a() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    // A reply whose upstream stream never ends by itself: only a cancel on A drops it (the
+    // fake counts that as a disconnect).
+    let chunks: Vec<Value> = (0..20).map(|i| text_chunk(&format!("word{i} "))).collect();
+    n.a.llm.push(Script::StallAfter(chunks));
+    let (mut c, token) = registered(&n.a, &n.key).await;
+    let sid = c.session_id.clone();
+    c.text_request("r1", "tell me everything").await;
+    let mut seen = Seen::default();
+    read_until(&mut c, "r1", &mut seen, 4).await;
+    drop(c);
+    let mut c = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
+    // More frames arrive on B, forwarded by A: the reply is still open there.
+    let before = seen.seqs.len();
+    read_until(&mut c, "r1", &mut seen, before + 3).await;
+    assert!(!seen.ended);
+    assert_eq!(n.a.llm.disconnects(), 0, "A's upstream still streams");
+    c.send(
+        "INTERRUPT",
+        json!({"interrupt_request_id": "r1", "reason": "USER_STOP"}),
+    )
+    .await;
+    // Frames of r1 queued before the INTERRUPT may still arrive; then the ack.
+    let ack = loop {
+        let v = c.recv().await;
+        if v["msg_type"] == "INTERRUPT_ACK" {
+            break v;
+        }
+        seen.absorb(&v);
+    };
+    assert_eq!(ack["payload"]["status"], "SUCCESS", "{ack}");
+    assert_eq!(ack["payload"]["interrupted_request_ids"], json!(["r1"]));
+    let end = c.recv().await;
+    assert_eq!(end["msg_type"], "RESPONSE", "{end}");
+    assert_eq!(end["payload"]["request_id"], "r1");
+    assert_eq!(end["payload"]["interrupted"], true, "{end}");
+    assert_eq!(end["payload"]["interrupt_reason"], "USER_STOP", "{end}");
+    // A stopped its upstream stream (the fake saw the client go before the reply ended).
+    n.a.llm.wait_disconnects(1).await;
+    // A lets the session go, and nothing more of r1 reaches the client.
+    until("A still holds the session", || {
+        n.a.app
+            .stats
+            .sessions
+            .load(std::sync::atomic::Ordering::Relaxed)
+            == 0
+    })
+    .await;
+    let rest = c.sync().await;
+    assert!(
+        rest.iter().all(|v| v["payload"]["request_id"] != "r1"),
+        "frames of r1 after its INTERRUPT_ACK: {rest:?}"
+    );
+    // The session goes on on B.
+    let (script, _) = words("next", 2, Duration::ZERO);
+    n.b.llm.push(script);
+    c.text_request("r2", "and then?").await;
+    assert!(c.reply("r2").await.error.is_none());
+}
+
+#[tokio::test]
+async fn an_interrupt_on_b_when_a_is_unreachable_is_still_acked_and_nothing_follows_it() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    let (script, _) = words("word", 300, Duration::from_millis(10));
+    n.a.llm.push(script);
+    let (mut c, token) = registered(&n.a, &n.key).await;
+    let sid = c.session_id.clone();
+    c.text_request("r1", "tell me everything").await;
+    let mut seen = Seen::default();
+    read_until(&mut c, "r1", &mut seen, 4).await;
+    drop(c);
+    let mut c = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
+    let before = seen.seqs.len();
+    read_until(&mut c, "r1", &mut seen, before + 2).await;
+    // A stops answering the cluster (its interrupt subscription is gone) but keeps forwarding.
+    n.a.app.cluster.as_ref().unwrap().halt();
+    c.send("INTERRUPT", json!({"reason": "USER_STOP"})).await;
+    let ack = loop {
+        let v = c.recv().await;
+        if v["msg_type"] == "INTERRUPT_ACK" {
+            break v;
+        }
+        seen.absorb(&v);
+    };
+    assert_eq!(ack["payload"]["interrupted_request_ids"], json!(["r1"]));
+    let end = c.recv().await;
+    assert_eq!(end["payload"]["interrupted"], true, "{end}");
+    let rest = c.sync().await;
+    assert!(
+        rest.iter().all(|v| v["payload"]["request_id"] != "r1"),
+        "frames of r1 after its INTERRUPT_ACK: {rest:?}"
+    );
+}
+
+/// `GET /api/exhibits/{id}` on `app` with `key`: status and body.
+async fn exhibit(app: &TestApp, key: &str, id: &str) -> (u16, Value) {
+    let client = museum_agent::util::http_client_builder().build().unwrap();
+    let r = client
+        .get(format!("http://{}/api/exhibits/{id}", app.addr))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+/// Runs `museum-agent ingest FILE` on `db` with the cluster at `nats_url`; stdout and stderr.
+async fn ingest_cli(db: &Path, nats_url: &str, file: &Path) -> String {
+    let (db, url, file) = (db.to_path_buf(), nats_url.to_string(), file.to_path_buf());
+    let run = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_museum-agent"))
+            .env("MUSEUM_AGENT__DATABASE__PATH", &db)
+            .env("MUSEUM_AGENT__CLUSTER__NATS_URL", &url)
+            .env("RUST_LOG", "warn")
+            .current_dir(db.parent().unwrap())
+            .arg("ingest")
+            .arg(&file)
+            .output()
+            .unwrap()
+    });
+    let out = tokio::time::timeout(Duration::from_secs(60), run)
+        .await
+        .expect("ingest hung")
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    text
+}
+
+#[tokio::test]
+async fn an_ingest_on_one_node_reloads_the_collection_of_the_others() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    let demo = std::fs::read_to_string(&n.a.app.config.srs.demo_path).unwrap();
+    let mut rec: Value = serde_json::from_str(demo.lines().next().unwrap()).unwrap();
+    rec["id"] = json!("xnode-new-1");
+    rec["title"] = json!("A record ingested on node A");
+    let file = n._dir.path().join("new.jsonl");
+    std::fs::write(&file, format!("{rec}\n")).unwrap();
+    let id = "xnode-new-1";
+    assert_eq!(exhibit(&n.b, &n.key, id).await.0, 404);
+    let mut reloads = n.b.app.cluster.as_ref().unwrap().reloads();
+    // `museum-agent ingest` against A's database, with A's cluster.
+    let a_db = n._dir.path().join("a.db");
+    let out = ingest_cli(&a_db, &nats.url(), &file).await;
+    assert!(out.contains("inserted 1"), "{out}");
+    assert!(out.contains("told the cluster"), "{out}");
+    tokio::time::timeout(RECV_TIMEOUT, reloads.wait_for(|n| *n >= 1))
+        .await
+        .expect("B never handled the ingest notice")
+        .unwrap();
+    let (status, body) = exhibit(&n.b, &n.key, id).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["title"], "A record ingested on node A", "{body}");
+    // The file changes and is ingested again: B follows.
+    rec["title"] = json!("Renamed on node A");
+    std::fs::write(&file, format!("{rec}\n")).unwrap();
+    let out = ingest_cli(&a_db, &nats.url(), &file).await;
+    assert!(out.contains("updated 1"), "{out}");
+    tokio::time::timeout(RECV_TIMEOUT, reloads.wait_for(|n| *n >= 2))
+        .await
+        .expect("B never handled the second notice")
+        .unwrap();
+    assert_eq!(
+        exhibit(&n.b, &n.key, id).await.1["title"],
+        "Renamed on node A"
+    );
+    // A path B cannot read is skipped; the notice is still handled.
+    let notice = museum_agent::cluster::IngestNotice {
+        files: vec![museum_agent::cluster::IngestedFile {
+            path: n._dir.path().join("gone.jsonl").display().to_string(),
+            sha256: "00".repeat(32),
+        }],
+    };
+    let nc = async_nats::connect(nats.url()).await.unwrap();
+    let subject = format!("{}.ingest", n.b.app.config.cluster.nats_prefix);
+    nc.publish(subject, serde_json::to_vec(&notice).unwrap().into())
+        .await
+        .unwrap();
+    nc.flush().await.unwrap();
+    tokio::time::timeout(RECV_TIMEOUT, reloads.wait_for(|n| *n >= 3))
+        .await
+        .expect("B never handled the third notice")
+        .unwrap();
+    assert_eq!(
+        exhibit(&n.b, &n.key, id).await.1["title"],
+        "Renamed on node A"
+    );
 }
