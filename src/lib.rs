@@ -31,6 +31,11 @@
 //!                socket), the replay buffer of unacknowledged reply frames (replay.rs, pure),
 //!                attributes.
 //!                Below session and pipeline; imports neither
+//! cluster/       the visitor server as one node of several ([cluster] nats_url): session
+//!                snapshots in a NATS KV bucket, release requests, the running reply forwarded
+//!                in order to the resuming node (and its INTERRUPT back), revocations and ingest
+//!                notices. Knows no session or AppState: the node's own side is `cluster::Local`,
+//!                implemented by session/resume.rs
 //! pipeline/      one request (a Job and its Input, the live STT and transcript time passed in
 //!                them): input → slash command, or prompt (+ retrieval, history) → tool loop
 //!                (server tools, observations) → RESPONSE frames via ReplyStream. Imports
@@ -72,6 +77,8 @@
 //!   connection's own identity.
 //! - `session` never imports axum or rusqlite; it reads any `Stream<Item = Inbound>` and writes
 //!   to an [`request::outbox::Outbox`], so it runs over channels in tests.
+//! - `cluster` names neither `session`, `app` nor `transport` (checked by a test that reads
+//!   the sources); what the node does for the others comes in as `cluster::Local`.
 //! - `request` imports neither `session` nor `pipeline`, and `pipeline` never mentions
 //!   `session` (both checked by tests that read the sources); per-request data travels in the
 //!   job, never through process-wide maps.
@@ -129,7 +136,10 @@ pub async fn run(
         hub.start(app.hard_stop.clone());
     }
     if let Some(cluster) = &app.cluster {
-        cluster.start(app.clone());
+        cluster.start(
+            Arc::new(session::resume::ClusterNode(app.clone())),
+            app.hard_stop.clone(),
+        );
     }
     let stop_accepting = tokio_util::sync::CancellationToken::new();
     let accept = tokio::spawn(transport::server::accept_loop(

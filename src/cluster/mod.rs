@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use async_nats::jetstream::stream::{self, DiscardPolicy, StorageType};
-use async_nats::{Client, ConnectOptions, HeaderMap};
+use async_nats::{Client, HeaderMap};
 use bytes::Bytes;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
@@ -50,10 +50,11 @@ use sha2::Digest;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
 use crate::auth::Principal;
 use crate::config::{ClusterConfig, SessionConfig};
+use crate::hub::nats;
 use crate::protocol::SeenUpTo;
+use crate::retrieval::Retriever;
 use snapshot::{Message, Snapshot};
 
 /// How long a node waits for the owner to release a session; silence past it means the owner
@@ -304,11 +305,11 @@ impl Cluster {
     }
 
     /// Connects (in the background: NATS may be down at start and come later), then serves
-    /// release requests and revocations and writes snapshots, until the server stops.
-    pub fn start(self: &Arc<Self>, app: Arc<AppState>) {
+    /// release requests, revocations and ingest notices through `local` and writes snapshots,
+    /// until `stop`.
+    pub fn start(self: &Arc<Self>, local: Arc<dyn Local>, stop: CancellationToken) {
         let me = self.clone();
         tokio::spawn(async move {
-            let stop = app.hard_stop.clone();
             let client = match connect(&me.cfg, &me.node).await {
                 Ok(c) => c,
                 Err(e) => {
@@ -318,12 +319,13 @@ impl Cluster {
             };
             let _ = me.client.set(client.clone());
             tracing::info!(node = %me.node, url = %me.cfg.nats_url, "cluster: node started");
-            tokio::spawn(me.clone().serve_releases(client.clone(), app.clone()));
-            tokio::spawn(me.clone().serve_revocations(client.clone(), app.clone()));
+            let serve = |local: &Arc<dyn Local>| (local.clone(), stop.clone());
+            tokio::spawn(me.clone().serve_releases(client.clone(), serve(&local)));
+            tokio::spawn(me.clone().serve_revocations(client.clone(), serve(&local)));
             // Subscribed before the bucket is set up, so a node that says "ok" hears notices.
             match client.subscribe(ingest_subject(&me.cfg.nats_prefix)).await {
                 Ok(sub) => {
-                    tokio::spawn(me.clone().serve_ingests(sub, app.clone()));
+                    tokio::spawn(me.clone().serve_ingests(sub, serve(&local)));
                 }
                 Err(e) => tracing::error!(error = %e, "cluster: cannot hear ingest notices"),
             }
@@ -600,7 +602,7 @@ impl Cluster {
         }
     }
 
-    async fn serve_releases(self: Arc<Self>, client: Client, app: Arc<AppState>) {
+    async fn serve_releases(self: Arc<Self>, client: Client, (local, stop): Serving) {
         let subject = self.release_subject(&self.node);
         let mut sub = match client.subscribe(subject.clone()).await {
             Ok(s) => s,
@@ -611,17 +613,17 @@ impl Cluster {
         };
         loop {
             let m = tokio::select! {
-                _ = app.hard_stop.cancelled() => return,
+                _ = stop.cancelled() => return,
                 _ = self.halted.cancelled() => { let _ = sub.unsubscribe().await; return }
                 m = sub.next() => match m { Some(m) => m, None => return },
             };
             let Some(reply) = m.reply.clone() else {
                 continue;
             };
-            let (app, me, client) = (app.clone(), self.clone(), client.clone());
+            let (local, me, client) = (local.clone(), self.clone(), client.clone());
             tokio::spawn(async move {
                 let answer = match serde_json::from_slice::<ReleaseRequest>(&m.payload) {
-                    Ok(req) => crate::session::resume::release(&app, &me, req).await,
+                    Ok(req) => local.release(me, req).await,
                     Err(_) => ReleaseAnswer::Gone,
                 };
                 if let Ok(body) = serde_json::to_vec(&answer) {
@@ -675,15 +677,19 @@ impl Cluster {
         self.reloads.subscribe()
     }
 
-    async fn serve_ingests(self: Arc<Self>, mut sub: async_nats::Subscriber, app: Arc<AppState>) {
+    async fn serve_ingests(
+        self: Arc<Self>,
+        mut sub: async_nats::Subscriber,
+        (local, stop): Serving,
+    ) {
         loop {
             let m = tokio::select! {
-                _ = app.hard_stop.cancelled() => return,
+                _ = stop.cancelled() => return,
                 _ = self.halted.cancelled() => return,
                 m = sub.next() => match m { Some(m) => m, None => return },
             };
             match serde_json::from_slice::<IngestNotice>(&m.payload) {
-                Ok(n) => self.reload(&app, n).await,
+                Ok(n) => self.reload(local.retriever(), n).await,
                 Err(e) => tracing::warn!(error = %e, "cluster: unreadable ingest notice"),
             }
             self.reloads.send_modify(|n| *n += 1);
@@ -693,8 +699,8 @@ impl Cluster {
     /// Loads the files of a notice into this node's own collection: a file this node cannot
     /// read is skipped (warned), one whose content it reloaded already is left alone (and the
     /// ingest itself leaves unchanged records as they are).
-    async fn reload(&self, app: &Arc<AppState>, notice: IngestNotice) {
-        let Some(retriever) = app.deps.retriever.clone() else {
+    async fn reload(&self, retriever: Option<Arc<dyn Retriever>>, notice: IngestNotice) {
+        let Some(retriever) = retriever else {
             tracing::info!("cluster: ingest notice ignored: this node has no collection");
             return;
         };
@@ -741,7 +747,7 @@ impl Cluster {
         }
     }
 
-    async fn serve_revocations(self: Arc<Self>, client: Client, app: Arc<AppState>) {
+    async fn serve_revocations(self: Arc<Self>, client: Client, (local, stop): Serving) {
         let mut sub = match client.subscribe(self.revoked_subject()).await {
             Ok(s) => s,
             Err(e) => {
@@ -751,20 +757,17 @@ impl Cluster {
         };
         loop {
             let m = tokio::select! {
-                _ = app.hard_stop.cancelled() => return,
+                _ = stop.cancelled() => return,
                 _ = self.halted.cancelled() => return,
                 m = sub.next() => match m { Some(m) => m, None => return },
             };
             let Ok(r) = serde_json::from_slice::<Revoked>(&m.payload) else {
                 continue;
             };
-            let n = app.sessions.kick_where(
-                |p| match p {
-                    Principal::ApiKey { id, .. } => r.keys.contains(id),
-                    Principal::Account { id, .. } => r.accounts.contains(id),
-                },
-                "credential revoked",
-            );
+            let n = local.revoke(&|p| match p {
+                Principal::ApiKey { id, .. } => r.keys.contains(id),
+                Principal::Account { id, .. } => r.accounts.contains(id),
+            });
             if n > 0 {
                 tracing::info!(
                     sessions = n,
@@ -775,6 +778,23 @@ impl Cluster {
     }
 }
 
+/// What this node does when the others ask, supplied by the layers above at [`Cluster::start`]:
+/// the cluster moves snapshots and frames and knows neither sessions nor the server's state.
+pub trait Local: Send + Sync + 'static {
+    /// Hands a session held here over to `req.forward_to` (the session's resume does it).
+    fn release(&self, cluster: Arc<Cluster>, req: ReleaseRequest) -> ReleaseFuture;
+    /// Closes every live session whose credential matches; how many were closed.
+    fn revoke(&self, matches: &dyn Fn(&Principal) -> bool) -> usize;
+    /// The running retriever, for ingest notices (None: no collection on this node).
+    fn retriever(&self) -> Option<Arc<dyn Retriever>>;
+}
+
+/// The answer to a release request, sent when the session is handed over or refused.
+pub type ReleaseFuture = std::pin::Pin<Box<dyn Future<Output = ReleaseAnswer> + Send>>;
+
+/// What every serving loop gets: the node's own side and the server's stop.
+type Serving = (Arc<dyn Local>, CancellationToken);
+
 fn fingerprint(b: &[u8]) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut h = std::collections::hash_map::DefaultHasher::new();
@@ -784,17 +804,7 @@ fn fingerprint(b: &[u8]) -> u64 {
 
 /// Connects once (the `ingest` command: NATS down is an error to report, not to wait out).
 async fn connect_once(cfg: &ClusterConfig) -> anyhow::Result<Client> {
-    let mut opts = if cfg.nats_credentials.as_os_str().is_empty() {
-        ConnectOptions::new()
-    } else {
-        ConnectOptions::with_credentials_file(&cfg.nats_credentials).await?
-    };
-    if !cfg.nats_token_env.is_empty() {
-        let token = crate::config::env_secret(&cfg.nats_token_env).ok_or_else(|| {
-            anyhow::anyhow!("cluster.nats_token_env: {} is not set", cfg.nats_token_env)
-        })?;
-        opts = opts.token(token);
-    }
+    let opts = nats::credentials(&cfg.nats_credentials, &cfg.nats_token_env, "cluster").await?;
     Ok(opts
         .name("museum-agent ingest")
         .connection_timeout(JS_TIMEOUT)
@@ -804,34 +814,10 @@ async fn connect_once(cfg: &ClusterConfig) -> anyhow::Result<Client> {
 
 /// Connects (retrying in the background while NATS is down).
 async fn connect(cfg: &ClusterConfig, node: &str) -> anyhow::Result<Client> {
-    let mut opts = if cfg.nats_credentials.as_os_str().is_empty() {
-        ConnectOptions::new()
-    } else {
-        ConnectOptions::with_credentials_file(&cfg.nats_credentials).await?
-    };
-    if !cfg.nats_token_env.is_empty() {
-        let token = crate::config::env_secret(&cfg.nats_token_env).ok_or_else(|| {
-            anyhow::anyhow!("cluster.nats_token_env: {} is not set", cfg.nats_token_env)
-        })?;
-        opts = opts.token(token);
-    }
-    Ok(opts
+    let opts = nats::credentials(&cfg.nats_credentials, &cfg.nats_token_env, "cluster").await?;
+    Ok(nats::reconnecting(opts)
         .name(format!("museum-agent cluster {node}"))
-        .retry_on_initial_connect()
-        .max_reconnects(None)
-        .reconnect_delay_callback(|attempts| {
-            // 0, 10 ms, 20 ms, 40 ms … capped at 1 s.
-            if attempts <= 1 {
-                Duration::ZERO
-            } else {
-                (Duration::from_millis(10) * 2u32.pow((attempts as u32 - 1).min(10) - 1))
-                    .min(Duration::from_secs(1))
-            }
-        })
-        .connection_timeout(Duration::from_secs(3))
         .request_timeout(Some(RELEASE_TIMEOUT))
-        .ping_interval(Duration::from_secs(5))
-        .subscription_capacity(65_536)
         .connect(&cfg.nats_url)
         .await?)
 }

@@ -361,6 +361,44 @@ pub struct Nats {
 /// its client's frames more slowly, as it does at its own window.
 pub const PROCESS_WINDOW: usize = 2048;
 
+/// Connect options with the configured credentials: a credentials file, or a token read from
+/// the environment variable `token_env` (`section` names the config section in the error).
+pub async fn credentials(
+    file: &std::path::Path,
+    token_env: &str,
+    section: &str,
+) -> anyhow::Result<ConnectOptions> {
+    let mut opts = if file.as_os_str().is_empty() {
+        ConnectOptions::new()
+    } else {
+        ConnectOptions::with_credentials_file(file).await?
+    };
+    if !token_env.is_empty() {
+        let token = crate::config::env_secret(token_env)
+            .ok_or_else(|| anyhow::anyhow!("{section}.nats_token_env: {token_env} is not set"))?;
+        opts = opts.token(token);
+    }
+    Ok(opts)
+}
+
+/// A long-lived connection's policy: connects in the background if NATS is down at start and
+/// reconnects for ever (0, 10 ms, 20 ms, 40 ms … capped at 1 s), pinging every 5 s.
+pub fn reconnecting(opts: ConnectOptions) -> ConnectOptions {
+    opts.retry_on_initial_connect()
+        .max_reconnects(None)
+        .reconnect_delay_callback(|attempts| {
+            if attempts <= 1 {
+                Duration::ZERO
+            } else {
+                (Duration::from_millis(10) * 2u32.pow((attempts as u32 - 1).min(10) - 1))
+                    .min(Duration::from_secs(1))
+            }
+        })
+        .connection_timeout(Duration::from_secs(3))
+        .ping_interval(Duration::from_secs(5))
+        .subscription_capacity(65_536)
+}
+
 /// Connects (retrying in the background if NATS is down at start). Returns at once; use
 /// [`Nats::setup`] once connected.
 pub async fn connect(
@@ -371,35 +409,11 @@ pub async fn connect(
     tokio::sync::mpsc::UnboundedReceiver<async_nats::Event>,
 )> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut opts = if cfg.nats_credentials.as_os_str().is_empty() {
-        ConnectOptions::new()
-    } else {
-        ConnectOptions::with_credentials_file(&cfg.nats_credentials).await?
-    };
-    if !cfg.nats_token_env.is_empty() {
-        let token = crate::config::env_secret(&cfg.nats_token_env).ok_or_else(|| {
-            anyhow::anyhow!("hub.nats_token_env: {} is not set", cfg.nats_token_env)
-        })?;
-        opts = opts.token(token);
-    }
-    let client = opts
+    let opts = credentials(&cfg.nats_credentials, &cfg.nats_token_env, "hub").await?;
+    let client = reconnecting(opts)
         .name(format!("museum-agent {node}"))
-        .retry_on_initial_connect()
-        .max_reconnects(None)
-        .reconnect_delay_callback(|attempts| {
-            // 0, 10 ms, 20 ms, 40 ms … capped at 1 s.
-            if attempts <= 1 {
-                Duration::ZERO
-            } else {
-                (Duration::from_millis(10) * 2u32.pow((attempts as u32 - 1).min(10) - 1))
-                    .min(Duration::from_secs(1))
-            }
-        })
-        .connection_timeout(Duration::from_secs(3))
         .request_timeout(Some(REQUEST_TIMEOUT))
-        .ping_interval(Duration::from_secs(5))
         .client_capacity(cfg.nats_outage_buffer.max(2048))
-        .subscription_capacity(65_536)
         .event_callback(move |ev| {
             let tx = tx.clone();
             async move {

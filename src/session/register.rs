@@ -332,15 +332,8 @@ impl Unregistered {
                 return self.auth_failed("invalid resume token").await;
             }
         };
-        match self.revoked(&principal).await {
-            Ok(false) => {}
-            Ok(true) => {
-                tracing::info!(peer = %conn.peer, session = %r.session_id, "resume refused: credential revoked");
-                return self
-                    .auth_failed("the session's credential was revoked")
-                    .await;
-            }
-            Err(flow) => return Step::Stay(flow),
+        if let Some(refused) = self.refuse_if_revoked(&principal, &r.session_id).await {
+            return refused;
         }
         let (tx, rx) = tokio::sync::oneshot::channel();
         if takeover.offer(Takeover { reply: tx }).is_err() {
@@ -378,6 +371,22 @@ impl Unregistered {
             close_code::POLICY,
             "authentication failed".into(),
         ))
+    }
+
+    /// A resume of a session whose credential was revoked is refused with AUTH_FAILED; None when
+    /// it may go on.
+    async fn refuse_if_revoked(&self, who: &Principal, session_id: &str) -> Option<Step> {
+        match self.revoked(who).await {
+            Ok(false) => None,
+            Ok(true) => {
+                tracing::info!(peer = %self.conn.peer, session = %session_id, "resume refused: credential revoked");
+                Some(
+                    self.auth_failed("the session's credential was revoked")
+                        .await,
+                )
+            }
+            Err(flow) => Some(Step::Stay(flow)),
+        }
     }
 
     /// Whether the session's API key was revoked or account disabled (asked of the store now, not
@@ -445,15 +454,8 @@ impl Unregistered {
             }
         };
         let principal = Principal::from(&snap.credential);
-        match self.revoked(&principal).await {
-            Ok(false) => {}
-            Ok(true) => {
-                tracing::info!(peer = %conn.peer, session = %r.session_id, "resume refused: credential revoked");
-                return self
-                    .auth_failed("the session's credential was revoked")
-                    .await;
-            }
-            Err(flow) => return Step::Stay(flow),
+        if let Some(refused) = self.refuse_if_revoked(&principal, &r.session_id).await {
+            return refused;
         }
         let max = app.config.limits.max_sessions as u64;
         if app.stats.sessions.fetch_add(1, Ordering::Relaxed) >= max {

@@ -270,6 +270,25 @@ pub(super) fn save(s: &Session, parked: bool) {
     }
 }
 
+/// This node's side of the cluster: releases its sessions, closes those of a credential
+/// revoked elsewhere, and reloads ingested files into its running retriever.
+pub struct ClusterNode(pub Arc<AppState>);
+
+impl crate::cluster::Local for ClusterNode {
+    fn release(&self, cluster: Arc<Cluster>, req: ReleaseRequest) -> crate::cluster::ReleaseFuture {
+        let app = self.0.clone();
+        Box::pin(async move { release(&app, &cluster, req).await })
+    }
+
+    fn revoke(&self, matches: &dyn Fn(&Principal) -> bool) -> usize {
+        self.0.sessions.kick_where(matches, "credential revoked")
+    }
+
+    fn retriever(&self) -> Option<Arc<dyn crate::retrieval::Retriever>> {
+        self.0.deps.retriever.clone()
+    }
+}
+
 /// The owner's side of a release: checks the token, takes the session over as a local resume
 /// does (a still-open socket is closed with 4001), and forwards to `req.forward_to`.
 pub async fn release(

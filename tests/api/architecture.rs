@@ -459,6 +459,22 @@ fn hub_never_imports_axum_transport_or_app() {
 }
 
 #[test]
+fn cluster_never_mentions_session_app_or_transport() {
+    check(
+        "`cluster` never names `session`, `app` or `transport` (what a node does for the others is handed to it as `cluster::Local`)",
+        violations(
+            |f| in_folder(f, "cluster"),
+            |p| {
+                within(p, "crate::session")
+                    || within(p, "crate::app")
+                    || within(p, "crate::AppState")
+                    || within(p, "crate::transport")
+            },
+        ),
+    );
+}
+
+#[test]
 fn request_never_mentions_session_or_pipeline() {
     check(
         "`request` imports neither `session` nor `pipeline` (it sits below both)",
