@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 use super::Report;
 use super::client::Client;
 use super::scenarios::Target;
-use super::stats::Samples;
+use super::stats::{LagProbe, Samples, cpu_seconds};
 use super::upstream::{FakeUpstream, UpstreamTiming, marks};
 
 #[derive(Debug, Clone)]
@@ -291,6 +291,13 @@ struct SessionOut {
     tally: Tally,
     ack: Samples,
     first_replayed: Samples,
+    /// Phases of a resume, to tell where its time goes: connect start → WebSocket upgrade done;
+    /// REGISTER sent → the server's stamp on its REGISTER_ACK, and that stamp → ACK read (both
+    /// on the wall clock, in whole ms: the stamp's resolution); ACK read → first replayed frame.
+    connect: Samples,
+    to_server_stamp: Samples,
+    from_server_stamp: Samples,
+    ack_to_first: Samples,
     nothing_to_replay: u64,
     resumes: u64,
     cross_node: u64,
@@ -306,6 +313,7 @@ struct Pending {
     /// When the first frame after the resume arrived, if it carried no upstream stamp (a voice
     /// frame): whether it was replayed is known from the next stamped frame or the end.
     first_at: Option<Instant>,
+    acked: Instant,
 }
 
 pub async fn resume(
@@ -321,6 +329,12 @@ pub async fn resume(
     });
     let run: u64 = rand::random();
     let sem = Arc::new(Semaphore::new(p.concurrency.max(1)));
+    let cpu = || -> (Option<f64>, Option<f64>) {
+        let server: Option<f64> = targets.iter().map(|t| t.pid.and_then(cpu_seconds)).sum();
+        (server, cpu_seconds(std::process::id()))
+    };
+    let cpu_before = cpu();
+    let lag = LagProbe::start();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for s in 0..p.sessions {
@@ -338,6 +352,10 @@ pub async fn resume(
                 all.tally.add(&o.tally);
                 all.ack.extend(o.ack);
                 all.first_replayed.extend(o.first_replayed);
+                all.connect.extend(o.connect);
+                all.to_server_stamp.extend(o.to_server_stamp);
+                all.from_server_stamp.extend(o.from_server_stamp);
+                all.ack_to_first.extend(o.ack_to_first);
                 all.nothing_to_replay += o.nothing_to_replay;
                 all.resumes += o.resumes;
                 all.cross_node += o.cross_node;
@@ -352,6 +370,12 @@ pub async fn resume(
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    let mut lag = lag.finish().await;
+    let cpu_after = cpu();
+    let pct = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => (b - a) / secs * 100.0,
+        _ => f64::NAN,
+    };
     for (what, list) in [("refused", &all.refusals), ("failed", &failures)] {
         if let Some(first) = list.first() {
             eprintln!("resume: {} {what}, the first: {first}", list.len());
@@ -388,6 +412,31 @@ pub async fn resume(
         "REGISTER -> first replayed frame max",
         all.first_replayed.max(),
         "us",
+    );
+    for (name, s) in [
+        ("connect + upgrade", &mut all.connect),
+        (
+            "REGISTER sent -> ACK stamped (ms clock)",
+            &mut all.to_server_stamp,
+        ),
+        ("ACK stamped -> read (ms clock)", &mut all.from_server_stamp),
+        ("ACK read -> first replayed frame", &mut all.ack_to_first),
+    ] {
+        r.add(&format!("  {name} p50"), s.pct(0.5), "us");
+        r.add(&format!("  {name} p99"), s.pct(0.99), "us");
+    }
+    r.add("load tool timer lateness p50", lag.pct(0.5), "us");
+    r.add("load tool timer lateness p99", lag.pct(0.99), "us");
+    r.add("load tool timer lateness max", lag.max(), "us");
+    r.add(
+        "server CPU",
+        pct(cpu_before.0, cpu_after.0),
+        "% of one core",
+    );
+    r.add(
+        "load tool CPU (with the fake upstream)",
+        pct(cpu_before.1, cpu_after.1),
+        "% of one core",
     );
     r.add(
         "resumes timed (frames replayed)",
@@ -485,9 +534,13 @@ async fn session(
                         None => None,
                     };
                     match replayed {
-                        Some(true) => out
-                            .first_replayed
-                            .push_micros(at.duration_since(pd.sent).as_secs_f64() * 1e6),
+                        Some(true) => {
+                            out.first_replayed
+                                .push_micros(at.duration_since(pd.sent).as_secs_f64() * 1e6);
+                            out.ack_to_first.push_micros(
+                                at.saturating_duration_since(pd.acked).as_secs_f64() * 1e6,
+                            );
+                        }
                         Some(false) => out.nothing_to_replay += 1,
                         None => pending = Some(pd),
                     }
@@ -508,12 +561,24 @@ async fn session(
             node = (node + 1) % targets.len();
             let mut tries = 0;
             c = loop {
+                let connecting = Instant::now();
                 let mut nc = Client::connect(&targets[node].url).await?;
+                out.connect
+                    .push_micros(connecting.elapsed().as_secs_f64() * 1e6);
                 let seen = json!({ req.id.clone(): req.last_seen() });
+                let sent_ms = museum_agent::util::now_ms();
                 let (ack, sent) = nc.resume(&api_key, &sid, &token, seen).await?;
                 if ack["msg_type"] == "REGISTER_ACK" {
+                    let acked = Instant::now();
+                    let read_ms = museum_agent::util::now_ms();
                     anyhow::ensure!(nc.session_id == sid, "resumed into another session: {ack}");
-                    out.ack.push_micros(sent.elapsed().as_secs_f64() * 1e6);
+                    out.ack.push_micros((acked - sent).as_secs_f64() * 1e6);
+                    if let Some(stamp) = ack["timestamp"].as_i64() {
+                        out.to_server_stamp
+                            .push_micros((stamp - sent_ms) as f64 * 1e3);
+                        out.from_server_stamp
+                            .push_micros((read_ms - stamp) as f64 * 1e3);
+                    }
                     out.resumes += 1;
                     if node != from {
                         out.cross_node += 1;
@@ -523,6 +588,7 @@ async fn session(
                         sent,
                         sent_ns: sent.saturating_duration_since(epoch).as_nanos(),
                         first_at: None,
+                        acked,
                     });
                     break nc;
                 }

@@ -34,6 +34,38 @@ impl Samples {
     }
 }
 
+/// How late this process's own runtime wakes a task: a task sleeps 1 ms again and again and
+/// records how much later than asked it ran. A load tool whose runtime is starved would count
+/// its own lateness as the server's latency; this says whether it was.
+pub struct LagProbe {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    task: tokio::task::JoinHandle<Samples>,
+}
+
+impl LagProbe {
+    pub fn start() -> LagProbe {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let task = tokio::spawn(async move {
+            let mut s = Samples::default();
+            let tick = std::time::Duration::from_millis(1);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = std::time::Instant::now();
+                tokio::time::sleep(tick).await;
+                s.push_micros(t.elapsed().saturating_sub(tick).as_secs_f64() * 1e6);
+            }
+            s
+        });
+        LagProbe { stop, task }
+    }
+
+    /// The lateness samples (µs past the 1 ms asked; the timer's own granularity is 1 ms).
+    pub async fn finish(self) -> Samples {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.task.await.unwrap_or_default()
+    }
+}
+
 /// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
 pub fn cpu_seconds(pid: u32) -> Option<f64> {
     cpu_times(pid).map(|(user, system)| user + system)
