@@ -52,7 +52,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::auth::Principal;
 use crate::config::{ClusterConfig, SessionConfig};
-use crate::hub::nats;
+use crate::hub::nats::{self, within};
 use crate::protocol::SeenUpTo;
 use crate::retrieval::Retriever;
 use snapshot::{Message, Snapshot};
@@ -69,16 +69,6 @@ const JS_TIMEOUT: Duration = Duration::from_secs(3);
 /// Headers of the forward subject.
 pub const H_SEQ: &str = "Fwd-Seq";
 pub const H_KIND: &str = "Fwd-Kind";
-
-/// Bounds a NATS call: a full client buffer (NATS down) would otherwise block it.
-async fn within<T, E: Into<anyhow::Error>>(
-    f: impl std::future::Future<Output = Result<T, E>>,
-) -> anyhow::Result<T> {
-    tokio::time::timeout(JS_TIMEOUT, f)
-        .await
-        .map_err(|_| anyhow::anyhow!("NATS did not answer within {JS_TIMEOUT:?}"))?
-        .map_err(Into::into)
-}
 
 /// A request to release a session, from the node its client came back on.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -60,7 +60,7 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 const JS_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Bounds a NATS call: a full client buffer (NATS down) would otherwise block it.
-async fn within<T, E: Into<anyhow::Error>>(
+pub async fn within<T, E: Into<anyhow::Error>>(
     f: impl std::future::Future<Output = Result<T, E>>,
 ) -> anyhow::Result<T> {
     tokio::time::timeout(JS_TIMEOUT, f)

@@ -238,15 +238,8 @@ impl Unregistered {
                 return Step::Stay(Flow::Continue);
             }
         };
-        let max = app.config.limits.max_sessions as u64;
-        if app.stats.sessions.fetch_add(1, Ordering::Relaxed) >= max {
-            app.stats.sessions.fetch_sub(1, Ordering::Relaxed);
-            conn.error(ErrorPayload::new(
-                ErrorCode::ServerBusy,
-                format!("the server holds its maximum of {max} sessions; retry later"),
-            ))
-            .await;
-            return Step::Stay(Flow::Continue);
+        if let Some(full) = self.refuse_if_full().await {
+            return full;
         }
         let cfg = &app.config.session;
         let id = crate::util::random_id("sess_");
@@ -373,6 +366,24 @@ impl Unregistered {
         ))
     }
 
+    /// Counts the new session in (a [`SessionSlot`] must then own that count); SERVER_BUSY and
+    /// Some when the server already holds `limits.max_sessions`.
+    async fn refuse_if_full(&self) -> Option<Step> {
+        let app = &self.conn.app;
+        let max = app.config.limits.max_sessions as u64;
+        if app.stats.sessions.fetch_add(1, Ordering::Relaxed) < max {
+            return None;
+        }
+        app.stats.sessions.fetch_sub(1, Ordering::Relaxed);
+        self.conn
+            .error(ErrorPayload::new(
+                ErrorCode::ServerBusy,
+                format!("the server holds its maximum of {max} sessions; retry later"),
+            ))
+            .await;
+        Some(Step::Stay(Flow::Continue))
+    }
+
     /// A resume of a session whose credential was revoked is refused with AUTH_FAILED; None when
     /// it may go on.
     async fn refuse_if_revoked(&self, who: &Principal, session_id: &str) -> Option<Step> {
@@ -457,15 +468,8 @@ impl Unregistered {
         if let Some(refused) = self.refuse_if_revoked(&principal, &r.session_id).await {
             return refused;
         }
-        let max = app.config.limits.max_sessions as u64;
-        if app.stats.sessions.fetch_add(1, Ordering::Relaxed) >= max {
-            app.stats.sessions.fetch_sub(1, Ordering::Relaxed);
-            conn.error(ErrorPayload::new(
-                ErrorCode::ServerBusy,
-                format!("the server holds its maximum of {max} sessions; retry later"),
-            ))
-            .await;
-            return Step::Stay(Flow::Continue);
+        if let Some(full) = self.refuse_if_full().await {
+            return full;
         }
         let id = snap.session_id.clone();
         let slot = SessionSlot(app.clone(), id.clone());

@@ -270,6 +270,12 @@ pub(super) fn save(s: &Session, parked: bool) {
     }
 }
 
+/// A copy of the session's conversation (what the forwarded end compares to say what was added).
+fn history_of(session: &Session) -> Vec<ChatMessage> {
+    let h = session.history.lock().unwrap_or_else(|p| p.into_inner());
+    h.messages().cloned().collect()
+}
+
 /// This node's side of the cluster: releases its sessions, closes those of a credential
 /// revoked elsewhere, and reloads ingested files into its running retriever.
 pub struct ClusterNode(pub Arc<AppState>);
@@ -330,13 +336,7 @@ pub async fn release(
     cluster.released(&session.id);
     app.resumable.remove(&session.id);
     session.takeovers = None;
-    let before: Vec<ChatMessage> = session
-        .history
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .messages()
-        .cloned()
-        .collect();
+    let before = history_of(&session);
     tracing::info!(session = %session.id, to = %req.forward_to, "cluster: session released to another node");
     app.tracker.spawn(forward(
         session,
@@ -450,13 +450,7 @@ async fn forward(
         tracing::info!(session = %session.id, why, "cluster: forwarding stopped");
         session.inflight.cancel_all();
     }
-    let after: Vec<ChatMessage> = session
-        .history
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .messages()
-        .cloned()
-        .collect();
+    let after = history_of(&session);
     let done = Done {
         history: added(&before, &after).iter().map(Message::from).collect(),
     };
@@ -681,6 +675,8 @@ const OWNER_GONE: &str =
     "the reply was interrupted: the server that was streaming it is gone; ask again";
 const FORWARD_LOST: &str =
     "the reply was interrupted while it was moved from another server; ask again";
+/// How long the end of the last forwarded reply waits for the owner's `done` (its turn).
+const HOLD_FINAL: Duration = Duration::from_secs(2);
 /// The longest silence of a forwarding owner before its replies count as interrupted.
 const RELAY_IDLE: Duration = Duration::from_secs(60);
 
@@ -747,11 +743,25 @@ async fn relay(
 ) {
     let mut next = 1u64;
     let outbox = &link.outbox;
+    // The final frame of the last open reply waits for `done` (at most HOLD_FINAL), so the
+    // client that asks again the moment the reply ends is answered with that turn in the
+    // history.
+    let mut held: Option<(ServerMessage, tokio::time::Instant)> = None;
     let lost = loop {
+        let wait = held.as_ref().map_or(idle, |(_, until)| {
+            until.saturating_duration_since(tokio::time::Instant::now())
+        });
         let m = tokio::select! {
             _ = link.token.cancelled() => return,
-            m = tokio::time::timeout(idle, sub.next()) => m,
+            m = tokio::time::timeout(wait, sub.next()) => m,
         };
+        if m.is_err()
+            && let Some((last, _)) = held.take()
+        {
+            tracing::warn!(session = %link.session, "cluster: the owner's end of forwarding is late; the reply's end is sent without its turn");
+            outbox.send(&last).await;
+            continue;
+        }
         let Ok(Some(m)) = m else {
             break true;
         };
@@ -777,7 +787,14 @@ async fn relay(
                         .push_turn(turn);
                 }
             }
+            if let Some((last, _)) = held.take() {
+                outbox.send(&last).await;
+            }
             break !open.is_empty();
+        }
+        // Any frame after the held end goes after it: the order stays the owner's.
+        if let Some((earlier, _)) = held.take() {
+            outbox.send(&earlier).await;
         }
         let Ok(text) = std::str::from_utf8(&m.payload) else {
             continue;
@@ -804,7 +821,11 @@ async fn relay(
             // INTERRUPT here did already (and sent the interrupted RESPONSE).
             let ctx = open.remove(&id).flatten();
             if ctx.is_none_or(|c| link.inflight.finish(&c)) {
-                outbox.send(&frame.message).await;
+                if open.is_empty() {
+                    held = Some((frame.message, tokio::time::Instant::now() + HOLD_FINAL));
+                } else {
+                    outbox.send(&frame.message).await;
+                }
             }
             continue;
         }
@@ -831,6 +852,9 @@ async fn relay(
     };
     link.ended.cancel();
     let _ = sub.unsubscribe().await;
+    if let Some((last, _)) = held.take() {
+        outbox.send(&last).await;
+    }
     if lost {
         let mut ends: Vec<(String, Option<Arc<RequestCtx>>)> = open.into_iter().collect();
         ends.sort_by(|a, b| a.0.cmp(&b.0));
