@@ -262,13 +262,7 @@ impl Unregistered {
         });
         let resume_token = resume.as_ref().map(|(t, _)| t.clone());
         let timeout_seconds = cfg.timeout_seconds;
-        let live = Liveness::new(
-            Instant::now(),
-            Duration::from_secs(cfg.timeout_seconds),
-            Duration::from_secs(cfg.heartbeat_interval_seconds),
-            Duration::from_secs(cfg.warn_before_seconds),
-        )
-        .with_max_missed(cfg.max_missed_heartbeats);
+        let live = liveness(cfg);
         let registration = Registration {
             id: id.clone(),
             create_time: crate::util::now_ms(),
@@ -500,13 +494,7 @@ impl Unregistered {
         conn.outbox.set_session_id(&id);
         let (token, takeovers) = app.resumable.insert(&id, principal);
         handoff.token = Some(token);
-        let live = Liveness::new(
-            Instant::now(),
-            Duration::from_secs(cfg.timeout_seconds),
-            Duration::from_secs(cfg.heartbeat_interval_seconds),
-            Duration::from_secs(cfg.warn_before_seconds),
-        )
-        .with_max_missed(cfg.max_missed_heartbeats);
+        let live = liveness(cfg);
         let registration = Registration {
             id,
             create_time: handoff.snapshot.create_time,
@@ -592,6 +580,17 @@ impl Session {
         tracing::info!(session = %self.id, peer = %self.conn.peer, replayed, overflowed = plan.overflowed.len(), us = started.elapsed().as_micros() as u64, "session resumed");
         self
     }
+}
+
+/// A new session's liveness timers, from `[session]`.
+fn liveness(cfg: &crate::config::SessionConfig) -> Liveness {
+    Liveness::new(
+        Instant::now(),
+        Duration::from_secs(cfg.timeout_seconds),
+        Duration::from_secs(cfg.heartbeat_interval_seconds),
+        Duration::from_secs(cfg.warn_before_seconds),
+    )
+    .with_max_missed(cfg.max_missed_heartbeats)
 }
 
 #[cfg(test)]
