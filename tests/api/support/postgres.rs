@@ -273,16 +273,39 @@ impl Postgres {
 
     /// Freezes (SIGSTOP) or thaws (SIGCONT) the server and every backend: connections stay
     /// open and nothing answers, as when the database host hangs or the network drops packets.
+    ///
+    /// The postmaster stops first and its children are listed only once it is stopped: a
+    /// backend it forks between a listing and its own stop (a pool connection still being
+    /// opened) would otherwise escape and keep answering.
     pub fn freeze(&self, frozen: bool) -> anyhow::Result<()> {
         let child = self.child.as_ref().context("postgres is not running")?;
+        let postmaster = child.id();
         let signal = if frozen { libc::SIGSTOP } else { libc::SIGCONT };
-        let mut pids = vec![child.id()];
-        pids.extend(children_of(child.id()));
-        for pid in pids {
-            // SAFETY: kill(2) on our child and its children, found in /proc just now.
+        let send = |pid: u32| {
+            // SAFETY: kill(2) on our child or one of its children, found in /proc just now.
             unsafe {
                 libc::kill(pid as libc::pid_t, signal);
             }
+        };
+        send(postmaster);
+        if frozen {
+            // kill(2) returns before the stop takes effect; a fork under way completes first.
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while process_state(postmaster) != Some('T') {
+                anyhow::ensure!(Instant::now() < deadline, "postgres did not stop");
+                std::thread::yield_now();
+            }
+        }
+        let mut done = std::collections::HashSet::new();
+        loop {
+            let fresh: Vec<u32> = children_of(postmaster)
+                .into_iter()
+                .filter(|p| done.insert(*p))
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            fresh.into_iter().for_each(send);
         }
         Ok(())
     }
@@ -333,6 +356,12 @@ impl Drop for Postgres {
 }
 
 /// The processes whose parent is `pid` (PostgreSQL's backends and helpers), from /proc.
+/// The state letter of a process (`T` once stopped), from `/proc/<pid>/stat`.
+fn process_state(pid: u32) -> Option<char> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    s[s.rfind(')')? + 2..].chars().next()
+}
+
 fn children_of(pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
