@@ -58,7 +58,8 @@ const I18N = {
     unknownExhibit: 'The collection has no record of this exhibit.', cardUnavailable: 'The exhibit’s details cannot be loaded right now.',
     close: 'Close', exhibits: 'Exhibits', error: 'Something went wrong', errorRetry: 'Please try again in a moment.', noSpeech: 'Sorry, I did not catch that. Please say it again.',
     welcome: 'Welcome! I am the museum’s guide.', suggest: 'You could ask:', newVisitor: 'New visitor',
-    askAbout: (title) => `Tell me about “${title}”`,
+    // Quotes inside the title become single quotes inside the outer double pair.
+    askAbout: (title) => `Tell me about “${title.replace(/["“]([^"“”]*)["”]/gu, '‘$1’')}”`,
     err: {
       AUTH_FAILED: 'This kiosk’s access key is not valid; please tell a member of staff.', SESSION_INVALID: 'The session expired; reconnecting.',
       STREAM_SEQ_ERROR: 'The recording was cut off; please say it again.', PAYLOAD_TOO_LARGE: 'That was too long; please ask more briefly.',
