@@ -260,18 +260,8 @@ async fn a_socket_cut_on_a_mid_reply_resumes_on_b_with_every_frame_once_and_the_
     );
     assert_eq!(*seen.seqs.last().unwrap(), -1);
     assert!(seen.error.is_none(), "{:?}", seen.error);
-    // A let the session go once the reply ended.
-    until("A still holds the session", || {
-        n.a.app.resumable.is_empty()
-            && n.a
-                .app
-                .stats
-                .sessions
-                .load(std::sync::atomic::Ordering::Relaxed)
-                == 0
-    })
-    .await;
-    // B serves the session with its whole history: A's first turn and the forwarded reply.
+    // Asked again the moment the reply ended (no wait for A to let go), B serves the session
+    // with its whole history: A's first turn and the forwarded reply.
     let (script, _) = words("next", 2, Duration::ZERO);
     n.b.llm.push(script);
     c.text_request("r2", "and then?").await;
@@ -288,6 +278,17 @@ async fn a_socket_cut_on_a_mid_reply_resumes_on_b_with_every_frame_once_and_the_
     );
     // Nothing more arrives (no duplicate of r1 later).
     assert!(c.sync().await.is_empty());
+    // A let the session go once the reply ended.
+    until("A still holds the session", || {
+        n.a.app.resumable.is_empty()
+            && n.a
+                .app
+                .stats
+                .sessions
+                .load(std::sync::atomic::Ordering::Relaxed)
+                == 0
+    })
+    .await;
 }
 
 #[tokio::test]
