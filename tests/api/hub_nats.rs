@@ -11,33 +11,8 @@ use museum_agent::config::HubBackend;
 use museum_agent::hub::client::{Envelope, HubClient, Identity, Options, SendOptions};
 use serde_json::json;
 
-use crate::support::nats_server::NatsServer;
+use crate::support::nats_server::{NatsServer, nats};
 use crate::support::{TestApp, spawn_app_with};
-
-/// The environment variable that tells these tests to skip themselves when `nats-server` is
-/// not installed (`MUSEUM_AGENT_SKIP_NATS=1 cargo test`).
-const SKIP_VAR: &str = "MUSEUM_AGENT_SKIP_NATS";
-
-/// A fresh `nats-server`, or `None` when it is not installed and the test command said to skip
-/// these tests. Not installed and not told to skip: the test fails, saying how to install it.
-async fn nats() -> Option<NatsServer> {
-    if !NatsServer::installed() {
-        let skip = std::env::var(SKIP_VAR).is_ok_and(|v| v == "1");
-        assert!(
-            skip,
-            "nats-server not found on PATH: install it (apt-get install --no-install-recommends \
-             nats-server; scripts/test.sh does), or run with {SKIP_VAR}=1 to skip the \
-             hub-across-processes tests"
-        );
-        eprintln!("skipped: nats-server not found ({SKIP_VAR}=1)");
-        return None;
-    }
-    Some(
-        NatsServer::start()
-            .await
-            .expect("nats-server with JetStream did not start"),
-    )
-}
 
 async fn hub_on(n: &NatsServer, db: Option<PathBuf>) -> TestApp {
     hub_with(n, move |c| {

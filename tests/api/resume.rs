@@ -10,91 +10,8 @@ use serde_json::{Value, json};
 
 use crate::support::fake_llm::{finish_chunk, text_chunk};
 use crate::support::fake_speech::{FakeSpeech, TtsMode};
-use crate::support::{Client, RECV_TIMEOUT, Script, TestApp, frame, spawn_app, spawn_app_with};
-
-/// A reply of `n` words streamed `delay` apart; returns its script and its whole text.
-fn words(n: usize, delay: Duration) -> (Script, String) {
-    let pieces: Vec<String> = (0..n).map(|i| format!("word{i} ")).collect();
-    let mut chunks: Vec<Value> = pieces.iter().map(|p| text_chunk(p)).collect();
-    chunks.push(finish_chunk("stop"));
-    (
-        Script::Stream {
-            chunks,
-            delay,
-            done: true,
-        },
-        pieces.concat(),
-    )
-}
-
-/// What a client saw of one request, checked as it arrives: no seq twice, none skipped.
-#[derive(Default, Debug)]
-struct Seen {
-    text: String,
-    text_seqs: Vec<i64>,
-    voice_seqs: Vec<i64>,
-    voice: String,
-    unsequenced: u32,
-    error: Option<Value>,
-    ended: bool,
-}
-
-impl Seen {
-    fn absorb(&mut self, v: &Value) {
-        assert!(!self.ended, "a frame after the request's end: {v}");
-        let p = &v["payload"];
-        if v["msg_type"] == "ERROR" {
-            self.error = Some(p.clone());
-            self.ended = true;
-            return;
-        }
-        assert_eq!(v["msg_type"], "RESPONSE", "{v}");
-        let t = p["text_stream_seq"].as_i64();
-        let s = p["voice_stream_seq"].as_i64();
-        if let Some(t) = t {
-            let next = self.text_seqs.len() as i64;
-            assert!(
-                t == next || t == -1,
-                "text seq {t} where {next} was due: {v}"
-            );
-            self.text_seqs.push(t);
-            self.text
-                .push_str(p["content"]["text"].as_str().unwrap_or(""));
-        }
-        if let Some(s) = s {
-            let next = self.voice_seqs.len() as i64;
-            assert!(s == next || s == -1, "voice seq {s} where {next} was due");
-            self.voice_seqs.push(s);
-            self.voice
-                .push_str(p["content"]["voice"].as_str().unwrap_or(""));
-        }
-        if t.is_none() && s.is_none() {
-            self.unsequenced += 1;
-        }
-        self.ended = t == Some(-1) || s == Some(-1);
-    }
-
-    /// `last_seen` for this request.
-    fn last_seen(&self) -> Value {
-        let top = |seqs: &[i64]| seqs.iter().copied().filter(|s| *s >= 0).max().unwrap_or(-1);
-        json!([
-            top(&self.text_seqs),
-            top(&self.voice_seqs),
-            self.unsequenced
-        ])
-    }
-}
-
-/// REGISTER with `resume`.
-fn resume_frame(app: &TestApp, sid: &str, token: &str, last_seen: Value) -> Value {
-    frame(
-        "REGISTER",
-        "",
-        json!({"auth": {"type": "API_KEY", "api_key": app.api_key}, "platform": "WEB",
-               "require_tts": false, "function_calling": [],
-               "resume": {"session_id": sid, "resume_token": token, "last_seen": last_seen}}),
-    )
-}
+use crate::support::replies::{Seen, read_until, resume_frame, words};
+use crate::support::{Client, RECV_TIMEOUT, Script, TestApp, spawn_app, spawn_app_with};
 
 /// A registered client and its resume token.
 async fn registered(app: &TestApp) -> (Client, String) {
@@ -114,7 +31,7 @@ async fn registered(app: &TestApp) -> (Client, String) {
 /// Resumes on a new socket; returns it (with the session id set) and the new token.
 async fn resume(app: &TestApp, sid: &str, token: &str, last_seen: Value) -> (Client, String) {
     let mut c = app.connect().await;
-    c.send_value(&resume_frame(app, sid, token, last_seen))
+    c.send_value(&resume_frame(&app.api_key, sid, token, last_seen))
         .await;
     let ack = c.recv().await;
     assert_eq!(ack["msg_type"], "REGISTER_ACK", "{ack}");
@@ -123,16 +40,6 @@ async fn resume(app: &TestApp, sid: &str, token: &str, last_seen: Value) -> (Cli
     assert_ne!(fresh, token, "the token is renewed on every resume");
     c.session_id = sid.to_string();
     (c, fresh)
-}
-
-/// Reads frames of `id` into `seen` until it has `n` text frames or ends.
-async fn read_until(c: &mut Client, id: &str, seen: &mut Seen, n: usize) {
-    while !seen.ended && seen.text_seqs.len() < n {
-        let v = c.recv().await;
-        if v["payload"]["request_id"] == id {
-            seen.absorb(&v);
-        }
-    }
 }
 
 /// Polls the server's metrics (bounded) until `n` requests completed.
@@ -151,7 +58,7 @@ async fn completed(app: &TestApp, n: usize) {
 #[tokio::test]
 async fn resume_mid_text_gets_the_rest_once_then_the_live_stream() {
     let app = spawn_app().await;
-    let (script, whole) = words(40, Duration::from_millis(15));
+    let (script, whole) = words("word", 40, Duration::from_millis(15));
     app.llm.push(script);
     let (mut c, token) = registered(&app).await;
     let sid = c.session_id.clone();
@@ -165,7 +72,7 @@ async fn resume_mid_text_gets_the_rest_once_then_the_live_stream() {
     assert_eq!(*seen.text_seqs.last().unwrap(), -1);
     assert!(seen.error.is_none());
     // The session goes on: its history has the first turn.
-    let (script, _) = words(2, Duration::ZERO);
+    let (script, _) = words("word", 2, Duration::ZERO);
     app.llm.push(script);
     c.text_request("r2", "and then?").await;
     assert!(c.reply("r2").await.error.is_none());
@@ -181,7 +88,7 @@ async fn a_reply_that_finished_while_away_is_replayed_whole_including_frames_los
     let app = spawn_app().await;
     // Streamed at once: most of it is written to the socket before the client stops reading,
     // and lost with it.
-    let (script, whole) = words(60, Duration::ZERO);
+    let (script, whole) = words("word", 60, Duration::ZERO);
     app.llm.push(script);
     let (mut c, token) = registered(&app).await;
     let sid = c.session_id.clone();
@@ -289,7 +196,7 @@ async fn after_the_window_the_session_is_gone() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let mut c = app.connect().await;
-    c.send_value(&resume_frame(&app, &sid, &token, json!({})))
+    c.send_value(&resume_frame(&app.api_key, &sid, &token, json!({})))
         .await;
     let e = c.recv().await;
     assert_eq!(e["payload"]["error_code"], "SESSION_INVALID", "{e}");
@@ -305,7 +212,7 @@ async fn a_wrong_token_is_refused_and_the_right_one_still_works() {
     let sid = c.session_id.clone();
     drop(c);
     let mut bad = app.connect().await;
-    bad.send_value(&resume_frame(&app, &sid, "rt_guess", json!({})))
+    bad.send_value(&resume_frame(&app.api_key, &sid, "rt_guess", json!({})))
         .await;
     let e = bad.recv().await;
     assert_eq!(e["payload"]["error_code"], "AUTH_FAILED", "{e}");
@@ -313,7 +220,12 @@ async fn a_wrong_token_is_refused_and_the_right_one_still_works() {
     // Unknown session: SESSION_INVALID.
     let mut other = app.connect().await;
     other
-        .send_value(&resume_frame(&app, "sess_unknown", &token, json!({})))
+        .send_value(&resume_frame(
+            &app.api_key,
+            "sess_unknown",
+            &token,
+            json!({}),
+        ))
         .await;
     let e = other.recv().await;
     assert_eq!(e["payload"]["error_code"], "SESSION_INVALID", "{e}");
@@ -334,7 +246,7 @@ async fn a_revoked_key_cannot_resume() {
         .revoke_api_key("test")
         .unwrap();
     let mut c = app.connect().await;
-    c.send_value(&resume_frame(&app, &sid, &token, json!({})))
+    c.send_value(&resume_frame(&app.api_key, &sid, &token, json!({})))
         .await;
     let e = c.recv().await;
     assert_eq!(e["payload"]["error_code"], "AUTH_FAILED", "{e}");
@@ -359,7 +271,7 @@ async fn a_key_revoked_in_this_process_ends_its_parked_session_at_once() {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
         let mut c = app.connect().await;
-        c.send_value(&resume_frame(&app, &sid, &token, json!({})))
+        c.send_value(&resume_frame(&app.api_key, &sid, &token, json!({})))
             .await;
         let e = c.recv().await;
         let code = e["payload"]["error_code"]
@@ -389,10 +301,10 @@ async fn resuming_from_a_second_socket_closes_the_first() {
     // The old token is spent.
     let mut third = app.connect().await;
     third
-        .send_value(&resume_frame(&app, &sid, &token, json!({})))
+        .send_value(&resume_frame(&app.api_key, &sid, &token, json!({})))
         .await;
     assert_eq!(third.recv().await["payload"]["error_code"], "AUTH_FAILED");
-    let (script, whole) = words(3, Duration::ZERO);
+    let (script, whole) = words("word", 3, Duration::ZERO);
     app.llm.push(script);
     second.text_request("r1", "hello").await;
     assert_eq!(second.reply("r1").await.text, whole);
@@ -402,7 +314,7 @@ async fn resuming_from_a_second_socket_closes_the_first() {
 #[tokio::test]
 async fn a_reply_that_outgrows_the_buffer_while_away_is_stopped_and_the_client_told() {
     let app = spawn_app_with(|c| c.session.replay_max_frames = 8).await;
-    let (script, _) = words(200, Duration::from_millis(5));
+    let (script, _) = words("word", 200, Duration::from_millis(5));
     app.llm.push(script);
     let (mut c, token) = registered(&app).await;
     let sid = c.session_id.clone();
@@ -426,7 +338,7 @@ async fn a_reply_that_outgrows_the_buffer_while_away_is_stopped_and_the_client_t
     );
     // Nothing more of r1; the session serves the next question.
     assert!(c.sync().await.is_empty());
-    let (script, whole) = words(2, Duration::ZERO);
+    let (script, whole) = words("word", 2, Duration::ZERO);
     app.llm.push(script);
     c.text_request("r2", "again").await;
     assert_eq!(c.reply("r2").await.text, whole);

@@ -14,29 +14,10 @@ use museum_agent::auth::generate_api_key;
 use museum_agent::store::Store;
 use serde_json::{Value, json};
 
-use crate::support::fake_llm::{finish_chunk, text_chunk};
-use crate::support::nats_server::NatsServer;
-use crate::support::{Client, RECV_TIMEOUT, Script, TestApp, frame, spawn_app_with};
-
-const SKIP_VAR: &str = "MUSEUM_AGENT_SKIP_NATS";
-
-async fn nats() -> Option<NatsServer> {
-    if !NatsServer::installed() {
-        let skip = std::env::var(SKIP_VAR).is_ok_and(|v| v == "1");
-        assert!(
-            skip,
-            "nats-server not found on PATH: install it (apt-get install --no-install-recommends \
-             nats-server; scripts/test.sh does), or run with {SKIP_VAR}=1 to skip"
-        );
-        eprintln!("skipped: nats-server not found and {SKIP_VAR}=1");
-        return None;
-    }
-    Some(
-        NatsServer::start()
-            .await
-            .expect("nats-server did not start"),
-    )
-}
+use crate::support::fake_llm::text_chunk;
+use crate::support::nats_server::{NatsServer, nats};
+use crate::support::replies::{Seen, read_until, resume_frame, words};
+use crate::support::{Client, RECV_TIMEOUT, Script, TestApp, spawn_app_with};
 
 /// Two nodes and the API key both of them know.
 struct Nodes {
@@ -108,84 +89,12 @@ async fn cluster_state(app: &TestApp, want: &str) -> Value {
     }
 }
 
-/// A reply of `n` words streamed `delay` apart; its script and whole text.
-fn words(tag: &str, n: usize, delay: Duration) -> (Script, String) {
-    let pieces: Vec<String> = (0..n).map(|i| format!("{tag}{i} ")).collect();
-    let mut chunks: Vec<Value> = pieces.iter().map(|p| text_chunk(p)).collect();
-    chunks.push(finish_chunk("stop"));
-    (
-        Script::Stream {
-            chunks,
-            delay,
-            done: true,
-        },
-        pieces.concat(),
-    )
-}
-
-/// What a client saw of one request: every text seq once, in order.
-#[derive(Default)]
-struct Seen {
-    text: String,
-    seqs: Vec<i64>,
-    error: Option<Value>,
-    ended: bool,
-}
-
-impl Seen {
-    fn absorb(&mut self, v: &Value) {
-        assert!(!self.ended, "a frame after the request's end: {v}");
-        if v["msg_type"] == "ERROR" {
-            self.error = Some(v["payload"].clone());
-            self.ended = true;
-            return;
-        }
-        assert_eq!(v["msg_type"], "RESPONSE", "{v}");
-        let p = &v["payload"];
-        if let Some(t) = p["text_stream_seq"].as_i64() {
-            let next = self.seqs.len() as i64;
-            assert!(
-                t == next || t == -1,
-                "text seq {t} where {next} was due: {v}"
-            );
-            self.seqs.push(t);
-            self.text
-                .push_str(p["content"]["text"].as_str().unwrap_or(""));
-            self.ended = t == -1;
-        }
-    }
-
-    fn last_seen(&self) -> Value {
-        let top = self.seqs.iter().copied().filter(|s| *s >= 0).max();
-        json!([top.unwrap_or(-1), -1])
-    }
-}
-
-async fn read_until(c: &mut Client, id: &str, seen: &mut Seen, n: usize) {
-    while !seen.ended && seen.seqs.len() < n {
-        let v = c.recv().await;
-        if v["payload"]["request_id"] == id {
-            seen.absorb(&v);
-        }
-    }
-}
-
 /// A client registered on `app` with the shared key; its resume token.
 async fn registered(app: &TestApp, key: &str) -> (Client, String) {
     let mut c = app.connect().await;
     let ack = c.register_key(key).await;
     let token = ack["payload"]["resume_token"].as_str().unwrap().to_string();
     (c, token)
-}
-
-fn resume_frame(key: &str, sid: &str, token: &str, last_seen: Value) -> Value {
-    frame(
-        "REGISTER",
-        "",
-        json!({"auth": {"type": "API_KEY", "api_key": key}, "platform": "WEB",
-               "require_tts": false, "function_calling": [],
-               "resume": {"session_id": sid, "resume_token": token, "last_seen": last_seen}}),
-    )
 }
 
 /// Resumes on `app`; the new socket (session id set).
@@ -252,13 +161,13 @@ async fn a_socket_cut_on_a_mid_reply_resumes_on_b_with_every_frame_once_and_the_
     read_until(&mut c, "r1", &mut seen, usize::MAX).await;
     eprintln!(
         "resumed on B in {acked:?}; {} frames of r1",
-        seen.seqs.len()
+        seen.text_seqs.len()
     );
     assert_eq!(
         seen.text, whole,
         "text lost, repeated or reordered across nodes"
     );
-    assert_eq!(*seen.seqs.last().unwrap(), -1);
+    assert_eq!(*seen.text_seqs.last().unwrap(), -1);
     assert!(seen.error.is_none(), "{:?}", seen.error);
     // Asked again the moment the reply ended (no wait for A to let go), B serves the session
     // with its whole history: A's first turn and the forwarded reply.
@@ -429,7 +338,7 @@ async fn an_interrupt_on_b_of_a_reply_still_streaming_on_a_is_acked_and_stops_it
     drop(c);
     let mut c = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
     // More frames arrive on B, forwarded by A: the reply is still open there.
-    let before = seen.seqs.len();
+    let before = seen.text_seqs.len();
     read_until(&mut c, "r1", &mut seen, before + 3).await;
     assert!(!seen.ended);
     assert_eq!(n.a.llm.disconnects(), 0, "A's upstream still streams");
@@ -489,7 +398,7 @@ async fn an_interrupt_on_b_when_a_is_unreachable_is_still_acked_and_nothing_foll
     read_until(&mut c, "r1", &mut seen, 4).await;
     drop(c);
     let mut c = resume(&n.b, &n.key, &sid, &token, json!({"r1": seen.last_seen()})).await;
-    let before = seen.seqs.len();
+    let before = seen.text_seqs.len();
     read_until(&mut c, "r1", &mut seen, before + 2).await;
     // A stops answering the cluster (its interrupt subscription is gone) but keeps forwarding.
     n.a.app.cluster.as_ref().unwrap().halt();

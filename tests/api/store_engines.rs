@@ -15,6 +15,7 @@ use tokio::io::AsyncWriteExt;
 
 use crate::support::fake_llm::{finish_chunk, text_chunk, text_reply};
 use crate::support::postgres::{Postgres, postgres};
+use crate::support::replies::resume_frame;
 use crate::support::*;
 
 /// The admin CLI of the real binary against `app`'s database (its SQLite file, and its
@@ -328,17 +329,6 @@ async fn postgres_restart_under_live_sessions() {
     expect_revoked(&mut c).await;
 }
 
-/// REGISTER with `resume` for `sid` (docs/protocol.md "Session resume").
-fn resume_frame(app: &TestApp, sid: &str, token: &str, last_seen: Value) -> Value {
-    frame(
-        "REGISTER",
-        "",
-        json!({"auth": {"type": "API_KEY", "api_key": app.api_key}, "platform": "WEB",
-               "require_tts": false, "function_calling": [],
-               "resume": {"session_id": sid, "resume_token": token, "last_seen": last_seen}}),
-    )
-}
-
 /// `v` is the retryable INTERNAL_ERROR of a store that cannot answer.
 fn assert_retryable(v: &Value) {
     assert_eq!(v["msg_type"], "ERROR", "{v}");
@@ -418,8 +408,13 @@ async fn postgres_crash_loses_nothing_and_a_parked_session_resumes_after() {
     drop(live); // the socket is cut as well
     let mut c = a.connect().await;
     let t0 = Instant::now();
-    c.send_value(&resume_frame(&a, &sid, &token, json!({"r1": [top, -1, 0]})))
-        .await;
+    c.send_value(&resume_frame(
+        &a.api_key,
+        &sid,
+        &token,
+        json!({"r1": [top, -1, 0]}),
+    ))
+    .await;
     let v = c.recv().await;
     assert_retryable(&v);
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
@@ -430,8 +425,13 @@ async fn postgres_crash_loses_nothing_and_a_parked_session_resumes_after() {
     // The same socket retries its resume until PostgreSQL answers again.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        c.send_value(&resume_frame(&a, &sid, &token, json!({"r1": [top, -1, 0]})))
-            .await;
+        c.send_value(&resume_frame(
+            &a.api_key,
+            &sid,
+            &token,
+            json!({"r1": [top, -1, 0]}),
+        ))
+        .await;
         let v = c.recv().await;
         if v["msg_type"] == "REGISTER_ACK" {
             assert_eq!(v["payload"]["session_id"], sid.as_str());

@@ -7,6 +7,7 @@ pub mod fake_speech;
 pub mod nats_server;
 pub mod postgres;
 pub mod real_servers;
+pub mod replies;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -15,6 +15,31 @@ use tokio::process::{Child, Command};
 pub const READY_TIMEOUT: Duration = Duration::from_secs(15);
 const POLL: Duration = Duration::from_millis(5);
 
+/// The environment variable that tells the NATS tests to skip themselves when `nats-server` is
+/// not installed (`MUSEUM_AGENT_SKIP_NATS=1 cargo test`).
+pub const SKIP_VAR: &str = "MUSEUM_AGENT_SKIP_NATS";
+
+/// A fresh `nats-server`, or `None` when it is not installed and the test command said to skip
+/// (then the test prints "skipped" and returns). Not installed and not told to skip: the test
+/// fails, saying how to install it.
+pub async fn nats() -> Option<NatsServer> {
+    if !NatsServer::installed() {
+        let skip = std::env::var(SKIP_VAR).is_ok_and(|v| v == "1");
+        assert!(
+            skip,
+            "nats-server not found on PATH: install it (apt-get install --no-install-recommends \
+             nats-server; scripts/test.sh does), or run with {SKIP_VAR}=1 to skip the NATS tests"
+        );
+        eprintln!("skipped: nats-server not found and {SKIP_VAR}=1");
+        return None;
+    }
+    Some(
+        NatsServer::start()
+            .await
+            .expect("nats-server with JetStream did not start"),
+    )
+}
+
 pub struct NatsServer {
     child: Option<Child>,
     /// Holds the store dir, ports dir and log files; removed on drop.
