@@ -146,7 +146,7 @@ impl Store {
             .await
             .map_err(|e| StoreError::Task(e.to_string()))??;
         if !config.url.trim().is_empty() {
-            store.shared_users = Some(users::open(config, &store).await?);
+            store.shared_users = Some(Arc::new(postgres::PgUsers::connect(config).await?));
         }
         Ok(store)
     }

@@ -1,15 +1,12 @@
 //! The user store: everything authentication and the admin CLI need, behind one narrow async
 //! trait that both engines implement — SQLite ([`SqliteUsers`], the embedded default: one node
-//! needs nothing else) and PostgreSQL ([`super::postgres::PgUsers`], `[database] url`: every
+//! needs nothing else) and PostgreSQL (`PgUsers` in `postgres.rs`, `[database] url`: every
 //! node of a cluster shares accounts, API keys, lockout counters and revocations).
 //!
 //! A revocation (key revoked, account disabled) is seen by every node through
 //! [`UserStore::revoked_principals`], which each node polls every `revocation_check_seconds`;
 //! [`UserStore::revocation_events`] wakes that poll at once when the engine can tell (PostgreSQL
 //! `LISTEN`/`NOTIFY`, committed with the change; in-process changes on SQLite).
-
-use std::sync::Arc;
-
 use async_trait::async_trait;
 use tokio::sync::watch;
 
@@ -215,17 +212,5 @@ impl UserStore for SqliteUsers {
 
     fn revocation_events(&self) -> watch::Receiver<u64> {
         self.store.revocations.subscribe()
-    }
-}
-
-/// The user store `config` selects: PostgreSQL when `url` is set, else the SQLite `store`.
-pub async fn open(
-    config: &crate::config::DatabaseConfig,
-    store: &Store,
-) -> Result<Arc<dyn UserStore>, StoreError> {
-    if config.url.trim().is_empty() {
-        Ok(Arc::new(SqliteUsers::new(store.clone())))
-    } else {
-        Ok(Arc::new(super::postgres::PgUsers::connect(config).await?))
     }
 }
