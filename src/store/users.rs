@@ -7,6 +7,7 @@
 //! [`UserStore::revoked_principals`], which each node polls every `revocation_check_seconds`;
 //! [`UserStore::revocation_events`] wakes that poll at once when the engine can tell (PostgreSQL
 //! `LISTEN`/`NOTIFY`, committed with the change; in-process changes on SQLite).
+
 use async_trait::async_trait;
 use tokio::sync::watch;
 
