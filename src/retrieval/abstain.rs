@@ -19,7 +19,9 @@
 //! - `maker_named`: 1 when it names one (measured, not in the model);
 //! - `title_coverage`: the IDF-weighted share of the question's terms in the best hit's title;
 //! - `lang_mismatch`: 1 when the question's script (Chinese or not) differs from the best hit's
-//!   title's (measured, not in the model).
+//!   title's (measured, not in the model);
+//! - `bridged`: the IDF share of the question's terms the best hit covers only through a
+//!   transliteration bridge ([`super::translit`]: 康熙 ↔ Kangxi), a match across scripts.
 //!
 //! With embeddings ready, three semantic signals are added ([`SEMANTIC_FEATURES`], computed by
 //! [`semantic_features`] from the calibrated dense ranking, `embeddings::dense_rankings`):
@@ -43,7 +45,7 @@ use serde::{Deserialize, Serialize};
 
 /// Every lexical signal `embedded::features` computes, in the order of its vector. A model
 /// reads the ones its feature list names.
-pub const SIGNALS: [&str; 13] = [
+pub const SIGNALS: [&str; 14] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -57,6 +59,7 @@ pub const SIGNALS: [&str; 13] = [
     "maker_named",
     "title_coverage",
     "lang_mismatch",
+    "bridged",
 ];
 
 /// The semantic signals, after the lexical ones in a hybrid signal vector.
@@ -65,7 +68,7 @@ pub const SEMANTIC_SIGNALS: [&str; 3] = ["best_cosine", "cosine_margin", "agreem
 /// The lexical model's features: the first eight, then `maker_missing` and `title_coverage`
 /// (chosen by 5-fold cross-validation on the 200 dev questions, `museum-agent eval`; the other
 /// signals of [`SIGNALS`] were measured and left out, see the retrieval README).
-pub const FEATURES: [&str; 10] = [
+pub const FEATURES: [&str; 11] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -76,6 +79,7 @@ pub const FEATURES: [&str; 10] = [
     "names_missing",
     "maker_missing",
     "title_coverage",
+    "bridged",
 ];
 pub const N_FEATURES: usize = FEATURES.len();
 
