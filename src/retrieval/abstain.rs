@@ -87,7 +87,7 @@ pub const N_FEATURES: usize = FEATURES.len();
 /// (`maker_missing` and `title_coverage` kept by 5-fold cross-validation with
 /// multilingual-e5-small: one more no-answer question refused, no findable one more refused;
 /// see the retrieval README).
-pub const SEMANTIC_FEATURES: [&str; 13] = [
+pub const SEMANTIC_FEATURES: [&str; 14] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -98,6 +98,7 @@ pub const SEMANTIC_FEATURES: [&str; 13] = [
     "names_missing",
     "maker_missing",
     "title_coverage",
+    "bridged",
     "best_cosine",
     "cosine_margin",
     "agreement",
