@@ -351,10 +351,10 @@ mod tests {
 
     #[test]
     fn fit_separates_a_separable_set_and_keeps_positives() {
-        // Signal vectors in SIGNALS order; the maker and title signals follow the others.
+        // Signal vectors in SIGNALS order; the maker, title and bridge signals follow the others.
         let sig = |s: f64, unknown: f64, entity: f64, names: f64, maker: f64| {
             vec![
-                s, s, 0.1, unknown, entity, 0.0, 1.5, names, names, maker, maker, s, 0.0,
+                s, s, 0.1, unknown, entity, 0.0, 1.5, names, names, maker, maker, s, 0.0, 0.0,
             ]
         };
         let mut ex = Vec::new();
