@@ -16,10 +16,11 @@
 //!   tokens must be in the record.
 //! - **English question → Chinese records**: runs of capitalised words that can be read
 //!   entirely as pinyin syllables and that the English stemmer leaves alone (names, not English
-//!   words: "Chinese" stems to "chines") are split into syllables; every pair of adjacent
-//!   syllables ("ou yang", "yang geng") is a bridge for each two-character token of the
-//!   collection read that way (欧阳, 阳庚). A lone one-syllable word ("Tang") bridges nothing: too
-//!   many English words are also one pinyin syllable.
+//!   words: "Chinese" stems to "chines") are split into syllables. The run is one bridge: every
+//!   pair of adjacent syllables ("ou yang", "yang geng") must be a two-character token of the
+//!   record read that way (欧阳 and 阳庚), so a name of common syllables ("Mona Lisa") does not
+//!   match scattered words. A lone one-syllable word ("Tang") bridges nothing: too many English
+//!   words are also one pinyin syllable.
 //!
 //! Not covered: Wade–Giles ("Ch'ing", "Chiang Kai-shek"), translations (Boxers ↔ 义和团, Gemini
 //! ↔ 双子星) and anything the two languages do not spell alike.
@@ -63,7 +64,7 @@ pub fn readings(c: char) -> Vec<String> {
     };
     let mut out: Vec<String> = Vec::new();
     for p in multi.into_iter().take(MAX_READINGS) {
-        let r = p.plain().replace('ü', "u").replace('v', "u");
+        let r = p.plain().replace(['ü', 'v'], "u");
         if !out.contains(&r) {
             out.push(r);
         }
@@ -274,6 +275,9 @@ pub fn han_to_latin(
     Ok(out)
 }
 
+/// A word of a run of pinyin names: its question term and its syllable segmentations.
+type RunWord = (Option<usize>, Vec<Vec<String>>);
+
 /// English question → two-character Chinese tokens (see the module header).
 pub fn latin_to_han(
     query: &str,
@@ -281,7 +285,7 @@ pub fn latin_to_han(
     list: &mut dyn FnMut(char) -> Result<Vec<(String, i64)>, StoreError>,
 ) -> Result<Vec<Bridge>, StoreError> {
     // Runs of consecutive capitalised words that read as pinyin: (source term, segmentations).
-    let mut runs: Vec<Vec<(Option<usize>, Vec<Vec<String>>)>> = vec![Vec::new()];
+    let mut runs: Vec<Vec<RunWord>> = vec![Vec::new()];
     for raw in query.split(|c: char| !c.is_alphanumeric() && c != '\'') {
         let capital = raw.chars().next().is_some_and(char::is_uppercase);
         let word = text::normalize(raw);
