@@ -19,7 +19,9 @@
 //! - `maker_named`: 1 when it names one (measured, not in the model);
 //! - `title_coverage`: the IDF-weighted share of the question's terms in the best hit's title;
 //! - `lang_mismatch`: 1 when the question's script (Chinese or not) differs from the best hit's
-//!   title's (measured, not in the model).
+//!   title's (measured, not in the model);
+//! - `bridged`: the IDF share of the question's terms the best hit covers only through a
+//!   transliteration bridge ([`super::translit`]: 康熙 ↔ Kangxi), a match across scripts.
 //!
 //! With embeddings ready, three semantic signals are added ([`SEMANTIC_FEATURES`], computed by
 //! [`semantic_features`] from the calibrated dense ranking, `embeddings::dense_rankings`):
@@ -43,7 +45,7 @@ use serde::{Deserialize, Serialize};
 
 /// Every lexical signal `embedded::features` computes, in the order of its vector. A model
 /// reads the ones its feature list names.
-pub const SIGNALS: [&str; 13] = [
+pub const SIGNALS: [&str; 14] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -57,6 +59,7 @@ pub const SIGNALS: [&str; 13] = [
     "maker_named",
     "title_coverage",
     "lang_mismatch",
+    "bridged",
 ];
 
 /// The semantic signals, after the lexical ones in a hybrid signal vector.
@@ -65,7 +68,7 @@ pub const SEMANTIC_SIGNALS: [&str; 3] = ["best_cosine", "cosine_margin", "agreem
 /// The lexical model's features: the first eight, then `maker_missing` and `title_coverage`
 /// (chosen by 5-fold cross-validation on the 200 dev questions, `museum-agent eval`; the other
 /// signals of [`SIGNALS`] were measured and left out, see the retrieval README).
-pub const FEATURES: [&str; 10] = [
+pub const FEATURES: [&str; 11] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -76,6 +79,7 @@ pub const FEATURES: [&str; 10] = [
     "names_missing",
     "maker_missing",
     "title_coverage",
+    "bridged",
 ];
 pub const N_FEATURES: usize = FEATURES.len();
 
@@ -83,7 +87,7 @@ pub const N_FEATURES: usize = FEATURES.len();
 /// (`maker_missing` and `title_coverage` kept by 5-fold cross-validation with
 /// multilingual-e5-small: one more no-answer question refused, no findable one more refused;
 /// see the retrieval README).
-pub const SEMANTIC_FEATURES: [&str; 13] = [
+pub const SEMANTIC_FEATURES: [&str; 14] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -94,6 +98,7 @@ pub const SEMANTIC_FEATURES: [&str; 13] = [
     "names_missing",
     "maker_missing",
     "title_coverage",
+    "bridged",
     "best_cosine",
     "cosine_margin",
     "agreement",
@@ -346,10 +351,10 @@ mod tests {
 
     #[test]
     fn fit_separates_a_separable_set_and_keeps_positives() {
-        // Signal vectors in SIGNALS order; the maker and title signals follow the others.
+        // Signal vectors in SIGNALS order; the maker, title and bridge signals follow the others.
         let sig = |s: f64, unknown: f64, entity: f64, names: f64, maker: f64| {
             vec![
-                s, s, 0.1, unknown, entity, 0.0, 1.5, names, names, maker, maker, s, 0.0,
+                s, s, 0.1, unknown, entity, 0.0, 1.5, names, names, maker, maker, s, 0.0, 0.0,
             ]
         };
         let mut ex = Vec::new();

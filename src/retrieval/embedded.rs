@@ -31,6 +31,7 @@ use super::embeddings::{Embedder, VectorSet, dense_rankings, fuse_lists};
 use super::ingest::{Rejected, parse_file};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
+use super::translit;
 use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
 use crate::store::StoreError;
 use crate::store::collection::{CollectionStore, ExhibitRow};
@@ -326,6 +327,8 @@ pub struct WeightedTerms {
     /// Exhibits in the collection.
     pub docs: f64,
     pub total: f64,
+    /// Tokens of the other script standing for some of the terms ([`translit`]).
+    pub bridges: Vec<translit::Bridge>,
 }
 
 fn weigh(store: &CollectionStore, terms: Vec<QueryTerm>) -> Result<WeightedTerms, StoreError> {
@@ -345,6 +348,7 @@ fn weigh(store: &CollectionStore, terms: Vec<QueryTerm>) -> Result<WeightedTerms
         dfs,
         docs: n,
         total,
+        bridges: Vec::new(),
     })
 }
 
@@ -373,6 +377,7 @@ pub fn coverage(w: &WeightedTerms, indexed: &str) -> f64 {
             found[i] = indexed.split_ascii_whitespace().any(|tok| t.matches(tok));
         }
     }
+    translit::credit(&w.bridges, indexed, &mut found);
     let sum: f64 = w
         .terms
         .iter()
@@ -405,6 +410,7 @@ fn rarest(w: &WeightedTerms, n: usize) -> WeightedTerms {
         dfs: idx.iter().map(|&i| w.dfs[i]).collect(),
         terms,
         docs: w.docs,
+        bridges: translit::restrict(&w.bridges, &idx),
     }
 }
 
@@ -495,6 +501,17 @@ fn features(
     let title_coverage = top_exhibit
         .as_ref()
         .map_or(0.0, |e| coverage(w, &text::index_text(&e.title)));
+    let bridged = match top {
+        Some(l) if !w.bridges.is_empty() => translit::bridged_share(
+            w,
+            &store
+                .indexed_text(&[l.pk])?
+                .pop()
+                .map(|t| t.1)
+                .unwrap_or_default(),
+        ),
+        _ => 0.0,
+    };
     let lang_mismatch = top_exhibit.as_ref().map_or(0.0, |e| {
         f64::from(u8::from(e.title.chars().any(text::is_cjk) != q_cjk))
     });
@@ -516,6 +533,7 @@ fn features(
         f64::from(u8::from(!makers.is_empty())),
         title_coverage,
         lang_mismatch,
+        bridged,
     ])
 }
 
@@ -643,6 +661,7 @@ fn lexical(
     if terms.is_empty() {
         terms = w.terms.iter().map(|(t, _)| t.clone()).collect();
     }
+    terms.extend(translit::match_terms(&w.bridges, half, MATCH_DF_CAP));
     let expr = text::match_expression(&terms);
     let cands = store.fts_candidates(&expr, &WEIGHTS, opts.candidates)?;
     let best = cands.first().map_or(0.0, |c| c.1).max(f64::MIN_POSITIVE);
@@ -758,7 +777,9 @@ pub fn rank(
             features: None,
         });
     }
-    let w = weigh(store, terms)?;
+    let bridges = translit::bridges(store, &query, &terms)?;
+    let mut w = weigh(store, terms)?;
+    w.bridges = bridges;
     let near = dense
         .as_ref()
         .map(|d| dense_rankings(d.query, d.vectors, opts.candidates))

@@ -40,6 +40,7 @@ pub mod ingest;
 pub mod remote;
 pub mod semantic;
 pub mod text;
+pub mod translit;
 
 use std::future::Future;
 use std::pin::Pin;

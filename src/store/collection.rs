@@ -619,6 +619,33 @@ impl CollectionStore {
         })
     }
 
+    /// Index tokens that start with `c` and their document frequency (at most `limit`, most
+    /// frequent first): the two-character words a transliterated name may be written with
+    /// (`retrieval::translit`).
+    pub fn terms_starting_with(
+        &self,
+        c: char,
+        limit: usize,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let lo = c.to_string();
+        let Some(next) = char::from_u32(c as u32 + 1) else {
+            return Ok(Vec::new());
+        };
+        let hi = next.to_string();
+        self.with(|conn| {
+            let mut st = conn.prepare_cached(
+                "SELECT term, df FROM exhibit_terms WHERE term >= ?1 AND term < ?2 AND df > 0 \
+                 ORDER BY df DESC LIMIT ?3",
+            )?;
+            let rows = st
+                .query_map(params![lo, hi, limit as i64], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
     /// The analysed text of these exhibits (all FTS columns joined by spaces).
     pub fn indexed_text(&self, pks: &[i64]) -> Result<Vec<(i64, String)>, StoreError> {
         self.with(|c| {
