@@ -1,7 +1,7 @@
 //! A cross-lingual bridge without a translation model: pinyin transliteration (issue 17).
 //!
 //! Names, reign periods, places and many art terms cross between Chinese and English by their
-//! pinyin: 康熙 ↔ Kangxi, 歐陽庚 ↔ Ouyang Geng, 三彩 ↔ sancai, 查士標 ↔ Zha Shibiao. A question
+//! pinyin: 康熙 ↔ Kangxi, 歐陽庚 ↔ Ouyang Geng, 三彩 ↔ sancai, 钱沣 ↔ Qian Feng. A question
 //! gets **bridges**: index tokens of the other script that spell one of its terms, each with the
 //! question terms it stands for. Coverage (`embedded.rs`) counts a term as found when the term
 //! itself or one of its bridges (all of its tokens) is in the record; bridges add no weight of
@@ -12,7 +12,7 @@
 //!   Chinese run is read in pinyin (every reading of a character with several) and joined
 //!   ("kangxi", "sancai", "shibiao"); the joined word is a bridge when the collection holds it as
 //!   a token. A stretch that starts with a common surname is also read as a name written in two
-//!   words, surname and given name ("qian" + "feng" for 钱沣, "zha" + "shibiao" for 查士标): both
+//!   words, surname and given name ("qian" + "feng" for 钱沣): both
 //!   tokens must be in the record.
 //! - **English question → Chinese records**: runs of capitalised words that can be read
 //!   entirely as pinyin syllables and that the English stemmer leaves alone (names, not English
@@ -54,8 +54,10 @@ const TERMS_PER_CHAR: usize = 400;
 /// Tokens kept per syllable pair (most frequent first).
 const BRIDGES_PER_PAIR: usize = 16;
 
-/// The hundred-odd most common Chinese surnames (one character), in Simplified form.
-const SURNAMES: &str = "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤查溥郎";
+/// The hundred most common Chinese surnames (one character, Simplified), as the national
+/// statistics rank them; never extended for a question's name (a name whose surname is not here
+/// still bridges when it is written as one word).
+const SURNAMES: &str = "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤";
 
 /// Plain pinyin readings of a character (no tones, ü written u), at most [`MAX_READINGS`].
 pub fn readings(c: char) -> Vec<String> {
