@@ -295,6 +295,33 @@ async fn account_command(config: Config, cmd: AccountCmd) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// The listen backlog of the visitor port (the kernel caps it at `net.core.somaxconn`).
+/// `TcpListener::bind` listens with 128 (mio's and the standard library's value): kiosks and
+/// phones that reconnect together (a Wi-Fi access point coming back, a resume burst) overflowed
+/// it while the accept loop waited for a CPU, and every connection past it lost its SYN and
+/// retried a second later (the resume load test: TCP connect p99 1.06 s, `ListenOverflows`).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `bind` (host:port) with [`LISTEN_BACKLOG`], trying each address it resolves to.
+async fn listen(bind: &str) -> std::io::Result<tokio::net::TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(bind).await? {
+        let socket = if addr.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.set_reuseaddr(true)?;
+        match socket.bind(addr) {
+            Ok(()) => return socket.listen(LISTEN_BACKLOG),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, "no address to bind")
+    }))
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -824,7 +851,7 @@ fn serve(config: Config) -> anyhow::Result<()> {
             Some(r) if r.name() == "remote" => format!("remote ({})", config.srs.remote_url),
             Some(_) => format!("{} exhibits", store.collection().exhibit_count().unwrap_or(0)),
         };
-        let listener = tokio::net::TcpListener::bind(&config.server.bind)
+        let listener = listen(&config.server.bind)
             .await
             .with_context(|| format!("binding {}", config.server.bind))?;
         let addr = listener.local_addr()?;

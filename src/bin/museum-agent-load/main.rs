@@ -163,6 +163,15 @@ enum Scenario {
         /// the key is created on the first.
         #[arg(long, default_value_t = 1)]
         nodes: usize,
+        /// Start every reply's first chunk at once (replies asked together then tick together:
+        /// a burst of one chunk per session every period). By default each reply starts at a
+        /// random offset within its first period, as visitors' questions do.
+        #[arg(long)]
+        lockstep: bool,
+        /// Write one CSV line per resume here (start, TCP connect, upgrade, ACK, first
+        /// replayed frame), to line slow resumes up in time.
+        #[arg(long)]
+        phases: Option<PathBuf>,
     },
     /// echo, stream, interrupt, churn, voice and idle with their defaults, in one run.
     All,
@@ -341,7 +350,13 @@ fn main() -> anyhow::Result<()> {
                     voice,
                     concurrency,
                     nodes: n,
+                    lockstep,
+                    phases,
                 } => {
+                    if let Some(path) = phases {
+                        let _ = load::resume::PHASES.set(path);
+                    }
+                    up.set_stagger(!lockstep);
                     let mut targets = if which == "first" {
                         nodes.clone()
                     } else {
@@ -363,7 +378,7 @@ fn main() -> anyhow::Result<()> {
                             extra_servers.push(s);
                         }
                     }
-                    load::resume::resume(
+                    let mut r = load::resume::resume(
                         &targets,
                         &up,
                         epoch,
@@ -377,7 +392,10 @@ fn main() -> anyhow::Result<()> {
                             concurrency,
                         },
                     )
-                    .await?
+                    .await?;
+                    up.set_stagger(false);
+                    r.params["staggered"] = serde_json::json!(!lockstep);
+                    r
                 }
                 Scenario::Hub {
                     agents,

@@ -39,6 +39,33 @@ impl Client {
         })
     }
 
+    /// [`Client::connect`] in its two steps, timed: the TCP connect (the kernel completes it
+    /// from the listen backlog, whatever the server process is doing), then the HTTP upgrade
+    /// (the server's accept loop, its HTTP connection task and the upgrade handler).
+    pub async fn connect_timed(url: &str) -> anyhow::Result<(Client, Duration, Duration)> {
+        let t0 = std::time::Instant::now();
+        let uri: tokio_tungstenite::tungstenite::http::Uri = url.parse()?;
+        let host = uri
+            .host()
+            .ok_or_else(|| anyhow::anyhow!("no host in {url}"))?;
+        let port = uri.port_u16().unwrap_or(80);
+        let tcp = tokio::time::timeout(IO_TIMEOUT, TcpStream::connect((host, port))).await??;
+        let _ = tcp.set_nodelay(true);
+        let t1 = std::time::Instant::now();
+        let (ws, _) = tokio::time::timeout(
+            IO_TIMEOUT,
+            tokio_tungstenite::client_async_with_config(url, MaybeTlsStream::Plain(tcp), None),
+        )
+        .await??;
+        let t2 = std::time::Instant::now();
+        let c = Client {
+            ws,
+            session_id: String::new(),
+            resume_token: String::new(),
+        };
+        Ok((c, t1 - t0, t2 - t1))
+    }
+
     pub async fn send(&mut self, msg_type: &str, payload: Value) -> anyhow::Result<()> {
         let text = frame(msg_type, &self.session_id, payload);
         tokio::time::timeout(IO_TIMEOUT, self.ws.send(Message::Text(text.into()))).await??;

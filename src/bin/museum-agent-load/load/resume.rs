@@ -295,6 +295,8 @@ struct SessionOut {
     /// REGISTER sent → the server's stamp on its REGISTER_ACK, and that stamp → ACK read (both
     /// on the wall clock, in whole ms: the stamp's resolution); ACK read → first replayed frame.
     connect: Samples,
+    tcp: Samples,
+    upgrade: Samples,
     to_server_stamp: Samples,
     from_server_stamp: Samples,
     ack_to_first: Samples,
@@ -304,7 +306,15 @@ struct SessionOut {
     refused: u64,
     retries: u64,
     refusals: Vec<String>,
+    /// One line per resume for `--phases` (see [`PHASES`]).
+    rows: Vec<String>,
 }
+
+/// Where the `resume` scenario writes one CSV line per resume, when set (`--phases PATH`):
+/// `start_ms` (since the scenario started), `tcp_us`, `upgrade_us`, `ack_us` (REGISTER sent →
+/// ACK read), `first_us` (REGISTER sent → first replayed frame; empty when not timed), so
+/// that slow resumes can be lined up in time (do they come together, in bursts, or alone?).
+pub static PHASES: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 
 /// A resume in progress: the REGISTER's send time, waiting for the reply's first frame.
 struct Pending {
@@ -314,6 +324,8 @@ struct Pending {
     /// frame): whether it was replayed is known from the next stamped frame or the end.
     first_at: Option<Instant>,
     acked: Instant,
+    /// Its `--phases` line so far (the first replayed frame is added when known).
+    row: Option<String>,
 }
 
 pub async fn resume(
@@ -340,7 +352,7 @@ pub async fn resume(
     for s in 0..p.sessions {
         let (targets, up, p, sem) = (targets.to_vec(), up.clone(), p.clone(), sem.clone());
         tasks.push(tokio::spawn(async move {
-            session(s, &targets, &up, epoch, &p, run, sem).await
+            session(s, &targets, &up, (epoch, start), &p, run, sem).await
         }));
     }
     let mut all = SessionOut::default();
@@ -353,6 +365,9 @@ pub async fn resume(
                 all.ack.extend(o.ack);
                 all.first_replayed.extend(o.first_replayed);
                 all.connect.extend(o.connect);
+                all.tcp.extend(o.tcp);
+                all.upgrade.extend(o.upgrade);
+                all.rows.extend(o.rows);
                 all.to_server_stamp.extend(o.to_server_stamp);
                 all.from_server_stamp.extend(o.from_server_stamp);
                 all.ack_to_first.extend(o.ack_to_first);
@@ -370,6 +385,18 @@ pub async fn resume(
         }
     }
     let secs = start.elapsed().as_secs_f64();
+    if let Some(path) = PHASES.get() {
+        let mut text = String::from("start_ms,tcp_us,upgrade_us,ack_us,first_us\n");
+        all.rows.sort_by(|a, b| {
+            let f = |r: &str| r.split(',').next().and_then(|x| x.parse::<f64>().ok());
+            f(a).partial_cmp(&f(b)).unwrap_or(std::cmp::Ordering::Equal)
+        });
+        for r in &all.rows {
+            text.push_str(r);
+            text.push('\n');
+        }
+        std::fs::write(path, text)?;
+    }
     let mut lag = lag.finish().await;
     let cpu_after = cpu();
     let pct = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -415,6 +442,8 @@ pub async fn resume(
     );
     for (name, s) in [
         ("connect + upgrade", &mut all.connect),
+        ("of which TCP connect", &mut all.tcp),
+        ("of which WebSocket upgrade", &mut all.upgrade),
         (
             "REGISTER sent -> ACK stamped (ms clock)",
             &mut all.to_server_stamp,
@@ -481,7 +510,7 @@ async fn session(
     s: usize,
     targets: &[Target],
     up: &FakeUpstream,
-    epoch: Instant,
+    (epoch, start): (Instant, Instant),
     p: &ResumeParams,
     run: u64,
     sem: Arc<Semaphore>,
@@ -540,8 +569,15 @@ async fn session(
                             out.ack_to_first.push_micros(
                                 at.saturating_duration_since(pd.acked).as_secs_f64() * 1e6,
                             );
+                            if let Some(row) = pd.row.take() {
+                                let first = at.duration_since(pd.sent).as_secs_f64() * 1e6;
+                                out.rows.push(format!("{row}{first:.0}"));
+                            }
                         }
-                        Some(false) => out.nothing_to_replay += 1,
+                        Some(false) => {
+                            out.nothing_to_replay += 1;
+                            out.rows.extend(pd.row.take());
+                        }
                         None => pending = Some(pd),
                     }
                 }
@@ -562,9 +598,11 @@ async fn session(
             let mut tries = 0;
             c = loop {
                 let connecting = Instant::now();
-                let mut nc = Client::connect(&targets[node].url).await?;
+                let (mut nc, tcp, upgrade) = Client::connect_timed(&targets[node].url).await?;
                 out.connect
                     .push_micros(connecting.elapsed().as_secs_f64() * 1e6);
+                out.tcp.push_micros(tcp.as_secs_f64() * 1e6);
+                out.upgrade.push_micros(upgrade.as_secs_f64() * 1e6);
                 let seen = json!({ req.id.clone(): req.last_seen() });
                 let sent_ms = museum_agent::util::now_ms();
                 let (ack, sent) = nc.resume(&api_key, &sid, &token, seen).await?;
@@ -584,11 +622,25 @@ async fn session(
                         out.cross_node += 1;
                     }
                     token = nc.resume_token.clone();
+                    let row = PHASES.get().map(|_| {
+                        let us = |d: Duration| d.as_secs_f64() * 1e6;
+                        format!(
+                            "{:.3},{:.0},{:.0},{:.0},",
+                            connecting.duration_since(start).as_secs_f64() * 1e3,
+                            us(tcp),
+                            us(upgrade),
+                            us(acked - sent)
+                        )
+                    });
+                    if let Some(old) = pending.take() {
+                        out.rows.extend(old.row); // never told whether it replayed
+                    }
                     pending = Some(Pending {
                         sent,
                         sent_ns: sent.saturating_duration_since(epoch).as_nanos(),
                         first_at: None,
                         acked,
+                        row,
                     });
                     break nc;
                 }

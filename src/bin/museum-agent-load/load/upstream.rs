@@ -5,6 +5,12 @@
 //! received) and check that every chunk arrived once and in order. It records, keyed by the
 //! question's text, how many chunks it wrote for each reply and when it finished, and when a
 //! client went away before its reply was complete.
+//!
+//! With [`FakeUpstream::set_stagger`] each reply's first chunk waits a random part of one chunk
+//! period, so replies started together do not tick together: real visitors ask at random
+//! moments, while a thousand replies started at once would write a thousand chunks in the same
+//! millisecond every period for as long as they run (a burst that any connect or REGISTER
+//! arriving then queues behind).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -30,6 +36,8 @@ pub struct UpstreamTiming {
 struct Inner {
     epoch: Instant,
     timing: Mutex<UpstreamTiming>,
+    /// Each reply starts at a random offset within its first chunk period.
+    stagger: std::sync::atomic::AtomicBool,
     disconnects: Mutex<HashMap<String, Instant>>,
     sent: Mutex<HashMap<String, Sent>>,
 }
@@ -110,16 +118,21 @@ async fn chat(State(inner): State<Arc<Inner>>, body: String) -> Response {
         chunks: 0,
     };
     let period = (timing.rate > 0.0).then(|| Duration::from_secs_f64(1.0 / timing.rate));
+    let offset = period
+        .filter(|_| inner.stagger.load(std::sync::atomic::Ordering::Relaxed))
+        .map(|p| p.mul_f64(rand::random::<f64>()));
     let stream = futures_util::stream::unfold((0usize, guard), move |(i, mut guard)| async move {
         if i > timing.chunks + 1 {
             guard.complete();
             return None;
         }
-        if i > 0
-            && i <= timing.chunks
-            && let Some(p) = period
-        {
-            tokio::time::sleep(p).await;
+        let wait = match i {
+            0 => offset,
+            i if i <= timing.chunks => period,
+            _ => None,
+        };
+        if let Some(w) = wait {
+            tokio::time::sleep(w).await;
         }
         let item = if i < timing.chunks {
             let ns = guard.inner.epoch.elapsed().as_nanos();
@@ -164,6 +177,7 @@ impl FakeUpstream {
         let inner = Arc::new(Inner {
             epoch,
             timing: Mutex::new(timing),
+            stagger: Default::default(),
             disconnects: Mutex::new(HashMap::new()),
             sent: Mutex::new(HashMap::new()),
         });
@@ -192,6 +206,14 @@ impl FakeUpstream {
 
     pub fn set_timing(&self, t: UpstreamTiming) {
         *self.inner.timing.lock().unwrap_or_else(|p| p.into_inner()) = t;
+    }
+
+    /// Whether replies from now on start at a random offset within one chunk period (off:
+    /// every reply writes its first chunk at once, so replies asked together tick together).
+    pub fn set_stagger(&self, on: bool) {
+        self.inner
+            .stagger
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// When the server dropped the reply to the question `tag`, if it did.
