@@ -64,6 +64,10 @@ pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(4);
 /// (the client has its INTERRUPT_ACK already; this bounds only the message to the owner).
 pub const INTERRUPT_TIMEOUT: Duration = Duration::from_secs(2);
 /// JetStream API calls (KV reads and writes).
+/// How long a release waits for this node's snapshot write of the session under way to end.
+const SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
+/// The handed-away sessions past their window are dropped once this many are remembered.
+const HANDED_PRUNE_AT: usize = 4096;
 const JS_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Headers of the forward subject.
@@ -81,6 +85,10 @@ pub struct ReleaseRequest {
     pub last_seen: std::collections::BTreeMap<String, SeenUpTo>,
     /// Where the owner publishes the frames the client has not seen.
     pub forward_to: String,
+    /// The asking node: the owner remembers who holds the session now, so a client that comes
+    /// back to it before the new owner's snapshot is written is sent on, not refused.
+    #[serde(default)]
+    pub taker: String,
 }
 
 /// The owner's answer.
@@ -188,6 +196,13 @@ pub struct Cluster {
     written: Mutex<HashMap<String, (u64, i64)>>,
     /// Sessions handed to another node: their end here must not delete the snapshot.
     released: Mutex<HashSet<String>>,
+    /// Sessions handed to another node, to which and when (unix ms), kept for a resume window:
+    /// the snapshot may still name this node for a moment, and no write of this node may land
+    /// over the new owner's.
+    handed: Mutex<HashMap<String, (String, i64)>>,
+    /// The key the snapshot writer is writing now (a release waits until it is not the
+    /// session's, so no older write of this node lands after the new owner's).
+    writing: tokio::sync::watch::Sender<Option<String>>,
     /// Revocations published already (keys, accounts).
     published: Mutex<(HashSet<i64>, HashSet<i64>)>,
     next_forward: AtomicU64,
@@ -222,6 +237,8 @@ impl Cluster {
             wake: Notify::new(),
             written: Mutex::default(),
             released: Mutex::default(),
+            handed: Mutex::default(),
+            writing: tokio::sync::watch::Sender::new(None),
             published: Mutex::default(),
             next_forward: AtomicU64::new(1),
             halted: CancellationToken::new(),
@@ -441,8 +458,10 @@ impl Cluster {
         self.queue(id.to_string(), None);
     }
 
-    /// The session was handed to another node: no write of this node may replace its snapshot.
-    pub fn released(&self, id: &str) {
+    /// The session was handed to `taker`: no write of this node may replace its snapshot (one
+    /// under way is waited for, at most [`SETTLE_TIMEOUT`]), and a client that comes back here
+    /// is sent on to `taker` ([`Cluster::handed_to`]).
+    pub async fn released(&self, id: &str, taker: &str) {
         self.writes
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -451,6 +470,37 @@ impl Cluster {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.to_string());
+        let now = crate::util::now_ms();
+        {
+            let mut handed = self.handed.lock().unwrap_or_else(|p| p.into_inner());
+            if handed.len() >= HANDED_PRUNE_AT {
+                let window = self.window_ms.max(self.idle_ms);
+                handed.retain(|_, (_, at)| now - *at < window);
+            }
+            handed.insert(id.to_string(), (taker.to_string(), now));
+        }
+        let mut writing = self.writing.subscribe();
+        let _ = tokio::time::timeout(
+            SETTLE_TIMEOUT,
+            writing.wait_for(|k| k.as_deref() != Some(id)),
+        )
+        .await;
+    }
+
+    /// The node this one handed `id` to within the resume window, if it did.
+    pub fn handed_to(&self, id: &str) -> Option<String> {
+        let handed = self.handed.lock().unwrap_or_else(|p| p.into_inner());
+        let (taker, at) = handed.get(id)?;
+        (crate::util::now_ms() - at < self.window_ms.max(self.idle_ms) && !taker.is_empty())
+            .then(|| taker.clone())
+    }
+
+    /// This node holds `id` (again): its writes of the snapshot count from now on.
+    pub fn held(&self, id: &str) {
+        self.handed
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
     }
 
     fn queue(&self, key: String, value: Option<Bytes>) {
@@ -477,6 +527,17 @@ impl Cluster {
                 .collect();
             let mut failed = false;
             for (key, value) in batch {
+                // Handed to another node since it was queued: its snapshot is not ours to write.
+                if value.is_some()
+                    && self
+                        .handed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .contains_key(&key)
+                {
+                    continue;
+                }
+                self.writing.send_replace(Some(key.clone()));
                 let done = match &value {
                     Some(v) => within(kv.put(&key, v.clone())).await.map(|_| ()),
                     None => within(kv.delete(&key)).await,
@@ -492,6 +553,7 @@ impl Cluster {
                     failed = true;
                 }
             }
+            self.writing.send_replace(None);
             if failed {
                 tokio::select! {
                     _ = stop.cancelled() => return,

@@ -443,7 +443,7 @@ impl Unregistered {
                 "the session is held by another server, which cannot be reached right now; retry",
             )
         };
-        let snap = match find_remote(&cluster, &r).await {
+        let (snap, token_ok) = match find_remote(&cluster, &r).await {
             Ok(s) => s,
             Err(RemoteRefused::Unknown) => {
                 conn.error(invalid(unknown)).await;
@@ -467,11 +467,15 @@ impl Unregistered {
         }
         let id = snap.session_id.clone();
         let slot = SessionSlot(app.clone(), id.clone());
-        let mut handoff = match take_remote(&cluster, snap, &r).await {
+        let mut handoff = match take_remote(&cluster, snap, token_ok, &r).await {
             Ok(h) => h,
             Err(RemoteRefused::Unavailable) => {
                 conn.error(unavailable()).await;
                 return Step::Stay(Flow::Continue);
+            }
+            Err(RemoteRefused::WrongToken) => {
+                tracing::info!(peer = %conn.peer, session = %r.session_id, "resume refused: wrong token");
+                return self.auth_failed("invalid resume token").await;
             }
             Err(_) => {
                 conn.error(invalid(unknown)).await;

@@ -333,7 +333,7 @@ pub async fn release(
     };
     // The session is the other node's from now on: not resumable here, and its end here does
     // not delete the snapshot.
-    cluster.released(&session.id);
+    cluster.released(&session.id, &req.taker).await;
     app.resumable.remove(&session.id);
     session.takeovers = None;
     let before = history_of(&session);
@@ -547,11 +547,13 @@ pub(super) struct Handoff {
     pub token: Option<String>,
 }
 
-/// Finds the session in the cluster and checks its token (constant time).
+/// Finds the session in the cluster and checks its token against the snapshot's (constant
+/// time). The snapshot may lag its owner (a token renewed there a moment ago), so a mismatch
+/// is not a refusal yet: the owner, which holds the live token, decides ([`take_remote`]).
 pub(super) async fn find_remote(
     cluster: &Cluster,
     r: &crate::protocol::ResumeRequest,
-) -> Result<Snapshot, RemoteRefused> {
+) -> Result<(Snapshot, bool), RemoteRefused> {
     let snap = match cluster.lookup(&r.session_id).await {
         Ok(Some(s)) => s,
         Ok(None) => return Err(RemoteRefused::Unknown),
@@ -563,24 +565,34 @@ pub(super) async fn find_remote(
     let Ok(stored) = hex::decode(&snap.token_hash) else {
         return Err(RemoteRefused::Unknown);
     };
-    if stored.len() == 32 && bool::from(stored.as_slice().ct_eq(&hash(&r.resume_token))) {
-        Ok(snap)
-    } else {
-        Err(RemoteRefused::WrongToken)
-    }
+    let token_ok =
+        stored.len() == 32 && bool::from(stored.as_slice().ct_eq(&hash(&r.resume_token)));
+    Ok((snap, token_ok))
 }
 
-/// Asks the owner to release the session and forward here; from the snapshot alone when the
-/// owner does not answer.
+/// Asks the owner to release the session and forward here (the owner checks the token against
+/// the live one); from the snapshot alone when the owner does not answer and the snapshot's
+/// token is the client's (`token_ok`).
 pub(super) async fn take_remote(
     cluster: &Cluster,
     snap: Snapshot,
+    token_ok: bool,
     r: &crate::protocol::ResumeRequest,
 ) -> Result<Handoff, RemoteRefused> {
-    if snap.owner == cluster.node {
-        // Written by this node, which no longer holds it: it ended here.
-        return Err(RemoteRefused::Unknown);
-    }
+    let owner = if snap.owner == cluster.node {
+        // Written by this node, which no longer holds it: handed on a moment ago (the new
+        // owner's snapshot is not written yet), or it ended here.
+        cluster
+            .handed_to(&r.session_id)
+            .ok_or(RemoteRefused::Unknown)?
+    } else {
+        snap.owner.clone()
+    };
+    let refused = if token_ok {
+        RemoteRefused::Unknown
+    } else {
+        RemoteRefused::WrongToken
+    };
     let (subject, sub) = cluster
         .forward_inbox()
         .await
@@ -590,8 +602,9 @@ pub(super) async fn take_remote(
         token_sha256: hex::encode(hash(&r.resume_token)),
         last_seen: r.last_seen.clone(),
         forward_to: subject,
+        taker: cluster.node.clone(),
     };
-    match cluster.release(&snap.owner, &req).await {
+    match cluster.release(&owner, &req).await {
         Release::Released(fresh) => Ok(Handoff {
             snapshot: *fresh,
             forward: Some(sub),
@@ -599,7 +612,8 @@ pub(super) async fn take_remote(
             owner_gone: false,
             token: None,
         }),
-        Release::Gone => Err(RemoteRefused::Unknown),
+        Release::Gone => Err(refused),
+        Release::NoAnswer if !token_ok => Err(refused),
         Release::NoAnswer => {
             tracing::info!(session = %r.session_id, owner = %snap.owner, "cluster: the owner did not answer; resuming from the snapshot");
             Ok(Handoff {
@@ -617,6 +631,10 @@ pub(super) async fn take_remote(
 /// fresh token), then the replies lost with a dead owner, or the owner's forwarded frames.
 pub(super) async fn attach_remote(session: Box<Session>, h: Handoff) -> Box<Session> {
     let app = session.conn.app.clone();
+    if let Some(cluster) = &app.cluster {
+        // Handed away from here earlier and back now: this node's snapshot writes count again.
+        cluster.held(&session.id);
+    }
     *session.history.lock().unwrap_or_else(|p| p.into_inner()) =
         h.snapshot.history(app.config.llm.history_messages);
     session

@@ -200,6 +200,41 @@ async fn a_socket_cut_on_a_mid_reply_resumes_on_b_with_every_frame_once_and_the_
     .await;
 }
 
+/// A client that hops between the nodes as fast as it can (each resume renews the token, and
+/// the new owner's snapshot may not be written yet when the client is back on the other node):
+/// every hop is resumed, none refused, and the conversation is whole at the end.
+#[tokio::test]
+async fn hopping_between_nodes_at_once_resumes_every_time() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    let (first, _) = words("alpha", 3, Duration::ZERO);
+    n.a.llm.push(first);
+    let (mut c, mut token) = registered(&n.a, &n.key).await;
+    let sid = c.session_id.clone();
+    c.text_request("r0", "first question").await;
+    assert!(c.reply("r0").await.error.is_none());
+    snapshot_has(&n.a, &sid, "alpha2").await;
+    drop(c);
+    let mut on = &n.a;
+    for hop in 0..8 {
+        on = if hop % 2 == 0 { &n.b } else { &n.a };
+        let mut c = on.connect().await;
+        c.send_value(&resume_frame(&n.key, &sid, &token, json!({})))
+            .await;
+        let ack = c.recv().await;
+        assert_eq!(ack["msg_type"], "REGISTER_ACK", "hop {hop}: {ack}");
+        token = ack["payload"]["resume_token"].as_str().unwrap().to_string();
+    }
+    // The last node serves the session with its history.
+    let mut c = resume(on, &n.key, &sid, &token, json!({})).await;
+    let (script, _) = words("next", 2, Duration::ZERO);
+    on.llm.push(script);
+    c.text_request("r1", "and then?").await;
+    assert!(c.reply("r1").await.error.is_none());
+    let prompt = on.llm.requests().last().unwrap().to_string();
+    assert!(prompt.contains("alpha2"), "the first turn lost: {prompt}");
+}
+
 #[tokio::test]
 async fn an_owner_that_is_gone_leaves_the_snapshot_and_its_reply_is_reported_interrupted() {
     let Some(nats) = nats().await else { return };
