@@ -170,7 +170,12 @@ pub fn exhibit_from_map(mut map: Map<String, Value>) -> Result<Exhibit, String> 
             extra.insert(k, v);
         }
     }
-    let extra_len = Value::Object(extra.clone()).to_string().chars().count();
+    // (An empty `extra` is "{}": no need to serialise a copy of it for every row.)
+    let extra_len = if extra.is_empty() {
+        2
+    } else {
+        Value::Object(extra.clone()).to_string().chars().count()
+    };
     if extra_len > MAX_DESCRIPTION_CHARS {
         return Err(format!(
             "extra fields are too long ({extra_len} characters, at most {MAX_DESCRIPTION_CHARS})"
