@@ -338,25 +338,20 @@ impl Hub {
         // Not (or no longer, or not yet) ours: stay silent so the process that does hold it
         // answers; if none does, the sender times out and holds it for a retry.
         let Some(c) = conn else { return };
-        let Some((mut e, role)) = Nats::entry_of(msg.headers.as_ref(), &msg.payload, None) else {
+        let Some((e, role)) = Nats::entry_of(msg.headers.as_ref(), &msg.payload, None) else {
             return;
         };
         let meta = Meta::read(msg.headers.as_ref());
-        let answer = self.receive_remote(&c, &mut e, &role, &meta);
+        let answer = self.receive_remote(&c, e, &role, &meta);
         if let Some(reply) = msg.reply {
-            // Bounded: a full client buffer (NATS down) blocks publish.
-            let _ = tokio::time::timeout(
-                Duration::from_secs(2),
-                n.client.publish(reply, answer.answer().into()),
-            )
-            .await;
+            n.answer_to(reply, answer).await;
         }
     }
 
     /// Delivers a message from another process to the local connection `c`: drops a retry it
     /// already got, checks a response against the request pending here, registers a request
     /// for the local responder. What to answer the sender.
-    fn receive_remote(&self, c: &Arc<Conn>, e: &mut Entry, role: &str, meta: &Meta) -> Remote {
+    fn receive_remote(&self, c: &Arc<Conn>, mut e: Entry, role: &str, meta: &Meta) -> Remote {
         let key = &c.address.key;
         if meta.delivery != 0 && meta.retry && c.seen().contains(meta.delivery) {
             return Remote::Delivered;
@@ -390,8 +385,7 @@ impl Hub {
         {
             e.body = b.into();
         }
-        let entry = Arc::new(super::inbox::clone_entry(e));
-        match c.mailbox.push(entry) {
+        match c.mailbox.push(Arc::new(e)) {
             Ok(()) => {
                 if meta.delivery != 0 {
                     c.seen().insert(meta.delivery);
