@@ -367,7 +367,9 @@ pub fn coverage(w: &WeightedTerms, indexed: &str) -> f64 {
         return 0.0;
     }
     let lookup = TermLookup::new(w);
-    lookup.coverage(&lookup.found(indexed))
+    let mut found = lookup.found(indexed);
+    translit::credit(&w.bridges, indexed, &mut found);
+    lookup.coverage(&found)
 }
 
 /// A question's exact terms by text, built once per question: the lexical stage reads every
@@ -392,7 +394,8 @@ impl<'a> TermLookup<'a> {
         TermLookup { w, exact }
     }
 
-    /// Which of the terms (in order) the document's tokens hold.
+    /// Which of the terms (in order) the document's tokens hold (bridges not credited yet:
+    /// [`translit::credit`]).
     fn found(&self, indexed: &str) -> Vec<bool> {
         let mut found = vec![false; self.w.terms.len()];
         for tok in indexed.split_ascii_whitespace() {
@@ -419,7 +422,6 @@ fn share(w: &WeightedTerms, found: impl Iterator<Item = bool>) -> f64 {
     if w.total <= 0.0 {
         return 0.0;
     }
-    translit::credit(&w.bridges, indexed, &mut found);
     let sum: f64 = w
         .terms
         .iter()
@@ -725,8 +727,13 @@ fn lexical(
     let rare = rarest(w, 3);
     let lookup = TermLookup::new(w);
     for (pk, t) in texts {
-        let found = lookup.found(&t);
+        let raw = lookup.found(&t);
+        let mut found = raw.clone();
+        translit::credit(&w.bridges, &t, &mut found);
         let cov = lookup.coverage(&found);
+        // The rarest terms' own bridges (those standing for them alone), as `coverage(&rare, …)`.
+        let mut rare_found: Vec<bool> = rare_idx.iter().map(|&i| raw[i]).collect();
+        translit::credit(&rare.bridges, &t, &mut rare_found);
         let bm25 = cands
             .iter()
             .find(|c| c.0 == pk)
@@ -735,7 +742,7 @@ fn lexical(
             pk,
             score: cov * (0.5 + 0.5 * bm25 / best),
             coverage: cov,
-            entity: share(&rare, rare_idx.iter().map(|&i| found[i])),
+            entity: share(&rare, rare_found.into_iter()),
         });
     }
     out.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.pk.cmp(&b.pk)));
