@@ -407,14 +407,9 @@ async fn postgres_crash_loses_nothing_and_a_parked_session_resumes_after() {
     pg.crash().await.unwrap();
     drop(live); // the socket is cut as well
     let mut c = a.connect().await;
+    let again = resume_frame(&a.api_key, &sid, &token, json!({"r1": [top, -1, 0]}));
     let t0 = Instant::now();
-    c.send_value(&resume_frame(
-        &a.api_key,
-        &sid,
-        &token,
-        json!({"r1": [top, -1, 0]}),
-    ))
-    .await;
+    c.send_value(&again).await;
     let v = c.recv().await;
     assert_retryable(&v);
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
@@ -425,13 +420,7 @@ async fn postgres_crash_loses_nothing_and_a_parked_session_resumes_after() {
     // The same socket retries its resume until PostgreSQL answers again.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        c.send_value(&resume_frame(
-            &a.api_key,
-            &sid,
-            &token,
-            json!({"r1": [top, -1, 0]}),
-        ))
-        .await;
+        c.send_value(&again).await;
         let v = c.recv().await;
         if v["msg_type"] == "REGISTER_ACK" {
             assert_eq!(v["payload"]["session_id"], sid.as_str());
