@@ -7,8 +7,11 @@
 //!   resume-token hash, history, attributes, function list, owner node, expiry) is written to
 //!   the KV bucket `<PREFIX>_SESSIONS` when it changes (registered, resumed, a reply finished,
 //!   attributes changed, socket dropped), bounded to `snapshot_max_bytes`, and deleted when the
-//!   session ends. Writes go through one writer task (the latest value of a key wins; a write
-//!   that fails while NATS is down is retried), so no session ever waits on NATS.
+//!   session ends. Writes go through one writer task (the latest value of a key wins, up to
+//!   [`WRITES_IN_FLIGHT`] keys at once; a write that fails while NATS is down is retried), so no
+//!   session waits on NATS, with one exception: a new session's first snapshot is written
+//!   before its REGISTER_ACK ([`Cluster::save_first`], bounded), so the resume token the client
+//!   gets is one every node can find.
 //! - **Release**: a node asked to resume a session it does not hold reads the snapshot, checks
 //!   the token (constant time) and the credential, subscribes a fresh forward subject
 //!   `<p>.fwd.<node>.<nonce>`, and asks the owner on `<p>.release.<owner>` (request/reply). The
@@ -69,6 +72,8 @@ const SETTLE_TIMEOUT: Duration = Duration::from_millis(500);
 /// The handed-away sessions past their window are dropped once this many are remembered.
 const HANDED_PRUNE_AT: usize = 4096;
 const JS_TIMEOUT: Duration = Duration::from_secs(3);
+/// Snapshot writes the writer has on the wire at once.
+const WRITES_IN_FLIGHT: usize = 64;
 
 /// Headers of the forward subject.
 pub const H_SEQ: &str = "Fwd-Seq";
@@ -200,9 +205,9 @@ pub struct Cluster {
     /// the snapshot may still name this node for a moment, and no write of this node may land
     /// over the new owner's.
     handed: Mutex<HashMap<String, (String, i64)>>,
-    /// The key the snapshot writer is writing now (a release waits until it is not the
-    /// session's, so no older write of this node lands after the new owner's).
-    writing: tokio::sync::watch::Sender<Option<String>>,
+    /// The keys the snapshot writer is writing now (a release waits until the session's is not
+    /// among them, so no older write of this node lands after the new owner's).
+    writing: tokio::sync::watch::Sender<HashSet<String>>,
     /// Revocations published already (keys, accounts).
     published: Mutex<(HashSet<i64>, HashSet<i64>)>,
     next_forward: AtomicU64,
@@ -238,7 +243,7 @@ impl Cluster {
             written: Mutex::default(),
             released: Mutex::default(),
             handed: Mutex::default(),
-            writing: tokio::sync::watch::Sender::new(None),
+            writing: tokio::sync::watch::Sender::new(HashSet::new()),
             published: Mutex::default(),
             next_forward: AtomicU64::new(1),
             halted: CancellationToken::new(),
@@ -408,13 +413,36 @@ impl Cluster {
 
     /// Queues a session's snapshot (skipped when nothing changed since the last one, unless
     /// that is old enough to need refreshing).
-    pub fn save(&self, mut s: Snapshot, parked: bool) {
+    pub fn save(&self, s: Snapshot, parked: bool) {
+        if let Some((id, bytes)) = self.prepare(s, parked) {
+            self.queue(id, Some(bytes));
+        }
+    }
+
+    /// Writes a new session's first snapshot now, bypassing the queue, and returns when it is
+    /// stored or after [`SETTLE_TIMEOUT`] (then it is queued as any other write). The caller
+    /// holds the session's REGISTER_ACK until then, so no client can ask another node for a
+    /// session whose snapshot the writer has not reached yet.
+    pub async fn save_first(&self, s: Snapshot) {
+        let Some((id, bytes)) = self.prepare(s, false) else {
+            return;
+        };
+        if let (Some(kv), false) = (self.kv.get(), self.halted.is_cancelled()) {
+            let put = within(kv.put(&id, bytes.clone()));
+            if let Ok(Ok(_)) = tokio::time::timeout(SETTLE_TIMEOUT, put).await {
+                return;
+            }
+        }
+        self.queue(id, Some(bytes));
+    }
+
+    /// The snapshot's key and bytes, stamped with this node and its expiry; None when it is
+    /// unchanged since the last one queued (and that one is recent) or too large.
+    fn prepare(&self, mut s: Snapshot, parked: bool) -> Option<(String, Bytes)> {
         let now = crate::util::now_ms();
         s.owner = self.node.clone();
         s.expires_ms = 0;
-        let Some(plain) = serde_json::to_vec(&s).ok() else {
-            return;
-        };
+        let plain = serde_json::to_vec(&s).ok()?;
         let fp = fingerprint(&plain) ^ u64::from(parked);
         {
             let mut w = self.written.lock().unwrap_or_else(|p| p.into_inner());
@@ -422,7 +450,7 @@ impl Cluster {
                 && *old == fp
                 && now - at < self.idle_ms / 2
             {
-                return;
+                return None;
             }
             w.insert(s.session_id.clone(), (fp, now));
         }
@@ -434,9 +462,10 @@ impl Cluster {
             };
         let id = s.session_id.clone();
         match s.encode(self.cfg.snapshot_max_bytes) {
-            Some(bytes) => self.queue(id, Some(bytes.into())),
+            Some(bytes) => Some((id, bytes.into())),
             None => {
-                tracing::warn!(session = %id, "cluster: snapshot too large even without history; not written")
+                tracing::warn!(session = %id, "cluster: snapshot too large even without history; not written");
+                None
             }
         }
     }
@@ -480,11 +509,7 @@ impl Cluster {
             handed.insert(id.to_string(), (taker.to_string(), now));
         }
         let mut writing = self.writing.subscribe();
-        let _ = tokio::time::timeout(
-            SETTLE_TIMEOUT,
-            writing.wait_for(|k| k.as_deref() != Some(id)),
-        )
-        .await;
+        let _ = tokio::time::timeout(SETTLE_TIMEOUT, writing.wait_for(|w| !w.contains(id))).await;
     }
 
     /// The node this one handed `id` to within the resume window, if it did.
@@ -511,6 +536,42 @@ impl Cluster {
         self.wake.notify_one();
     }
 
+    /// Writes one key; true when it failed (it is queued again unless a newer value came).
+    async fn write_one(&self, kv: &kv::Store, key: String, value: Option<Bytes>) -> bool {
+        // Handed to another node since it was queued: its snapshot is not ours to write.
+        if value.is_some()
+            && self
+                .handed
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains_key(&key)
+        {
+            return false;
+        }
+        self.writing.send_modify(|w| {
+            w.insert(key.clone());
+        });
+        let done = match &value {
+            Some(v) => within(kv.put(&key, v.clone())).await.map(|_| ()),
+            None => within(kv.delete(&key)).await,
+        };
+        self.writing.send_modify(|w| {
+            w.remove(&key);
+        });
+        match done {
+            Ok(()) => false,
+            Err(e) => {
+                tracing::debug!(session = %key, error = %e, "cluster: snapshot write failed; will retry");
+                self.writes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .entry(key)
+                    .or_insert(value);
+                true
+            }
+        }
+    }
+
     async fn write_loop(self: Arc<Self>, stop: CancellationToken) {
         loop {
             tokio::select! {
@@ -525,35 +586,15 @@ impl Cluster {
                 .unwrap_or_else(|p| p.into_inner())
                 .drain()
                 .collect();
-            let mut failed = false;
-            for (key, value) in batch {
-                // Handed to another node since it was queued: its snapshot is not ours to write.
-                if value.is_some()
-                    && self
-                        .handed
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .contains_key(&key)
-                {
-                    continue;
-                }
-                self.writing.send_replace(Some(key.clone()));
-                let done = match &value {
-                    Some(v) => within(kv.put(&key, v.clone())).await.map(|_| ()),
-                    None => within(kv.delete(&key)).await,
-                };
-                if let Err(e) = done {
-                    tracing::debug!(session = %key, error = %e, "cluster: snapshot write failed; will retry");
-                    // Retried unless a newer value came meanwhile.
-                    self.writes
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .entry(key)
-                        .or_insert(value);
-                    failed = true;
-                }
-            }
-            self.writing.send_replace(None);
+            // One write per key per batch, so writes of one key never overtake each other;
+            // the keys of a batch go out together (a round trip each, in parallel), or a
+            // thousand sessions' changes would wait on one another's round trips.
+            let me: &Cluster = &self;
+            let failed = futures_util::stream::iter(batch)
+                .map(|(key, value)| async move { me.write_one(kv, key, value).await })
+                .buffer_unordered(WRITES_IN_FLIGHT)
+                .fold(false, |any, failed| async move { any | failed })
+                .await;
             if failed {
                 tokio::select! {
                     _ = stop.cancelled() => return,

@@ -278,6 +278,17 @@ impl Unregistered {
             token: app.hard_stop.child_token(),
             takeovers: resume.map(|(_, t)| t),
         };
+        if let Some(token) = &resume_token {
+            super::resume::save_first(
+                app,
+                &id,
+                &principal,
+                token,
+                registration.create_time,
+                &registration.attrs,
+            )
+            .await;
+        }
         conn.outbox.set_session_id(&id);
         conn.send(ServerMessage::RegisterAck(RegisterAck {
             status: "SUCCESS".into(),

@@ -38,6 +38,7 @@ use crate::cluster::snapshot::{Credential, Message, Snapshot, added};
 use crate::cluster::{Cluster, Done, Release, ReleaseAnswer, ReleaseRequest};
 use crate::protocol::{ErrorCode, ErrorPayload, RegisterAck, SeenUpTo, ServerMessage};
 use crate::providers::llm::ChatMessage;
+use crate::request::attributes::Attributes;
 use crate::request::inflight::{InFlight, RequestCtx};
 use crate::request::outbox::{OutKind, Outbox};
 use tokio_util::sync::CancellationToken;
@@ -245,19 +246,55 @@ fn snapshot_of(s: &Session) -> Option<Snapshot> {
         .messages()
         .map(Message::from)
         .collect();
-    Some(Snapshot {
-        session_id: s.id.clone(),
+    Some(snapshot(
+        &s.id,
+        &principal,
+        token_hash,
+        s.create_time,
+        &s.attrs,
+        history,
+    ))
+}
+
+fn snapshot(
+    id: &str,
+    principal: &Principal,
+    token_hash: [u8; 32],
+    create_time: i64,
+    attrs: &Attributes,
+    history: Vec<Message>,
+) -> Snapshot {
+    Snapshot {
+        session_id: id.to_string(),
         owner: String::new(),
-        credential: Credential::from(&principal),
+        credential: Credential::from(principal),
         token_hash: hex::encode(token_hash),
-        create_time: s.create_time,
-        platform: s.attrs.platform,
-        require_tts: s.attrs.require_tts,
-        enable_srs: s.attrs.enable_srs,
-        functions: s.attrs.functions.clone(),
+        create_time,
+        platform: attrs.platform,
+        require_tts: attrs.require_tts,
+        enable_srs: attrs.enable_srs,
+        functions: attrs.functions.clone(),
         history,
         expires_ms: 0,
-    })
+    }
+}
+
+/// Writes a new session's first snapshot before its client learns the resume token (the caller
+/// sends REGISTER_ACK after this): a client that drops at once and comes back on another node
+/// finds the session there, however far the snapshot writer lags. Bounded
+/// ([`Cluster::save_first`]); nothing without a cluster.
+pub(super) async fn save_first(
+    app: &AppState,
+    id: &str,
+    principal: &Principal,
+    token: &str,
+    create_time: i64,
+    attrs: &Attributes,
+) {
+    if let Some(cluster) = &app.cluster {
+        let snap = snapshot(id, principal, hash(token), create_time, attrs, Vec::new());
+        cluster.save_first(snap).await;
+    }
 }
 
 /// Writes the session's snapshot to the cluster when it changed (nothing without a cluster or

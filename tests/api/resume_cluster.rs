@@ -235,6 +235,39 @@ async fn hopping_between_nodes_at_once_resumes_every_time() {
     assert!(prompt.contains("alpha2"), "the first turn lost: {prompt}");
 }
 
+/// Many visitors register on A at once and each drops at once and comes back on B: every one
+/// is resumed. A's snapshot writes queue up behind one another here, so a session whose
+/// REGISTER_ACK went out before its snapshot was stored would be unknown on B
+/// (SESSION_INVALID); the first snapshot is stored before the ACK.
+#[tokio::test]
+async fn a_visitor_back_on_b_right_after_registering_on_a_is_resumed() {
+    let Some(nats) = nats().await else { return };
+    let n = nodes(&nats).await;
+    let visitors = (0..60).map(|_| async {
+        let (c, token) = registered(&n.a, &n.key).await;
+        let sid = c.session_id.clone();
+        drop(c);
+        let mut c = n.b.connect().await;
+        c.send_value(&resume_frame(&n.key, &sid, &token, json!({})))
+            .await;
+        let ack = c.recv().await;
+        (ack["msg_type"] == "REGISTER_ACK" && ack["payload"]["session_id"] == sid.as_str())
+            .then_some(())
+            .ok_or(ack)
+    });
+    let refused: Vec<Value> = futures_util::future::join_all(visitors)
+        .await
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "{} of 60 refused, the first: {}",
+        refused.len(),
+        refused[0]
+    );
+}
+
 #[tokio::test]
 async fn an_owner_that_is_gone_leaves_the_snapshot_and_its_reply_is_reported_interrupted() {
     let Some(nats) = nats().await else { return };

@@ -152,8 +152,15 @@ impl SpawnedServer {
             None => {
                 let mut key_cmd = tokio::process::Command::new(binary);
                 env(&mut key_cmd);
+                // A name of its own per run: with `--server-env` pointing at a shared
+                // PostgreSQL store, an earlier run's key of the same name is still there.
+                let name = format!(
+                    "load-{}-{}",
+                    std::process::id(),
+                    museum_agent::util::now_ms()
+                );
                 let out = key_cmd
-                    .args(["key", "create", "--name", "load"])
+                    .args(["key", "create", "--name", &name])
                     .output()
                     .await?;
                 anyhow::ensure!(
