@@ -1363,6 +1363,30 @@ mod tests {
     }
 
     #[test]
+    fn measured_signals_of_a_ranking() {
+        let s = store();
+        let o = EmbeddedOptions::default();
+        let sig =
+            |f: &Features, name: &str| f[abstain::SIGNALS.iter().position(|n| *n == name).unwrap()];
+        // Every term is in one record, which holds them all: nothing comes near it.
+        let f = rank(&s, "wild geese tsuba", &o, None)
+            .unwrap()
+            .features
+            .unwrap();
+        assert_eq!(f.len(), abstain::SIGNALS.len());
+        assert!((sig(&f, "coverage_margin") - 1.0).abs() < 1e-9, "{f:?}");
+        assert_eq!(sig(&f, "near_ties"), 0.0, "{f:?}");
+        assert!((sig(&f, "mean_idf") - 1.0).abs() < 1e-9, "{f:?}");
+        // A term found nowhere weighs as one in no record, above one in one record.
+        let f = rank(&s, "wild geese zeppelin", &o, None)
+            .unwrap()
+            .features
+            .unwrap();
+        assert!(sig(&f, "mean_idf") > 1.0, "{f:?}");
+        assert!(sig(&f, "coverage_margin") < 1.0, "{f:?}");
+    }
+
+    #[test]
     fn unrelated_questions_get_no_answer() {
         let s = store();
         let o = EmbeddedOptions::default();
