@@ -22,6 +22,11 @@
 //!   title's (measured, not in the model);
 //! - `bridged`: the IDF share of the question's terms the best hit covers only through a
 //!   transliteration bridge ([`super::translit`]: 康熙 ↔ Kangxi), a match across scripts.
+//! - `coverage_margin`: the best hit's coverage minus the second's (measured, not in the model);
+//! - `near_ties`: ln(1 + number of hits after the best within 90 % of its score), a question
+//!   matching words many records share (measured, not in the model);
+//! - `mean_idf`: the question's terms' mean IDF over the IDF of a term held by one record, how
+//!   specific the question is (measured, not in the model).
 //!
 //! With embeddings ready, three semantic signals are added ([`SEMANTIC_FEATURES`], computed by
 //! [`semantic_features`] from the calibrated dense ranking, `embeddings::dense_rankings`):
@@ -45,7 +50,7 @@ use serde::{Deserialize, Serialize};
 
 /// Every lexical signal `embedded::features` computes, in the order of its vector. A model
 /// reads the ones its feature list names.
-pub const SIGNALS: [&str; 14] = [
+pub const SIGNALS: [&str; 17] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -60,6 +65,9 @@ pub const SIGNALS: [&str; 14] = [
     "title_coverage",
     "lang_mismatch",
     "bridged",
+    "coverage_margin",
+    "near_ties",
+    "mean_idf",
 ];
 
 /// The semantic signals, after the lexical ones in a hybrid signal vector.

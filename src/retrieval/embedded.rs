@@ -565,6 +565,24 @@ fn features(
     let lang_mismatch = top_exhibit.as_ref().map_or(0.0, |e| {
         f64::from(u8::from(e.title.chars().any(text::is_cjk) != q_cjk))
     });
+    let coverage_margin = top.map_or(0.0, |l| l.coverage) - lex.get(1).map_or(0.0, |l| l.coverage);
+    // Hits after the best within NEAR_TIE of its score: many near-equal hits mean the question
+    // matched words many records share rather than one record's name or title.
+    let near_ties = if s1 > 0.0 {
+        (lex.iter()
+            .skip(1)
+            .take_while(|l| l.score >= NEAR_TIE * s1)
+            .count() as f64)
+            .ln_1p()
+    } else {
+        0.0
+    };
+    // The question's specificity: its terms' mean IDF over the IDF of a term in one record.
+    let mean_idf = if w.terms.is_empty() || w.docs <= 0.0 {
+        0.0
+    } else {
+        w.total / w.terms.len() as f64 / idf(w.docs, 1.0)
+    };
     Ok(vec![
         s1,
         top.map_or(0.0, |l| l.coverage),
@@ -584,11 +602,17 @@ fn features(
         title_coverage,
         lang_mismatch,
         bridged,
+        coverage_margin,
+        near_ties,
+        mean_idf,
     ])
 }
 
 /// Hits within this share of the best score may be reordered for a "who is X" question.
 const BIOGRAPHY_NEAR_TIE: f64 = 0.9;
+/// Hits within this share of the best score count as near ties (the `near_ties` signal; the
+/// same share as [`BIOGRAPHY_NEAR_TIE`], not tuned).
+const NEAR_TIE: f64 = BIOGRAPHY_NEAR_TIE;
 
 /// For a "who is X" question ([`text::is_who_is`]), moves the near-tied top hits whose
 /// description reads like a biography (a life span) ahead of those that merely carry X's name
@@ -1336,6 +1360,30 @@ mod tests {
         let h = search_blocking(&s, "峄山刻石相传是谁写的？", 3, &o, None).unwrap();
         assert_eq!(ids(&h)[0], "z2");
         assert!(h[0].passages[0].contains("李斯"));
+    }
+
+    #[test]
+    fn measured_signals_of_a_ranking() {
+        let s = store();
+        let o = EmbeddedOptions::default();
+        let sig =
+            |f: &Features, name: &str| f[abstain::SIGNALS.iter().position(|n| *n == name).unwrap()];
+        // Every term is in one record, which holds them all: nothing comes near it.
+        let f = rank(&s, "wild geese tsuba", &o, None)
+            .unwrap()
+            .features
+            .unwrap();
+        assert_eq!(f.len(), abstain::SIGNALS.len());
+        assert!((sig(&f, "coverage_margin") - 1.0).abs() < 1e-9, "{f:?}");
+        assert_eq!(sig(&f, "near_ties"), 0.0, "{f:?}");
+        assert!((sig(&f, "mean_idf") - 1.0).abs() < 1e-9, "{f:?}");
+        // A term found nowhere weighs as one in no record, above one in one record.
+        let f = rank(&s, "wild geese zeppelin", &o, None)
+            .unwrap()
+            .features
+            .unwrap();
+        assert!(sig(&f, "mean_idf") > 1.0, "{f:?}");
+        assert!(sig(&f, "coverage_margin") < 1.0, "{f:?}");
     }
 
     #[test]
