@@ -395,9 +395,18 @@ fn response(to: &str) -> SendOptions {
     }
 }
 
+/// The next envelope (heartbeats skipped), within 15 s: heartbeats keep the client's own
+/// per-frame timeout from ever firing, so a frame that never comes would hang the test.
+async fn next(c: &mut HubClient) -> Envelope {
+    tokio::time::timeout(Duration::from_secs(15), c.recv())
+        .await
+        .expect("no message within 15 s")
+        .unwrap()
+}
+
 /// The next envelope, which must be a hub error with `code` naming `original`.
 async fn error_for(c: &mut HubClient, code: &str, original: &str) -> Envelope {
-    let e = c.recv().await.unwrap();
+    let e = next(c).await;
     assert_eq!(e.error_code(), Some(code), "{e:?}");
     assert_eq!(
         e.payload["details"]["original_message_id"], original,
@@ -535,10 +544,7 @@ async fn a_second_response_to_a_requester_offline_everywhere_is_refused_on_anoth
         .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
         .await
         .unwrap();
-    assert_eq!(
-        answerer.recv().await.unwrap().kind.as_deref(),
-        Some("request")
-    );
+    assert_eq!(next(&mut answerer).await.kind.as_deref(), Some("request"));
     leave(&s1, asker, "agent/hall_a/asker").await;
 
     // Answered from the process that delivered it: accepted (stored for the asker).
@@ -562,13 +568,41 @@ async fn a_second_response_to_a_requester_offline_everywhere_is_refused_on_anoth
         .unwrap();
     accepted(&mut moved).await;
     let mut asker = connect(&s2, agent("hall_a", "asker"), Options::default()).await;
-    let got = asker.recv().await.unwrap();
+    let got = next(&mut asker).await;
     assert_eq!(
         (got.request_id.as_deref(), &got.payload["a"]),
         (Some("q1"), &json!(1)),
         "{got:?}"
     );
-    assert_eq!(asker.recv().await.unwrap().payload["n"], "last");
+    assert_eq!(next(&mut asker).await.payload["n"], "last");
+}
+
+/// A request between two clients of one process is checked there alone (no NATS round trip)
+/// until one of them leaves: then it is shared, so when the requester has left every process
+/// a second response from the responder, moved to another process, is refused.
+#[tokio::test]
+async fn a_request_between_clients_of_one_process_is_shared_when_one_leaves() {
+    let Some(n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
+    let mut answerer = connect(&s1, agent("hall_a", "answerer"), Options::default()).await;
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut answerer).await.kind.as_deref(), Some("request"));
+    leave(&s1, asker, "agent/hall_a/asker").await;
+    answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
+        .await
+        .unwrap();
+    accepted(&mut answerer).await;
+    let mut moved = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    let twice = moved
+        .send_with(moved.agent("asker"), &json!({"a": 2}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut moved, "VALIDATION_ERROR", &twice).await;
 }
 
 /// Requests stored in an offline responder's inbox, from a requester that then left every
@@ -600,7 +634,7 @@ async fn responses_to_a_requester_offline_everywhere_are_checked_wherever_they_a
 
     let mut answerer = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
     for q in ["q1", "q2"] {
-        let r = answerer.recv().await.unwrap();
+        let r = next(&mut answerer).await;
         assert_eq!((r.kind.as_deref(), r.id.as_str()), (Some("request"), q));
     }
     let mut bystander = connect(&s2, agent("hall_a", "bystander"), Options::default()).await;
@@ -634,13 +668,13 @@ async fn responses_to_a_requester_offline_everywhere_are_checked_wherever_they_a
         .unwrap();
     accepted(&mut answerer).await;
     let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
-    let got = asker.recv().await.unwrap();
+    let got = next(&mut asker).await;
     assert_eq!(
         (got.request_id.as_deref(), &got.payload["a"]),
         (Some("q1"), &json!(1)),
         "{got:?}"
     );
-    assert_eq!(asker.recv().await.unwrap().payload["n"], "last");
+    assert_eq!(next(&mut asker).await.payload["n"], "last");
 }
 
 /// One sender's messages to a recipient on another process arrive complete and in order
