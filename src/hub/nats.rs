@@ -13,6 +13,8 @@
 //! - **Streams and presence**: KV bucket `<P>_STREAMS` holds each recipient's sequence counters
 //!   (and marks the address known); KV bucket `<P>_PRESENCE` (bucket TTL) says which process
 //!   serves which client, refreshed every third of the TTL.
+//! - **Pending requests**: KV bucket `<P>_PENDING` holds each request that left its process
+//!   ([`SharedPending`]) until a response takes it with compare-and-set ([`Nats::take_pending`]).
 //! - **Outages**: while NATS is unreachable the hub serves local clients, reports DEGRADED,
 //!   refuses new connections (their inbox is not reachable), and holds messages for other
 //!   processes in a bounded buffer that is replayed when NATS is back.
