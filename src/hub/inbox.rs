@@ -462,7 +462,7 @@ impl Hub {
     /// Stops at the first that NATS does not store.
     async fn share_pending_of(&self, n: &super::nats::Nats, key: &Arc<str>) {
         let now = now_ms();
-        let local: Vec<((Arc<str>, String), Option<Arc<str>>, i64)> = self
+        let local: Vec<(Arc<str>, super::nats::SharedPending)> = self
             .pending
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -472,16 +472,18 @@ impl Hub {
                     && v.expires_at > now
                     && (k.0 == *key || v.responder.as_ref() == Some(key))
             })
-            .map(|(k, v)| (k.clone(), v.responder.clone(), v.expires_at))
+            .map(|(k, v)| {
+                let shared = super::nats::SharedPending {
+                    requester: k.0.to_string(),
+                    id: k.1.clone(),
+                    responder: v.responder.as_ref().map(|r| r.to_string()),
+                    until: v.expires_at,
+                    taken: false,
+                };
+                (k.0.clone(), shared)
+            })
             .collect();
-        for ((requester, id), responder, until) in local {
-            let shared = super::nats::SharedPending {
-                requester: requester.to_string(),
-                id: id.clone(),
-                responder: responder.map(|r| r.to_string()),
-                until,
-                taken: false,
-            };
+        for (requester, shared) in local {
             if !n.register_pending(&shared).await {
                 return;
             }
@@ -489,8 +491,8 @@ impl Hub {
                 .pending
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .get_mut(&(requester, id))
-                && v.expires_at == until
+                .get_mut(&(requester, shared.id))
+                && v.expires_at == shared.until
             {
                 v.shared = true;
             }
