@@ -125,8 +125,8 @@ async fn run_pipe(hub: Weak<Hub>, conn: Weak<Conn>, mut rx: mpsc::Receiver<Piped
         }
         let o = f.out;
         if let Err(err) = hub.settle_outcome(&o.a, o.entry, &o.role, f.meta, r).await {
-            if let Some((k, p)) = o.answered {
-                hub.pending().insert(k, p);
+            if let Some(answered) = o.answered {
+                hub.restore_pending(answered).await;
             }
             match conn.upgrade() {
                 Some(c) => c.send_error(&hub, Some(&o.msg_id), &o.trace, &err),
@@ -394,14 +394,18 @@ impl Hub {
                     requester,
                     id,
                     until_ms,
+                    shared,
                 }) = &meta.corr
                 {
-                    // The response will be sent from here: register the request here too.
+                    // The response will be sent from here: register the request here too
+                    // (taken in the shared bucket as well when it is there).
                     self.pending().insert(
                         (requester.clone(), id.clone()),
                         Pending {
                             responder: Some(key.clone()),
                             expires_at: *until_ms,
+                            shared: *shared,
+                            taken_rev: None,
                         },
                     );
                 }

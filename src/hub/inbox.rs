@@ -433,6 +433,11 @@ impl Hub {
                 n.absent(&conn.address).await;
             }
         }
+        // Requests between this client and another one here were checked here alone; the
+        // other end may now answer or be answered from another process.
+        if let Backend::Nats(n) = &backend {
+            self.share_pending_of(n, &conn.address.key).await;
+        }
         let kept = d.unacked.len() + d.queued.len();
         let res = match &backend {
             Backend::Embedded => self.persist_sqlite(&conn.address, d).await,
@@ -448,6 +453,48 @@ impl Hub {
             }
             Err(e) => {
                 tracing::error!(address = %conn.address.key, error = %e, "hub: could not store an inbox at disconnect")
+            }
+        }
+    }
+
+    /// Registers in the shared pending bucket the requests of `key` (as requester or
+    /// responder) that are pending here and were not shared (both ends were on this process).
+    /// Stops at the first that NATS does not store.
+    async fn share_pending_of(&self, n: &super::nats::Nats, key: &Arc<str>) {
+        let now = now_ms();
+        let local: Vec<(Arc<str>, super::nats::SharedPending)> = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|(k, v)| {
+                !v.shared
+                    && v.expires_at > now
+                    && (k.0 == *key || v.responder.as_ref() == Some(key))
+            })
+            .map(|(k, v)| {
+                let shared = super::nats::SharedPending {
+                    requester: k.0.to_string(),
+                    id: k.1.clone(),
+                    responder: v.responder.as_ref().map(|r| r.to_string()),
+                    until: v.expires_at,
+                    taken: false,
+                };
+                (k.0.clone(), shared)
+            })
+            .collect();
+        for (requester, shared) in local {
+            if !n.register_pending(&shared).await {
+                return;
+            }
+            if let Some(v) = self
+                .pending
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_mut(&(requester, shared.id))
+                && v.expires_at == shared.until
+            {
+                v.shared = true;
             }
         }
     }

@@ -215,6 +215,13 @@ struct Pending {
     /// Who may answer (None: a broadcast request, anyone of the group).
     responder: Option<Arc<str>>,
     expires_at: i64,
+    /// Also in the shared pending bucket (NATS backend: the request left its process), where
+    /// a response must take it too. False for a request whose two ends share this process:
+    /// checked here alone, without a NATS round trip.
+    shared: bool,
+    /// The shared entry's revision once a response took it (given back with it if the
+    /// response is not delivered).
+    taken_rev: Option<u64>,
 }
 
 #[derive(Default)]

@@ -13,6 +13,8 @@
 //! - **Streams and presence**: KV bucket `<P>_STREAMS` holds each recipient's sequence counters
 //!   (and marks the address known); KV bucket `<P>_PRESENCE` (bucket TTL) says which process
 //!   serves which client, refreshed every third of the TTL.
+//! - **Pending requests**: KV bucket `<P>_PENDING` holds each request that left its process
+//!   ([`SharedPending`]) until a response takes it with compare-and-set ([`Nats::take_pending`]).
 //! - **Outages**: while NATS is unreachable the hub serves local clients, reports DEGRADED,
 //!   refuses new connections (their inbox is not reachable), and holds messages for other
 //!   processes in a bounded buffer that is replayed when NATS is back.
@@ -53,6 +55,8 @@ pub const H_CORR: &str = "Hub-Corr";
 pub const H_SENDER: &str = "Hub-Sender";
 pub const H_REQUEST_ID: &str = "Hub-Request-Id";
 pub const H_UNTIL: &str = "Hub-Pending-Until";
+/// A request registered in the shared pending bucket (see [`Corr::Request`]).
+pub const H_SHARED: &str = "Hub-Pending-Shared";
 
 /// How long a cross-process request waits for the holder's answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
@@ -221,10 +225,12 @@ fn decode_answers(b: &[u8]) -> impl Iterator<Item = (u64, Remote)> + '_ {
 pub enum Corr {
     /// A request of `requester`: the process holding the responder registers it as pending
     /// (until `until_ms`), so the response is checked where it is sent.
+    /// `shared`: it is also in the shared pending bucket, where its response is taken.
     Request {
         requester: Arc<str>,
         id: String,
         until_ms: i64,
+        shared: bool,
     },
     /// A response the sending process matched with its pending entry (and took it): the
     /// requester's process drops its own entry for the request.
@@ -238,6 +244,65 @@ pub enum Corr {
         responder: Arc<str>,
         request_id: String,
     },
+}
+
+/// The shared pending bucket's key of request `id` of `requester`: `r.` and the hex SHA-256 of
+/// both (bounded and subject-safe whatever the ids; the value names them).
+pub fn pending_key(requester: &str, id: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(requester.as_bytes());
+    // Never in UTF-8: where the requester ends is unambiguous.
+    h.update([0xff]);
+    h.update(id.as_bytes());
+    format!("r.{}", hex::encode(h.finalize()))
+}
+
+/// A request waiting for its response, as the shared pending bucket holds it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct SharedPending {
+    pub requester: String,
+    pub id: String,
+    /// Who may answer (None: a broadcast request, anyone of the group).
+    pub responder: Option<String>,
+    /// The request's deadline (ms since the epoch).
+    pub until: i64,
+    /// A response was accepted (the entry was taken).
+    #[serde(default)]
+    pub taken: bool,
+}
+
+/// What the shared pending bucket said about a response.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum SharedTake {
+    /// Taken by this response, at revision `rev` (given back with it if the response is not
+    /// delivered); `until` is the request's deadline.
+    Taken { rev: u64, until: i64 },
+    /// Answered already (a second response).
+    Answered,
+    /// The request timed out (E004).
+    Expired,
+    /// Addressed to another client.
+    NotYours,
+    /// Not in the bucket: registered while NATS was unreachable, or aged out.
+    Absent,
+    /// NATS did not answer (in time).
+    Unavailable,
+}
+
+impl SharedPending {
+    /// Whether `responder` may answer it now: the local rule (`route::take_pending`), with
+    /// "answered already" first (locally an answered request is gone).
+    pub fn judge(&self, responder: &str, now: i64) -> Result<(), SharedTake> {
+        if self.taken {
+            Err(SharedTake::Answered)
+        } else if self.until <= now {
+            Err(SharedTake::Expired)
+        } else if self.responder.as_deref().is_some_and(|r| r != responder) {
+            Err(SharedTake::NotYours)
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// An attach's place in the tie-break between two connections of one identity: the later
@@ -287,11 +352,15 @@ impl Meta {
                 requester,
                 id,
                 until_ms,
+                shared,
             }) => {
                 h.insert(H_CORR, "request");
                 h.insert(H_SENDER, &**requester);
                 h.insert(H_REQUEST_ID, id.as_str());
                 h.insert(H_UNTIL, until_ms.to_string().as_str());
+                if *shared {
+                    h.insert(H_SHARED, "1");
+                }
             }
             Some(Corr::Checked {
                 responder,
@@ -323,6 +392,7 @@ impl Meta {
                     requester,
                     id,
                     until_ms: get(H_UNTIL).and_then(|u| u.parse().ok()).unwrap_or(0),
+                    shared: get(H_SHARED) == Some("1"),
                 }),
                 _ => None,
             },
@@ -374,6 +444,8 @@ pub struct Nats {
     streams: kv::Store,
     /// The agent societies' records and registries, shared by every process.
     society: kv::Store,
+    /// Requests that left their process, until answered or expired ([`SharedPending`]).
+    pending: kv::Store,
     prefix: String,
     /// This process's id (presence values, kick messages).
     pub node: String,
@@ -520,9 +592,15 @@ impl Nats {
             .await?;
         js.create_or_update_stream(bucket(format!("{upper}_SOCIETY"), Duration::ZERO))
             .await?;
+        // Entries outlive the longest request by a minute: past its deadline an entry still
+        // says "timed out" (E004) rather than nothing.
+        let pending_age = secs(cfg.max_ttl_seconds.max(cfg.request_timeout_seconds) + 60.0);
+        js.create_or_update_stream(bucket(format!("{upper}_PENDING"), pending_age))
+            .await?;
         let presence = js.get_key_value(format!("{upper}_PRESENCE")).await?;
         let streams = js.get_key_value(format!("{upper}_STREAMS")).await?;
         let society = js.get_key_value(format!("{upper}_SOCIETY")).await?;
+        let pending = js.get_key_value(format!("{upper}_PENDING")).await?;
         Ok(Nats {
             client,
             js,
@@ -530,6 +608,7 @@ impl Nats {
             presence,
             streams,
             society,
+            pending,
             prefix: p,
             node: node.to_string(),
             depth: cfg.inbox_depth,
@@ -611,6 +690,94 @@ impl Nats {
                     Err(e) => Err(e.into()),
                 }
             }
+        }
+    }
+
+    /// Registers a request leaving its process in the shared pending bucket (a newer request
+    /// with the same id replaces it, as locally). False when NATS did not store it.
+    pub async fn register_pending(&self, p: &SharedPending) -> bool {
+        let key = pending_key(&p.requester, &p.id);
+        let value: Bytes = match serde_json::to_vec(p) {
+            Ok(v) => v.into(),
+            Err(_) => return false,
+        };
+        match within(self.pending.put(key, value)).await {
+            Ok(_) => true,
+            Err(e) => {
+                tracing::debug!(error = %e, "hub: shared pending request not registered");
+                false
+            }
+        }
+    }
+
+    /// Takes the shared entry of request `id` of `requester` for a response from `responder`,
+    /// with compare-and-set: of two responses racing on any processes, one takes it and the
+    /// other finds it answered.
+    pub async fn take_pending(
+        &self,
+        requester: &str,
+        id: &str,
+        responder: &str,
+        now: i64,
+    ) -> SharedTake {
+        let key = pending_key(requester, id);
+        for _ in 0..4 {
+            let entry = match within(self.pending.entry(key.clone())).await {
+                Ok(e) => e,
+                Err(_) => return SharedTake::Unavailable,
+            };
+            let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
+                return SharedTake::Absent;
+            };
+            let Ok(mut v) = serde_json::from_slice::<SharedPending>(&entry.value) else {
+                return SharedTake::Absent;
+            };
+            if let Err(t) = v.judge(responder, now) {
+                return t;
+            }
+            v.taken = true;
+            let Ok(value) = serde_json::to_vec(&v) else {
+                return SharedTake::Absent;
+            };
+            let updated = tokio::time::timeout(
+                JS_TIMEOUT,
+                self.pending.update(&key, value.into(), entry.revision),
+            )
+            .await;
+            match updated {
+                Ok(Ok(rev)) => {
+                    return SharedTake::Taken {
+                        rev,
+                        until: v.until,
+                    };
+                }
+                // Written in between (another response, or the request again): read it again.
+                Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
+                _ => return SharedTake::Unavailable,
+            }
+        }
+        SharedTake::Unavailable
+    }
+
+    /// Gives back an entry taken at revision `rev` by a response that was not delivered (the
+    /// responder may send it again). Nothing if it changed since.
+    pub async fn untake_pending(&self, requester: &str, id: &str, rev: u64) {
+        let key = pending_key(requester, id);
+        let Ok(Some(entry)) = within(self.pending.entry(key.clone())).await else {
+            return;
+        };
+        if entry.revision != rev || entry.operation != kv::Operation::Put {
+            return;
+        }
+        let Ok(mut v) = serde_json::from_slice::<SharedPending>(&entry.value) else {
+            return;
+        };
+        v.taken = false;
+        let Ok(value) = serde_json::to_vec(&v) else {
+            return;
+        };
+        if let Err(e) = within(self.pending.update(&key, value.into(), rev)).await {
+            tracing::debug!(error = %e, "hub: shared pending request not given back");
         }
     }
 
@@ -1218,6 +1385,68 @@ mod tests {
         assert_eq!(society_change("x._.a", b"{}"), None);
         assert_eq!(society_change("a._.a.extra", b"{}"), None);
         assert_eq!(society_change("a._.a", b"not json"), None);
+    }
+
+    #[test]
+    fn pending_keys_are_bounded_subject_safe_and_unambiguous() {
+        let k = pending_key("agent/hall.a/asker", "q:1 二");
+        assert_eq!(k.len(), 2 + 64);
+        assert!(k[2..].chars().all(|c| c.is_ascii_hexdigit()), "{k}");
+        assert_eq!(k, pending_key("agent/hall.a/asker", "q:1 二"));
+        // Where the requester ends matters.
+        assert_ne!(pending_key("ab", "c"), pending_key("a", "bc"));
+        assert_ne!(k, pending_key("agent/hall.a/other", "q:1 二"));
+    }
+
+    #[test]
+    fn a_request_says_whether_it_is_shared() {
+        for shared in [false, true] {
+            let m = Meta {
+                delivery: 7,
+                retry: false,
+                corr: Some(Corr::Request {
+                    requester: "agent/e/r".into(),
+                    id: "q1".into(),
+                    until_ms: 42,
+                    shared,
+                }),
+            };
+            let mut h = HeaderMap::new();
+            m.write(&mut h);
+            assert_eq!(Meta::read(Some(&h)), m);
+        }
+    }
+
+    #[test]
+    fn shared_pending_is_judged_like_a_local_entry() {
+        let p = SharedPending {
+            requester: "agent/e/r".into(),
+            id: "q1".into(),
+            responder: Some("agent/e/s".into()),
+            until: 1_000,
+            taken: false,
+        };
+        assert_eq!(p.judge("agent/e/s", 999), Ok(()));
+        assert_eq!(p.judge("agent/e/t", 999), Err(SharedTake::NotYours));
+        assert_eq!(p.judge("agent/e/s", 1_000), Err(SharedTake::Expired));
+        let answered = SharedPending {
+            taken: true,
+            ..p.clone()
+        };
+        // Answered comes first: a second response is a second response, even late.
+        assert_eq!(
+            answered.judge("agent/e/s", 2_000),
+            Err(SharedTake::Answered)
+        );
+        let anyone = SharedPending {
+            responder: None,
+            ..p
+        };
+        assert_eq!(anyone.judge("agent/e/t", 999), Ok(()));
+        let v: SharedPending =
+            serde_json::from_str(r#"{"requester":"a","id":"b","responder":null,"until":5}"#)
+                .unwrap();
+        assert!(!v.taken);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use super::envelope::{
     self, ClawCode, HubError, Inbound, Kind, OutMessage, OutPeer, PeerType, Tier,
 };
 use super::mailbox::{Entry, PushError};
-use super::nats::{Corr, Remote};
+use super::nats::{Corr, Remote, SharedTake};
 use super::{Address, Backend, Conn, Hub, Pending, group_key, hub_timestamp, services, society};
 use crate::util::{now_ms, random_id};
 
@@ -207,7 +207,8 @@ impl Hub {
             }
             self.check_tier(conn, a).await?;
         }
-        let Correlated { answered, corr } = self.correlate(conn, m, &id, target_key.as_ref())?;
+        let Correlated { answered, corr } =
+            self.correlate(conn, m, &id, target_key.as_ref()).await?;
         let mut answered = answered;
         let ts_owned;
         let timestamp = match m.timestamp {
@@ -250,12 +251,9 @@ impl Hub {
         // A response that could not be delivered may be retried: its request waits again.
         // (A response sent on to another process is settled by the connection's pipe.)
         if result.is_err()
-            && let Some((k, pend)) = answered
+            && let Some(answered) = answered
         {
-            self.pending
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(k, pend);
+            self.restore_pending(answered).await;
         }
         result
     }
@@ -395,8 +393,11 @@ impl Hub {
         ))
     }
 
-    /// Request/response correlation by (requester, id).
-    fn correlate(
+    /// Request/response correlation by (requester, id). The requests of this process are
+    /// checked here; with the NATS backend a request that leaves the process (its responder is
+    /// not here, or it is a broadcast) is also registered in the shared pending bucket, and a
+    /// response to such a request (or to one this process never saw) takes it there.
+    async fn correlate(
         &self,
         conn: &Conn,
         m: &Inbound<'_>,
@@ -408,29 +409,52 @@ impl Hub {
             Some(Kind::Request) => {
                 let ttl = m.ttl.unwrap_or(self.config.request_timeout_seconds);
                 let until_ms = now.saturating_add((ttl * 1000.0) as i64);
-                let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                if p.len() >= 100_000 {
-                    p.retain(|_, v| v.expires_at > now);
+                {
+                    let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
                     if p.len() >= 100_000 {
-                        return Err(HubError::unavailable(
-                            "too many requests waiting for a response",
-                            "retry later",
-                        ));
+                        p.retain(|_, v| v.expires_at > now);
+                        if p.len() >= 100_000 {
+                            return Err(HubError::unavailable(
+                                "too many requests waiting for a response",
+                                "retry later",
+                            ));
+                        }
                     }
                 }
-                p.insert(
-                    (conn.address.key.clone(), id.to_string()),
-                    Pending {
-                        responder: target.cloned(),
-                        expires_at: until_ms,
-                    },
-                );
+                // Two ends on this process: checked here alone, no NATS round trip.
+                let leaves = target.is_none_or(|t| !self.state().online.contains_key(t));
+                let shared = match self.backend() {
+                    Backend::Nats(n) if leaves => {
+                        n.register_pending(&super::nats::SharedPending {
+                            requester: conn.address.key.to_string(),
+                            id: id.to_string(),
+                            responder: target.map(|t| t.to_string()),
+                            until: until_ms,
+                            taken: false,
+                        })
+                        .await
+                    }
+                    _ => false,
+                };
+                self.pending
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .insert(
+                        (conn.address.key.clone(), id.to_string()),
+                        Pending {
+                            responder: target.cloned(),
+                            expires_at: until_ms,
+                            shared,
+                            taken_rev: None,
+                        },
+                    );
                 Ok(Correlated {
                     answered: None,
                     corr: Some(Corr::Request {
                         requester: conn.address.key.clone(),
                         id: id.to_string(),
                         until_ms,
+                        shared,
                     }),
                 })
             }
@@ -446,36 +470,108 @@ impl Hub {
                 let k = (requester.clone(), rid.to_string());
                 let taken = {
                     let mut p = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-                    take_pending(&mut p, k, me, now)
+                    take_pending(&mut p, k.clone(), me, now)
+                };
+                let checked = || Corr::Checked {
+                    responder: me.clone(),
+                    request_id: rid.to_string(),
+                };
+                let accepted = |answered: Answered| {
+                    Ok(Correlated {
+                        answered: Some(answered),
+                        corr: Some(checked()),
+                    })
                 };
                 match taken {
-                    Ok(answered) => Ok(Correlated {
-                        answered: Some(answered),
-                        corr: Some(Corr::Checked {
-                            responder: me.clone(),
-                            request_id: rid.to_string(),
-                        }),
-                    }),
-                    Err(Miss::Expired) => Err(timed_out(rid, requester)),
-                    // Not registered here and the requester is on another process (NATS
-                    // backend): its process checks it against the entry it registered.
-                    Err(Miss::Unknown)
-                        if self.config.backend == crate::config::HubBackend::Nats
-                            && !self.state().online.contains_key(requester) =>
-                    {
-                        Ok(Correlated {
-                            answered: None,
-                            corr: Some(Corr::Check {
-                                responder: me.clone(),
-                                request_id: rid.to_string(),
-                            }),
-                        })
+                    // A request that never left this process: the fast path.
+                    Ok(answered) if !answered.1.shared => accepted(answered),
+                    // Also registered in the shared bucket: taken there too, once for all
+                    // processes (this process's entry alone does not know of responses
+                    // accepted elsewhere while the requester was offline).
+                    Ok((k, mut pend)) => {
+                        let Backend::Nats(n) = self.backend() else {
+                            return accepted((k, pend)); // NATS down: checked here alone
+                        };
+                        match n.take_pending(requester, rid, me, now).await {
+                            SharedTake::Taken { rev, .. } => {
+                                pend.taken_rev = Some(rev);
+                                accepted((k, pend))
+                            }
+                            SharedTake::Absent | SharedTake::Unavailable => accepted((k, pend)),
+                            SharedTake::Expired => Err(timed_out(rid, requester)),
+                            SharedTake::Answered => Err(uncorrelated(rid, requester)),
+                            SharedTake::NotYours => {
+                                self.pending
+                                    .lock()
+                                    .unwrap_or_else(|p| p.into_inner())
+                                    .insert(k, pend);
+                                Err(uncorrelated(rid, requester))
+                            }
+                        }
                     }
-                    Err(_) => Err(uncorrelated(rid, requester)),
+                    Err(Miss::Expired) => Err(timed_out(rid, requester)),
+                    Err(Miss::NotYours) => Err(uncorrelated(rid, requester)),
+                    Err(Miss::Unknown) => {
+                        // Not registered here: the shared bucket knows a request that left
+                        // another process, wherever its requester is now (or if it is offline).
+                        if let Backend::Nats(n) = self.backend() {
+                            match n.take_pending(requester, rid, me, now).await {
+                                SharedTake::Taken { rev, until } => {
+                                    return accepted((
+                                        k,
+                                        Pending {
+                                            responder: Some(me.clone()),
+                                            expires_at: until,
+                                            shared: true,
+                                            taken_rev: Some(rev),
+                                        },
+                                    ));
+                                }
+                                SharedTake::Expired => return Err(timed_out(rid, requester)),
+                                SharedTake::Answered | SharedTake::NotYours => {
+                                    return Err(uncorrelated(rid, requester));
+                                }
+                                // Not there (sent while NATS was unreachable) or no answer:
+                                // the per-process checks below.
+                                SharedTake::Absent | SharedTake::Unavailable => {}
+                            }
+                        }
+                        // The requester is on another process (NATS backend): its process
+                        // checks it against the entry it registered.
+                        if self.config.backend == crate::config::HubBackend::Nats
+                            && !self.state().online.contains_key(requester)
+                        {
+                            Ok(Correlated {
+                                answered: None,
+                                corr: Some(Corr::Check {
+                                    responder: me.clone(),
+                                    request_id: rid.to_string(),
+                                }),
+                            })
+                        } else {
+                            Err(uncorrelated(rid, requester))
+                        }
+                    }
                 }
             }
             _ => Ok(Correlated::default()),
         }
+    }
+
+    /// Puts back the pending request a response answered when the response was not
+    /// delivered (the responder may send it again): here, and in the shared bucket if the
+    /// response took it there.
+    pub(super) async fn restore_pending(&self, answered: Answered) {
+        let ((requester, id), mut pend) = answered;
+        if let Some(rev) = pend.taken_rev.take()
+            && let Backend::Nats(n) = self.backend()
+        {
+            n.untake_pending(&requester, &id, rev).await;
+        }
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert((requester, id), pend);
     }
 
     /// Delivers to one address: its live connection here, the process that holds it (NATS

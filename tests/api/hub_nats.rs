@@ -395,9 +395,18 @@ fn response(to: &str) -> SendOptions {
     }
 }
 
+/// The next envelope (heartbeats skipped), within 15 s: heartbeats keep the client's own
+/// per-frame timeout from ever firing, so a frame that never comes would hang the test.
+async fn next(c: &mut HubClient) -> Envelope {
+    tokio::time::timeout(Duration::from_secs(15), c.recv())
+        .await
+        .expect("no message within 15 s")
+        .unwrap()
+}
+
 /// The next envelope, which must be a hub error with `code` naming `original`.
 async fn error_for(c: &mut HubClient, code: &str, original: &str) -> Envelope {
-    let e = c.recv().await.unwrap();
+    let e = next(c).await;
     assert_eq!(e.error_code(), Some(code), "{e:?}");
     assert_eq!(
         e.payload["details"]["original_message_id"], original,
@@ -513,6 +522,159 @@ async fn responses_across_processes_are_correlated_like_local_ones() {
         .await
         .unwrap();
     assert_eq!(asker.recv().await.unwrap().payload["n"], "last");
+}
+
+/// Waits until everything `c` sent before is settled (a hub service reply is a barrier) and
+/// asserts that none of it was refused.
+async fn accepted(c: &mut HubClient) {
+    let (_, before) = c.call(json!({"type": "presence"})).await.unwrap();
+    assert!(before.iter().all(|e| !e.is_error()), "{before:?}");
+}
+
+/// The requester has left every process: a second response, sent from the process that did
+/// not deliver the request (the responder moved there), is refused, as it would be locally,
+/// and the requester finds the first response only.
+#[tokio::test]
+async fn a_second_response_to_a_requester_offline_everywhere_is_refused_on_another_process() {
+    let Some(n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
+    let mut answerer = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut answerer).await.kind.as_deref(), Some("request"));
+    leave(&s1, asker, "agent/hall_a/asker").await;
+
+    // Answered from the process that delivered it: accepted (stored for the asker).
+    answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
+        .await
+        .unwrap();
+    accepted(&mut answerer).await;
+    // The answerer moves to the asker's old process and answers again: refused there.
+    let mut moved = connect(&s1, agent("hall_a", "answerer"), Options::default()).await;
+    let twice = moved
+        .send_with(moved.agent("asker"), &json!({"a": 2}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut moved, "VALIDATION_ERROR", &twice).await;
+
+    // The asker comes back (on the other process) to one response, then the next message.
+    moved
+        .send(moved.agent("asker"), &json!({"n": "last"}))
+        .await
+        .unwrap();
+    accepted(&mut moved).await;
+    let mut asker = connect(&s2, agent("hall_a", "asker"), Options::default()).await;
+    let got = next(&mut asker).await;
+    assert_eq!(
+        (got.request_id.as_deref(), &got.payload["a"]),
+        (Some("q1"), &json!(1)),
+        "{got:?}"
+    );
+    assert_eq!(next(&mut asker).await.payload["n"], "last");
+}
+
+/// A request between two clients of one process is checked there alone (no NATS round trip)
+/// until one of them leaves: then it is shared, so when the requester has left every process
+/// a second response from the responder, moved to another process, is refused.
+#[tokio::test]
+async fn a_request_between_clients_of_one_process_is_shared_when_one_leaves() {
+    let Some(n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
+    let mut answerer = connect(&s1, agent("hall_a", "answerer"), Options::default()).await;
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut answerer).await.kind.as_deref(), Some("request"));
+    leave(&s1, asker, "agent/hall_a/asker").await;
+    answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
+        .await
+        .unwrap();
+    accepted(&mut answerer).await;
+    let mut moved = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    let twice = moved
+        .send_with(moved.agent("asker"), &json!({"a": 2}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut moved, "VALIDATION_ERROR", &twice).await;
+}
+
+/// Requests stored in an offline responder's inbox, from a requester that then left every
+/// process: no process delivered them, yet their responses are checked like local ones (the
+/// shared pending registry): a response from the wrong client and a second response are
+/// refused (VALIDATION_ERROR), a late one times out (E004), the right one passes once.
+#[tokio::test]
+async fn responses_to_a_requester_offline_everywhere_are_checked_wherever_they_are_sent() {
+    let Some(n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    // Known, then offline: requests to it wait in its inbox.
+    let answerer = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    leave(&s2, answerer, "agent/hall_a/answerer").await;
+    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
+        .await
+        .unwrap();
+    let short = SendOptions {
+        ttl: Some(0.5),
+        ..request("q2")
+    };
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 2}), short)
+        .await
+        .unwrap();
+    accepted(&mut asker).await;
+    leave(&s1, asker, "agent/hall_a/asker").await;
+
+    let mut answerer = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    for q in ["q1", "q2"] {
+        let r = next(&mut answerer).await;
+        assert_eq!((r.kind.as_deref(), r.id.as_str()), (Some("request"), q));
+    }
+    let mut bystander = connect(&s2, agent("hall_a", "bystander"), Options::default()).await;
+    let wrong = bystander
+        .send_with(bystander.agent("asker"), &json!({"a": "x"}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut bystander, "VALIDATION_ERROR", &wrong).await;
+    answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
+        .await
+        .unwrap();
+    accepted(&mut answerer).await;
+    let again = answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 2}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut answerer, "VALIDATION_ERROR", &again).await;
+    // Waiting out the request's ttl is the behaviour under test, not readiness.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let late = answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 3}), response("q2"))
+        .await
+        .unwrap();
+    let e = error_for(&mut answerer, "CONNECTION_ERROR", &late).await;
+    assert_eq!(e.payload["details"]["clawos_code"], "E004", "{e:?}");
+
+    answerer
+        .send(answerer.agent("asker"), &json!({"n": "last"}))
+        .await
+        .unwrap();
+    accepted(&mut answerer).await;
+    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
+    let got = next(&mut asker).await;
+    assert_eq!(
+        (got.request_id.as_deref(), &got.payload["a"]),
+        (Some("q1"), &json!(1)),
+        "{got:?}"
+    );
+    assert_eq!(next(&mut asker).await.payload["n"], "last");
 }
 
 /// One sender's messages to a recipient on another process arrive complete and in order
