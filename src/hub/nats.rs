@@ -59,6 +59,9 @@ pub const H_UNTIL: &str = "Hub-Pending-Until";
 pub const H_SHARED: &str = "Hub-Pending-Shared";
 
 /// How long a cross-process request waits for the holder's answer.
+/// The most the shared registry of pending requests may hold on the NATS server (entries are
+/// ~200 bytes: about 300,000 requests in flight across processes).
+const PENDING_MAX_BYTES: i64 = 64 * 1024 * 1024;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// JetStream API calls and publish acknowledgements.
 const JS_TIMEOUT: Duration = Duration::from_secs(3);
@@ -595,8 +598,14 @@ impl Nats {
         // Entries outlive the longest request by a minute: past its deadline an entry still
         // says "timed out" (E004) rather than nothing.
         let pending_age = secs(cfg.max_ttl_seconds.max(cfg.request_timeout_seconds) + 60.0);
-        js.create_or_update_stream(bucket(format!("{upper}_PENDING"), pending_age))
-            .await?;
+        // Bounded: when full, the oldest entries go first (the requests most likely answered or
+        // timed out); a response whose entry went is checked per process, as in an outage.
+        let pending_cfg = stream::Config {
+            max_bytes: PENDING_MAX_BYTES,
+            discard: DiscardPolicy::Old,
+            ..bucket(format!("{upper}_PENDING"), pending_age)
+        };
+        js.create_or_update_stream(pending_cfg).await?;
         let presence = js.get_key_value(format!("{upper}_PRESENCE")).await?;
         let streams = js.get_key_value(format!("{upper}_STREAMS")).await?;
         let society = js.get_key_value(format!("{upper}_SOCIETY")).await?;

@@ -786,6 +786,24 @@ impl Forwarded {
     }
 }
 
+/// A forwarded reply's final frame, and its request's entry in the in-flight table.
+struct Held {
+    frame: ServerMessage,
+    /// Sent by then even without the owner's `done`.
+    until: tokio::time::Instant,
+    ctx: Option<Arc<RequestCtx>>,
+}
+
+impl Held {
+    /// Sends the final frame unless an INTERRUPT here ended the request already (whoever
+    /// takes the request out of the in-flight table owns its final frame).
+    async fn send(self, link: &Forwarded) {
+        if self.ctx.is_none_or(|c| link.inflight.finish(&c)) {
+            link.outbox.send(&self.frame).await;
+        }
+    }
+}
+
 /// Writes the owner's forwarded frames to this node's client, in their numbered order, until
 /// `done` (its turns join the history); a gap, a silence or the end of the subscription ends
 /// the replies still open with an ERROR.
@@ -800,21 +818,24 @@ async fn relay(
     let outbox = &link.outbox;
     // The final frame of the last open reply waits for `done` (at most HOLD_FINAL), so the
     // client that asks again the moment the reply ends is answered with that turn in the
-    // history.
-    let mut held: Option<(ServerMessage, tokio::time::Instant)> = None;
+    // history. Its request stays in the in-flight table meanwhile: a release or a resume of
+    // the session in that moment counts it as running (not "no record of this request"), and
+    // an INTERRUPT still owns it.
+    let mut held: Option<Held> = None;
     let lost = loop {
-        let wait = held.as_ref().map_or(idle, |(_, until)| {
-            until.saturating_duration_since(tokio::time::Instant::now())
+        let wait = held.as_ref().map_or(idle, |h| {
+            h.until
+                .saturating_duration_since(tokio::time::Instant::now())
         });
         let m = tokio::select! {
             _ = link.token.cancelled() => return,
             m = tokio::time::timeout(wait, sub.next()) => m,
         };
         if m.is_err()
-            && let Some((last, _)) = held.take()
+            && let Some(last) = held.take()
         {
             tracing::warn!(session = %link.session, "cluster: the owner's end of forwarding is late; the reply's end is sent without its turn");
-            outbox.send(&last).await;
+            last.send(&link).await;
             continue;
         }
         let Ok(Some(m)) = m else {
@@ -842,14 +863,14 @@ async fn relay(
                         .push_turn(turn);
                 }
             }
-            if let Some((last, _)) = held.take() {
-                outbox.send(&last).await;
+            if let Some(last) = held.take() {
+                last.send(&link).await;
             }
             break !open.is_empty();
         }
         // Any frame after the held end goes after it: the order stays the owner's.
-        if let Some((earlier, _)) = held.take() {
-            outbox.send(&earlier).await;
+        if let Some(earlier) = held.take() {
+            earlier.send(&link).await;
         }
         let Ok(text) = std::str::from_utf8(&m.payload) else {
             continue;
@@ -875,12 +896,15 @@ async fn relay(
             // Whoever takes the request out of the in-flight table owns its final frame: an
             // INTERRUPT here did already (and sent the interrupted RESPONSE).
             let ctx = open.remove(&id).flatten();
-            if ctx.is_none_or(|c| link.inflight.finish(&c)) {
-                if open.is_empty() {
-                    held = Some((frame.message, tokio::time::Instant::now() + HOLD_FINAL));
-                } else {
-                    outbox.send(&frame.message).await;
-                }
+            let end = Held {
+                frame: frame.message,
+                until: tokio::time::Instant::now() + HOLD_FINAL,
+                ctx,
+            };
+            if open.is_empty() {
+                held = Some(end);
+            } else {
+                end.send(&link).await;
             }
             continue;
         }
@@ -907,8 +931,8 @@ async fn relay(
     };
     link.ended.cancel();
     let _ = sub.unsubscribe().await;
-    if let Some((last, _)) = held.take() {
-        outbox.send(&last).await;
+    if let Some(last) = held.take() {
+        last.send(&link).await;
     }
     if lost {
         let mut ends: Vec<(String, Option<Arc<RequestCtx>>)> = open.into_iter().collect();

@@ -102,6 +102,14 @@ impl Order {
     }
 }
 
+/// Prints the first few frames of a kind worth a look (errors, frames after an end) to stderr.
+fn show(what: &str, v: &Value) {
+    static SHOWN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    if SHOWN.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < 10 {
+        eprintln!("resume: {what}: {v}");
+    }
+}
+
 /// Totals over every request of every session.
 #[derive(Debug, Default, Clone, Copy)]
 struct Tally {
@@ -201,9 +209,11 @@ impl Req {
         }
         if rid != self.id || self.ended {
             tally.after_end += 1;
+            show("a frame after its request's end", v);
             return None;
         }
         if kind == "ERROR" {
+            show("a request ended with an error", v);
             self.ended = true;
             self.error = true;
             return Some(Ours {
