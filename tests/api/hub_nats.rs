@@ -531,43 +531,41 @@ async fn accepted(c: &mut HubClient) {
     assert!(before.iter().all(|e| !e.is_error()), "{before:?}");
 }
 
-/// The requester has left every process: a second response, sent from the process that did
-/// not deliver the request (the responder moved there), is refused, as it would be locally,
-/// and the requester finds the first response only.
-#[tokio::test]
-async fn a_second_response_to_a_requester_offline_everywhere_is_refused_on_another_process() {
-    let Some(n) = nats().await else { return };
-    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
-    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
-    let mut answerer = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+/// The asker (on `s1`) sends request q1 to the answerer (on `answerer_on`), then leaves every
+/// process; the answerer's response is accepted (stored for the asker); the answerer moves to
+/// `moved_to` and answers again: refused there, as it would be locally. The moved answerer.
+async fn answered_twice(s1: &TestApp, answerer_on: &TestApp, moved_to: &TestApp) -> HubClient {
+    let mut asker = connect(s1, agent("hall_a", "asker"), Options::default()).await;
+    let mut answerer = connect(answerer_on, agent("hall_a", "answerer"), Options::default()).await;
     asker
         .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
         .await
         .unwrap();
     assert_eq!(next(&mut answerer).await.kind.as_deref(), Some("request"));
-    leave(&s1, asker, "agent/hall_a/asker").await;
-
-    // Answered from the process that delivered it: accepted (stored for the asker).
+    leave(s1, asker, "agent/hall_a/asker").await;
     answerer
         .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
         .await
         .unwrap();
     accepted(&mut answerer).await;
-    // The answerer moves to the asker's old process and answers again: refused there.
-    let mut moved = connect(&s1, agent("hall_a", "answerer"), Options::default()).await;
+    let mut moved = connect(moved_to, agent("hall_a", "answerer"), Options::default()).await;
     let twice = moved
         .send_with(moved.agent("asker"), &json!({"a": 2}), response("q1"))
         .await
         .unwrap();
     error_for(&mut moved, "VALIDATION_ERROR", &twice).await;
-
-    // The asker comes back (on the other process) to one response, then the next message.
     moved
-        .send(moved.agent("asker"), &json!({"n": "last"}))
+}
+
+/// `answerer` sends the asker one more message; the asker, back on `asker_on`, finds the one
+/// accepted response to q1 (`{"a": 1}`), then that message.
+async fn back_to_one_response(answerer: &mut HubClient, asker_on: &TestApp) {
+    answerer
+        .send(answerer.agent("asker"), &json!({"n": "last"}))
         .await
         .unwrap();
-    accepted(&mut moved).await;
-    let mut asker = connect(&s2, agent("hall_a", "asker"), Options::default()).await;
+    accepted(answerer).await;
+    let mut asker = connect(asker_on, agent("hall_a", "asker"), Options::default()).await;
     let got = next(&mut asker).await;
     assert_eq!(
         (got.request_id.as_deref(), &got.payload["a"]),
@@ -577,6 +575,18 @@ async fn a_second_response_to_a_requester_offline_everywhere_is_refused_on_anoth
     assert_eq!(next(&mut asker).await.payload["n"], "last");
 }
 
+/// The requester has left every process: a second response, sent from the process that did
+/// not deliver the request (the responder moved there), is refused, as it would be locally,
+/// and the requester finds the first response only.
+#[tokio::test]
+async fn a_second_response_to_a_requester_offline_everywhere_is_refused_on_another_process() {
+    let Some(n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut moved = answered_twice(&s1, &s2, &s1).await;
+    // The asker comes back (on the other process) to one response, then the next message.
+    back_to_one_response(&mut moved, &s2).await;
+}
+
 /// A request between two clients of one process is checked there alone (no NATS round trip)
 /// until one of them leaves: then it is shared, so when the requester has left every process
 /// a second response from the responder, moved to another process, is refused.
@@ -584,25 +594,7 @@ async fn a_second_response_to_a_requester_offline_everywhere_is_refused_on_anoth
 async fn a_request_between_clients_of_one_process_is_shared_when_one_leaves() {
     let Some(n) = nats().await else { return };
     let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
-    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
-    let mut answerer = connect(&s1, agent("hall_a", "answerer"), Options::default()).await;
-    asker
-        .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
-        .await
-        .unwrap();
-    assert_eq!(next(&mut answerer).await.kind.as_deref(), Some("request"));
-    leave(&s1, asker, "agent/hall_a/asker").await;
-    answerer
-        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
-        .await
-        .unwrap();
-    accepted(&mut answerer).await;
-    let mut moved = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
-    let twice = moved
-        .send_with(moved.agent("asker"), &json!({"a": 2}), response("q1"))
-        .await
-        .unwrap();
-    error_for(&mut moved, "VALIDATION_ERROR", &twice).await;
+    answered_twice(&s1, &s1, &s2).await;
 }
 
 /// Requests stored in an offline responder's inbox, from a requester that then left every
@@ -662,19 +654,7 @@ async fn responses_to_a_requester_offline_everywhere_are_checked_wherever_they_a
     let e = error_for(&mut answerer, "CONNECTION_ERROR", &late).await;
     assert_eq!(e.payload["details"]["clawos_code"], "E004", "{e:?}");
 
-    answerer
-        .send(answerer.agent("asker"), &json!({"n": "last"}))
-        .await
-        .unwrap();
-    accepted(&mut answerer).await;
-    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
-    let got = next(&mut asker).await;
-    assert_eq!(
-        (got.request_id.as_deref(), &got.payload["a"]),
-        (Some("q1"), &json!(1)),
-        "{got:?}"
-    );
-    assert_eq!(next(&mut asker).await.payload["n"], "last");
+    back_to_one_response(&mut answerer, &s1).await;
 }
 
 /// One sender's messages to a recipient on another process arrive complete and in order

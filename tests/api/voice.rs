@@ -9,7 +9,7 @@ use museum_agent::Config;
 use museum_agent::config::{SttProviderKind, TtsProviderKind};
 use serde_json::{Value, json};
 
-use crate::support::fake_llm::{Script, finish_chunk, text_chunk, text_reply};
+use crate::support::fake_llm::{Script, text_reply};
 use crate::support::fake_speech::{FakeSpeech, SttMode, TTS_SAMPLES_PER_CHAR, TtsMode};
 use crate::support::*;
 
@@ -246,13 +246,7 @@ fn last_user_message(app: &TestApp) -> String {
 
 /// A reply streamed `delay` apart: Chinese sentences and a clause.
 fn slow_reply(pieces: &[&str], delay: Duration) -> Script {
-    let mut chunks: Vec<Value> = pieces.iter().map(|p| text_chunk(p)).collect();
-    chunks.push(finish_chunk("stop"));
-    Script::Stream {
-        chunks,
-        delay,
-        done: true,
-    }
+    crate::support::replies::streamed(pieces, delay)
 }
 
 #[tokio::test]

@@ -12,16 +12,18 @@ use super::{Client, Script, frame};
 /// A reply of `n` words `{tag}0 {tag}1 …` streamed `delay` apart; its script and whole text.
 pub fn words(tag: &str, n: usize, delay: Duration) -> (Script, String) {
     let pieces: Vec<String> = (0..n).map(|i| format!("{tag}{i} ")).collect();
-    let mut chunks: Vec<Value> = pieces.iter().map(|p| text_chunk(p)).collect();
+    (streamed(&pieces, delay), pieces.concat())
+}
+
+/// A reply of these text pieces streamed `delay` apart, then its finish chunk.
+pub fn streamed<S: AsRef<str>>(pieces: &[S], delay: Duration) -> Script {
+    let mut chunks: Vec<Value> = pieces.iter().map(|p| text_chunk(p.as_ref())).collect();
     chunks.push(finish_chunk("stop"));
-    (
-        Script::Stream {
-            chunks,
-            delay,
-            done: true,
-        },
-        pieces.concat(),
-    )
+    Script::Stream {
+        chunks,
+        delay,
+        done: true,
+    }
 }
 
 /// What a client saw of one request, checked as it arrives: no seq twice, none skipped, nothing
