@@ -58,10 +58,10 @@ pub const H_UNTIL: &str = "Hub-Pending-Until";
 /// A request registered in the shared pending bucket (see [`Corr::Request`]).
 pub const H_SHARED: &str = "Hub-Pending-Shared";
 
-/// How long a cross-process request waits for the holder's answer.
 /// The most the shared registry of pending requests may hold on the NATS server (entries are
 /// ~200 bytes: about 300,000 requests in flight across processes).
-const PENDING_MAX_BYTES: i64 = 64 * 1024 * 1024;
+pub const PENDING_MAX_BYTES: i64 = 64 * 1024 * 1024;
+/// How long a cross-process request waits for the holder's answer.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// JetStream API calls and publish acknowledgements.
 const JS_TIMEOUT: Duration = Duration::from_secs(3);
@@ -731,38 +731,25 @@ impl Nats {
     ) -> SharedTake {
         let key = pending_key(requester, id);
         for _ in 0..4 {
-            let entry = match within(self.pending.entry(key.clone())).await {
-                Ok(e) => e,
-                Err(_) => return SharedTake::Unavailable,
-            };
-            let Some(entry) = entry.filter(|e| e.operation == kv::Operation::Put) else {
-                return SharedTake::Absent;
-            };
-            let Ok(mut v) = serde_json::from_slice::<SharedPending>(&entry.value) else {
-                return SharedTake::Absent;
+            let (mut v, revision) = match self.read_pending(&key).await {
+                Ok(Some(found)) => found,
+                Ok(None) => return SharedTake::Absent,
+                Err(()) => return SharedTake::Unavailable,
             };
             if let Err(t) = v.judge(responder, now) {
                 return t;
             }
             v.taken = true;
-            let Ok(value) = serde_json::to_vec(&v) else {
-                return SharedTake::Absent;
-            };
-            let updated = tokio::time::timeout(
-                JS_TIMEOUT,
-                self.pending.update(&key, value.into(), entry.revision),
-            )
-            .await;
-            match updated {
-                Ok(Ok(rev)) => {
+            match self.write_pending(&key, &v, revision).await {
+                Ok(rev) => {
                     return SharedTake::Taken {
                         rev,
                         until: v.until,
                     };
                 }
                 // Written in between (another response, or the request again): read it again.
-                Ok(Err(e)) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => continue,
-                _ => return SharedTake::Unavailable,
+                Err(Some(kv::UpdateErrorKind::WrongLastRevision)) => continue,
+                Err(_) => return SharedTake::Unavailable,
             }
         }
         SharedTake::Unavailable
@@ -772,21 +759,40 @@ impl Nats {
     /// responder may send it again). Nothing if it changed since.
     pub async fn untake_pending(&self, requester: &str, id: &str, rev: u64) {
         let key = pending_key(requester, id);
-        let Ok(Some(entry)) = within(self.pending.entry(key.clone())).await else {
+        let Ok(Some((mut v, revision))) = self.read_pending(&key).await else {
             return;
         };
-        if entry.revision != rev || entry.operation != kv::Operation::Put {
+        if revision != rev {
             return;
         }
-        let Ok(mut v) = serde_json::from_slice::<SharedPending>(&entry.value) else {
-            return;
-        };
         v.taken = false;
-        let Ok(value) = serde_json::to_vec(&v) else {
-            return;
-        };
-        if let Err(e) = within(self.pending.update(&key, value.into(), rev)).await {
-            tracing::debug!(error = %e, "hub: shared pending request not given back");
+        if let Err(e) = self.write_pending(&key, &v, rev).await {
+            tracing::debug!(error = ?e, "hub: shared pending request not given back");
+        }
+    }
+
+    /// A shared pending entry and its revision (None: absent, deleted or unreadable; Err: NATS
+    /// did not answer in time).
+    async fn read_pending(&self, key: &str) -> Result<Option<(SharedPending, u64)>, ()> {
+        let entry = within(self.pending.entry(key)).await.map_err(|_| ())?;
+        Ok(entry
+            .filter(|e| e.operation == kv::Operation::Put)
+            .and_then(|e| Some((serde_json::from_slice(&e.value).ok()?, e.revision))))
+    }
+
+    /// Writes a shared pending entry over revision `rev` (compare-and-set); its new revision.
+    /// Err(Some(kind)): NATS refused it; Err(None): no answer in time, or not encodable.
+    async fn write_pending(
+        &self,
+        key: &str,
+        v: &SharedPending,
+        rev: u64,
+    ) -> Result<u64, Option<kv::UpdateErrorKind>> {
+        let value = serde_json::to_vec(v).map_err(|_| None)?;
+        match tokio::time::timeout(JS_TIMEOUT, self.pending.update(key, value.into(), rev)).await {
+            Ok(Ok(rev)) => Ok(rev),
+            Ok(Err(e)) => Err(Some(e.kind())),
+            Err(_) => Err(None),
         }
     }
 

@@ -557,6 +557,28 @@ async fn answered_twice(s1: &TestApp, answerer_on: &TestApp, moved_to: &TestApp)
     moved
 }
 
+/// The shared registry of pending requests is bounded on the NATS server and, full, drops its
+/// oldest entries (never refuses a new request's registration).
+#[tokio::test]
+async fn the_shared_pending_registry_is_bounded_and_drops_its_oldest_entries() {
+    let Some(n) = nats().await else { return };
+    let _hub = hub_on(&n, None).await;
+    let client = async_nats::connect(n.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    let mut stream = js.get_stream("KV_HUB_PENDING").await.unwrap();
+    let config = &stream.info().await.unwrap().config;
+    assert_eq!(
+        config.max_bytes,
+        museum_agent::hub::nats::PENDING_MAX_BYTES,
+        "{config:?}"
+    );
+    assert_eq!(
+        config.discard,
+        async_nats::jetstream::stream::DiscardPolicy::Old,
+        "{config:?}"
+    );
+}
+
 /// `answerer` sends the asker one more message; the asker, back on `asker_on`, finds the one
 /// accepted response to q1 (`{"a": 1}`), then that message.
 async fn back_to_one_response(answerer: &mut HubClient, asker_on: &TestApp) {
