@@ -227,8 +227,9 @@ struct Session {
     inflight: InFlight,
     history: Arc<Mutex<History>>,
     live: Liveness,
-    /// The one open voice upload, if any; its request is in `inflight`.
-    upload: Option<OpenUpload>,
+    /// The one open voice upload, if any; its request is in `inflight`. Boxed: an idle session
+    /// (nearly every session, nearly all the time) keeps one pointer, not the upload's state.
+    upload: Option<Box<OpenUpload>>,
     /// Receives a reason when the server ends this session from outside (credential revoked).
     kick: Arc<crate::app::KickCell>,
     /// Set once server shutdown has begun: when the grace ends.

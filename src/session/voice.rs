@@ -98,24 +98,24 @@ impl Session {
         if let Some(data) = first
             && let Err(e) = upload.push_chunk(0, data.as_deref())
         {
-            self.upload = Some(OpenUpload {
+            self.upload = Some(Box::new(OpenUpload {
                 upload,
                 ctx,
                 live: None,
                 touched,
-            });
+            }));
             self.fail_upload_with(e).await;
             return;
         }
         if let Some(l) = &live {
             l.feed(upload.pcm_since(0));
         }
-        self.upload = Some(OpenUpload {
+        self.upload = Some(Box::new(OpenUpload {
             upload,
             ctx,
             live,
             touched,
-        });
+        }));
     }
 
     /// Next chunk (`Some`) or the BINARY end frame (`None`) of the open upload.
@@ -145,12 +145,12 @@ impl Session {
         match complete {
             Ok(false) => {}
             Ok(true) => {
-                let Some(OpenUpload {
-                    upload, ctx, live, ..
-                }) = self.upload.take()
-                else {
+                let Some(open) = self.upload.take() else {
                     return;
                 };
+                let OpenUpload {
+                    upload, ctx, live, ..
+                } = *open;
                 match upload.finish() {
                     Ok(pcm) => self.spawn(ctx, Input::Voice { pcm, live }),
                     Err(e) => {
@@ -197,7 +197,8 @@ impl Session {
 
     /// Discards the open upload and ends its request with an ERROR.
     pub(super) async fn fail_upload(&mut self, code: ErrorCode, detail: String) {
-        if let Some(OpenUpload { ctx, live, .. }) = self.upload.take() {
+        if let Some(open) = self.upload.take() {
+            let OpenUpload { ctx, live, .. } = *open;
             drop(live); // closes the upstream recognition first
             self.end_with_error(&ctx, code, detail).await;
         }
