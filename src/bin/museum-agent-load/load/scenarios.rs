@@ -34,6 +34,34 @@ fn cpu(pid: Option<u32>) -> f64 {
     pid.and_then(cpu_seconds).unwrap_or(f64::NAN)
 }
 
+/// The server's RSS once its start-up work is over: sampled every 100 ms until, over the last
+/// half second, its CPU time grew by under 10 ms and its RSS moved by under 256 KiB (at most
+/// 20 s), and how long that took. A server answers before it has finished warming up (this one
+/// loads its ~17 MB search dictionaries on a blocking thread), and memory it takes for that is
+/// not the sessions'. Without a pid: NaN at once.
+async fn settled_rss(pid: Option<u32>) -> (f64, f64) {
+    let Some(pid) = pid else {
+        return (f64::NAN, 0.0);
+    };
+    let start = Instant::now();
+    let mut window: std::collections::VecDeque<(f64, f64)> = Default::default();
+    loop {
+        let now = (rss(Some(pid)), cpu(Some(pid)));
+        window.push_back(now);
+        if window.len() > 6 {
+            window.pop_front();
+        }
+        let (r0, c0) = window[0];
+        if window.len() == 6 && now.1 - c0 < 0.010 && (now.0 - r0).abs() < 256.0 {
+            return (now.0, start.elapsed().as_secs_f64());
+        }
+        if start.elapsed() > Duration::from_secs(20) || now.0.is_nan() {
+            return (now.0, start.elapsed().as_secs_f64());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// (user, system) CPU seconds of the server, NaN when unknown.
 fn cpu_split(pid: Option<u32>) -> (f64, f64) {
     pid.and_then(cpu_times).unwrap_or((f64::NAN, f64::NAN))
@@ -114,7 +142,7 @@ pub async fn idle(
     hold: Duration,
     concurrency: usize,
 ) -> anyhow::Result<Report> {
-    let rss_before = rss(t.pid);
+    let (rss_before, settle_secs) = settled_rss(t.pid).await;
     let sem = Arc::new(Semaphore::new(concurrency.max(1)));
     let failures = Arc::new(AtomicU64::new(0));
     let stop = tokio_util::sync::CancellationToken::new();
@@ -179,6 +207,11 @@ pub async fn idle(
     r.add("sessions registered", up as f64, "");
     r.add("failures", failures.load(Ordering::Relaxed) as f64, "");
     r.add("connect+register rate", up as f64 / connect_secs, "/s");
+    r.add(
+        "server settled before (CPU and RSS still)",
+        settle_secs,
+        "s",
+    );
     r.add("server RSS before", rss_before, "KiB");
     r.add("server RSS while holding", rss_after, "KiB");
     r.add(
