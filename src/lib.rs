@@ -10,7 +10,9 @@
 //!
 //! # Code map
 //! ```text
-//! main.rs        CLI: serve, key and account admin, ingest/search/eval; tracing; signals
+//! bin/museum-agent/  the server's binary, not in this library: main.rs the CLI, tracing,
+//!                serve and signals; users.rs key and account admin; collection.rs ingest and
+//!                search; eval.rs retrieval quality and --fit
 //! bin/museum-agent-load/  the load tool, not in this library (it uses only the public API):
 //!                scenarios, protocol client, timing-controlled fake upstream, and compare.rs:
 //!                the same scenario against a second server, with the ratios

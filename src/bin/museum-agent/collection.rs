@@ -1,0 +1,299 @@
+//! `ingest` and `search`: load collection files into the database, and what the server would
+//! answer a question from.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use museum_agent::Config;
+use museum_agent::retrieval;
+use museum_agent::store::Store;
+
+/// The line on which a quoted CSV field opens and is never closed (the csv reader would take
+/// the rest of the file as that one field, silently swallowing the rows after it).
+fn csv_unclosed_quote(text: &str) -> Option<usize> {
+    let (mut line, mut open_at) = (1, None);
+    let mut at_field_start = true;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (open_at, c) {
+            (None, '"') if at_field_start => open_at = Some(line),
+            (Some(_), '"') if chars.peek() == Some(&'"') => {
+                chars.next();
+            }
+            (Some(_), '"') => open_at = None,
+            _ => {}
+        }
+        if c == '\n' {
+            line += 1;
+        }
+        at_field_start = open_at.is_none() && matches!(c, ',' | '\n' | '\r');
+    }
+    open_at
+}
+
+pub(crate) async fn ingest(config: Config, paths: Vec<PathBuf>, json: bool) -> anyhow::Result<()> {
+    let store = Store::open(&config.database.path)
+        .with_context(|| format!("opening database {}", config.database.path.display()))?;
+    let retriever = retrieval::embedded_from_config(&config, &store).await?;
+    let mut failed = Vec::new();
+    let mut rejected = 0;
+    for path in &paths {
+        let is_csv = path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("csv"));
+        if is_csv
+            && let Ok(text) = std::fs::read_to_string(path)
+            && let Some(line) = csv_unclosed_quote(&text)
+        {
+            eprintln!(
+                "error: {}: line {line}: a quoted field is never closed (the rows after it would be lost); nothing was ingested from this file",
+                path.display()
+            );
+            failed.push(path.display().to_string());
+            continue;
+        }
+        match retriever.ingest_file(path).await {
+            Ok(r) => {
+                rejected += r.rejected.len();
+                if json {
+                    println!("{}", serde_json::to_string(&r)?);
+                    continue;
+                }
+                println!(
+                    "{}: {} rows (inserted {}, updated {}, unchanged {}), {} rejected, {:.2} s",
+                    r.source,
+                    r.rows,
+                    r.inserted,
+                    r.updated,
+                    r.unchanged,
+                    r.rejected.len(),
+                    r.seconds
+                );
+                for x in r.rejected.iter().take(50) {
+                    println!("  line {}: {}", x.line, x.reason);
+                }
+                if r.rejected.len() > 50 {
+                    println!("  ... and {} more rejected rows", r.rejected.len() - 50);
+                }
+                if let Some(n) = r.vectors_embedded {
+                    println!("  embedding vectors computed: {n}");
+                }
+                if let Some(e) = &r.vectors_error {
+                    println!("  embeddings failed (rows are stored and searchable): {e}");
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                failed.push(path.display().to_string());
+            }
+        }
+    }
+    anyhow::ensure!(failed.is_empty(), "could not ingest: {}", failed.join(", "));
+    // Every serve node of the cluster loads the same files into its own collection.
+    match museum_agent::cluster::announce_ingest(&config.cluster, &paths).await {
+        Ok(true) => eprintln!(
+            "told the cluster's nodes ({}) to reload {} file(s)",
+            config.cluster.nats_prefix,
+            paths.len()
+        ),
+        Ok(false) => {}
+        Err(e) => eprintln!(
+            "warning: the other nodes of the cluster were not told to reload ({e}); run `ingest` on each of them"
+        ),
+    }
+    // Good rows are stored; the exit status still tells a script that some were not.
+    anyhow::ensure!(
+        rejected == 0,
+        "{rejected} row(s) were rejected (listed above with their line and reason); the others were ingested"
+    );
+    Ok(())
+}
+
+/// What the server would answer a question from: the facts file, the collection, or nothing.
+pub(crate) async fn search(
+    config: Config,
+    query: String,
+    k: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    use museum_agent::providers::llm::offline;
+    let say = |answered_by: &str, text: String, extra: serde_json::Value| {
+        if json {
+            let mut v = serde_json::json!({"query": query, "answered_by": answered_by, "hits": []});
+            if let (Some(o), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+                o.extend(e);
+            }
+            println!("{v}");
+        } else {
+            println!("{text}");
+        }
+    };
+    // Nothing to search: said at once, before any index is opened.
+    if query.trim().is_empty() {
+        say(
+            "empty",
+            "the query is empty: nothing to search".into(),
+            serde_json::json!({}),
+        );
+        return Ok(());
+    }
+    // The pipeline's order: a visitor-service question is answered from the facts file and
+    // never reaches the collection.
+    if let Some(facts) = retrieval::facts::FactsStore::from_config(&config.srs)
+        && let Some(f) = retrieval::facts::match_question(&query, &facts.current())
+    {
+        let answer = offline::fact_answer(f, &query);
+        say(
+            "fact",
+            format!(
+                "visitor-services fact ({}), from {}:\n  {}",
+                f.topic,
+                config.srs.facts_path.display(),
+                answer
+            ),
+            serde_json::json!({"fact": {"topic": f.topic, "answer": answer}}),
+        );
+        return Ok(());
+    }
+    // Only symbols, emoji or question words: nothing the collection could match.
+    let clipped = retrieval::text::clip(&query, config.srs.max_query_chars);
+    if config.srs.provider != museum_agent::config::SrsProviderKind::Remote
+        && retrieval::text::query_terms(&clipped).is_empty()
+    {
+        say(
+            "empty",
+            "the query has no searchable words (only punctuation, symbols or question words)"
+                .into(),
+            serde_json::json!({}),
+        );
+        return Ok(());
+    }
+    let store = Store::open(&config.database.path)
+        .with_context(|| format!("opening database {}", config.database.path.display()))?;
+    let mut embedded = None;
+    let retriever: std::sync::Arc<dyn retrieval::Retriever> = match config.srs.provider {
+        museum_agent::config::SrsProviderKind::None => {
+            anyhow::bail!("retrieval is off ([srs] provider = \"none\")")
+        }
+        museum_agent::config::SrsProviderKind::Embedded => {
+            let r = std::sync::Arc::new(retrieval::embedded_from_config(&config, &store).await?);
+            retrieval::load_demo_if_needed(&config, &r).await;
+            embedded = Some(r.clone());
+            r
+        }
+        museum_agent::config::SrsProviderKind::Remote => {
+            std::sync::Arc::new(retrieval::remote_from_config(&config.srs)?)
+        }
+    };
+    if let Some(s) = retriever.semantic() {
+        // A one-shot command cannot wait for a whole embedding pass: only for the probe.
+        s.settle(museum_agent::config::secs(
+            config.srs.embeddings_timeout_seconds,
+        ))
+        .await;
+    }
+    let hits = retriever.search(&query, k).await?;
+    if hits.is_empty() {
+        // The candidate lexical search would have named, and why it was refused.
+        let refused = match &embedded {
+            Some(r) => {
+                let (q, opts) = (query.clone(), r.options().clone());
+                let model = r.abstention();
+                let (ids, f) = r
+                    .collection()
+                    .call(move |s| retrieval::embedded::rank_with_features(s, &q, 1, &opts))
+                    .await?;
+                ids.first().cloned().map(|id| {
+                    let p = model
+                        .as_ref()
+                        .zip(f)
+                        .map(|(m, f)| (m.probability(&f), m.threshold));
+                    (id, p)
+                })
+            }
+            None => None,
+        };
+        let mut text = String::from(
+            "no answer: the collection holds no exhibit that answers this (the server says it does not know)",
+        );
+        if let Some((id, p)) = &refused {
+            match p {
+                Some((p, t)) => text.push_str(&format!(
+                    "\n  best candidate {id} refused by the abstention model: p = {p:.3} < threshold {t:.3}"
+                )),
+                None => text.push_str(&format!(
+                    "\n  best candidate {id} is under no_answer_threshold {}",
+                    config.srs.no_answer_threshold
+                )),
+            }
+        }
+        let answer = offline::compose(&query, Some(&[]));
+        text.push_str(&format!("\noffline answer: {answer}"));
+        say(
+            "no-answer",
+            text,
+            serde_json::json!({"retriever": retriever.name(), "offline_answer": answer,
+                               "refused_candidate": refused.map(|(id, _)| id)}),
+        );
+        return Ok(());
+    }
+    let answer = offline::compose(&query, Some(&hits));
+    if json {
+        let hits: Vec<serde_json::Value> = hits
+            .iter()
+            .map(|h| {
+                serde_json::json!({"id": h.exhibit.id, "title": h.exhibit.title,
+                                   "score": h.score, "passages": h.passages})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"query": query, "answered_by": "collection",
+                               "retriever": retriever.name(), "hits": hits,
+                               "offline_answer": answer})
+        );
+        return Ok(());
+    }
+    println!(
+        "from the collection ({} retriever, {} hit(s)):",
+        retriever.name(),
+        hits.len()
+    );
+    for (i, h) in hits.iter().enumerate() {
+        println!(
+            "{:>2}. {:.4}  {}  {}",
+            i + 1,
+            h.score,
+            h.exhibit.id,
+            h.exhibit.title
+        );
+        for p in &h.passages {
+            println!(
+                "      {}",
+                p.split_whitespace().collect::<Vec<_>>().join(" ")
+            );
+        }
+    }
+    println!("offline answer: {answer}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unclosed_csv_quotes_are_found_with_their_line() {
+        assert_eq!(
+            csv_unclosed_quote("id,title\n1,\"a, \"\"b\"\"\"\n2,c\n"),
+            None
+        );
+        assert_eq!(csv_unclosed_quote("id,title\n1,\"multi\nline\"\n"), None);
+        assert_eq!(
+            csv_unclosed_quote("id,title\n1,a\n2,\"open\n3,x\n4,y\n"),
+            Some(3)
+        );
+        // A quote inside an unquoted field is data, not an opening quote.
+        assert_eq!(csv_unclosed_quote("id,title\n1,5\" tall\n"), None);
+    }
+}
