@@ -30,7 +30,7 @@ use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use futures_util::{Sink, SinkExt, StreamExt};
+use futures_util::{FutureExt, Sink, SinkExt, StreamExt};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
@@ -149,10 +149,10 @@ where
         .on_failed_upgrade(|e| tracing::debug!(error = %e, "websocket upgrade failed"))
         .on_upgrade(move |socket| {
             let tracker = app.tracker.clone();
-            tracker.track_future(async move {
-                let _slots = slots;
-                serve(socket).await;
-            })
+            // A combinator, not an `async move` block: a block would keep its own copy of the
+            // socket's slot beside `serve`'s future for the connection's life (an async block or
+            // fn stores what it captures apart from the futures it awaits).
+            tracker.track_future(serve(socket).map(move |()| drop(slots)))
         })
 }
 
@@ -186,7 +186,10 @@ pub async fn upgrade(
     })
 }
 
-async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
+/// Splits the socket, starts its writer and returns the session's future. A plain function:
+/// as an `async fn` its future would keep a slot for the whole `WebSocket` it was given (several
+/// hundred bytes) for the connection's life, beside the session it runs.
+fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) -> impl Future<Output = ()> {
     let (sink, stream) = socket.split();
     let token = app.hard_stop.child_token();
     let slow = secs(app.config.limits.slow_client_timeout_seconds);
@@ -195,9 +198,9 @@ async fn serve(socket: WebSocket, peer: SocketAddr, app: Arc<AppState>) {
     let frames = OutboxFrames::new(rx, token.clone());
     let writer = tokio::spawn(write(sink, frames, token.clone(), slow));
     let inbound = Incoming(Some(stream));
-    session::run(inbound, outbox, token.clone(), peer.ip(), app).await;
     // The session is over: give the writer a moment to flush its close frame, then drop it.
-    join_writer(writer).await;
+    // (`then`, not an async block awaiting the session: that would hold it twice.)
+    session::run(inbound, outbox, token, peer.ip(), app).then(move |()| join_writer(writer))
 }
 
 /// The session's side of the socket as a stream of [`Inbound`]: text and binary frames go to
