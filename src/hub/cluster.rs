@@ -92,6 +92,7 @@ pub(crate) enum Held {
 
 /// A record the shared pending registry is owed: written by the replay before anything held
 /// after it is sent, so a request held during an outage is registered before it is sent.
+#[derive(Clone)]
 pub(crate) enum Owed {
     /// A request that left this process unregistered (NATS down, or its registration did not
     /// answer), or one between two clients here of which one left while NATS was down:
@@ -851,27 +852,30 @@ impl Hub {
             if !n.connected() {
                 return;
             }
-            let Some(h) = self
+            // An owed record stays first in the buffer until written (it is counted in
+            // `owed_len` until then; only this loop takes from the front).
+            let owed = match self.held.lock().unwrap_or_else(|p| p.into_inner()).front() {
+                None => return,
+                Some(Held::Owed(o)) => Some(o.clone()),
+                Some(Held::Message(_)) => None,
+            };
+            if let Some(o) = owed {
+                if !self.pay(n, &o).await {
+                    return; // no answer: what follows waits for it; tried later
+                }
+                self.held
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .pop_front();
+                continue;
+            }
+            let Some(Held::Message(h)) = self
                 .held
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .pop_front()
             else {
                 return;
-            };
-            let h = match h {
-                Held::Message(h) => h,
-                Held::Owed(o) => {
-                    if self.pay(n, &o).await {
-                        continue;
-                    }
-                    // No answer: kept first (what follows waits for it) and tried later.
-                    self.held
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push_front(Held::Owed(o));
-                    return;
-                }
             };
             let outcome = if h.store_only {
                 match n.store(&h.a, &h.entry, h.entry.seq, &h.role, &h.id).await {
