@@ -82,8 +82,33 @@ pub(crate) struct InFlight {
     _slot: tokio::sync::OwnedSemaphorePermit,
 }
 
+/// What the outage buffer holds, replayed in order once NATS is back.
+pub(crate) enum Held {
+    /// A message for another process or an inbox.
+    Message(HeldMessage),
+    /// A record the shared pending registry missed while it could not be reached.
+    Owed(Owed),
+}
+
+/// A record the shared pending registry is owed: written by the replay before anything held
+/// after it is sent, so a request held during an outage is registered before it is sent.
+#[derive(Clone)]
+pub(crate) enum Owed {
+    /// A request that left this process unregistered (NATS down, or its registration did not
+    /// answer), or one between two clients here of which one left while NATS was down:
+    /// registered, if it is still pending here (neither answered nor timed out meanwhile).
+    Register(nats::SharedPending),
+    /// A response `by` accepted here while the registry could not answer (checked against
+    /// this process's entry alone): the request's record is taken, unless the response was not
+    /// delivered and its request waits here again.
+    Taken {
+        request: nats::SharedPending,
+        by: String,
+    },
+}
+
 /// A message for another process (or an inbox) held while NATS is unreachable.
-pub(crate) struct Held {
+pub(crate) struct HeldMessage {
     /// Dedup id for the inbox store, fixed at hold time so retries dedup and others do not.
     pub id: String,
     pub a: Address,
@@ -394,17 +419,20 @@ impl Hub {
                     requester,
                     id,
                     until_ms,
-                    shared,
+                    shared: _,
                 }) = &meta.corr
                 {
-                    // The response will be sent from here: register the request here too
-                    // (taken in the shared bucket as well when it is there).
+                    // The response will be sent from here: register the request here too,
+                    // its response taken in the shared bucket as well; also when the
+                    // requester's process could not register it there (`shared` false): the
+                    // response then claims a record, so a late registration cannot open it
+                    // again.
                     self.pending().insert(
                         (requester.clone(), id.clone()),
                         Pending {
                             responder: Some(key.clone()),
                             expires_at: *until_ms,
-                            shared: *shared,
+                            shared: true,
                             taken_rev: None,
                         },
                     );
@@ -423,7 +451,7 @@ impl Hub {
         }
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, super::route::PendingMap> {
+    pub(super) fn pending(&self) -> std::sync::MutexGuard<'_, super::route::PendingMap> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -646,18 +674,37 @@ impl Hub {
         store_only: bool,
         meta: Meta,
     ) -> bool {
-        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-        if held.len() >= self.config.nats_outage_buffer {
-            return false;
-        }
-        held.push_back(Held {
+        self.push_held(Held::Message(HeldMessage {
             id: crate::util::random_id("held-"),
             a,
             entry,
             role,
             store_only,
             meta,
-        });
+        }))
+    }
+
+    /// Owes the shared pending registry a record (see [`Owed`]), in the outage buffer's order.
+    /// False when the buffer is full.
+    pub(crate) fn owe(&self, o: Owed) -> bool {
+        let ok = self.push_held(Held::Owed(o));
+        if ok {
+            // Written as soon as NATS answers (an unanswered registration with NATS up).
+            self.held_notify.notify_one();
+        } else {
+            tracing::warn!(
+                "hub: outage buffer full: a pending request's record is not kept for the shared registry"
+            );
+        }
+        ok
+    }
+
+    fn push_held(&self, h: Held) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        if held.len() >= self.config.nats_outage_buffer {
+            return false;
+        }
+        held.push_back(h);
         true
     }
 
@@ -671,17 +718,64 @@ impl Hub {
         if self.hold(a.clone(), entry, role.to_string(), false, meta) {
             Ok(())
         } else {
-            Err(HubError::new(
-                ClawCode::E005,
-                "the hub's link to its other processes (NATS) is down and its buffer is full",
-                "retry later",
-            ))
+            Err(super::route::outage_full())
         }
     }
 
     /// Messages held during an outage.
     pub fn held_len(&self) -> usize {
-        self.held.lock().unwrap_or_else(|p| p.into_inner()).len()
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.iter()
+            .filter(|h| matches!(h, Held::Message(_)))
+            .count()
+    }
+
+    /// Records the shared pending registry is owed (requests and responses it missed while it
+    /// could not be reached), written when NATS answers again.
+    pub fn owed_len(&self) -> usize {
+        let held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+        held.iter().filter(|h| matches!(h, Held::Owed(_))).count()
+    }
+
+    /// Writes one owed record. False when NATS did not answer (kept for later).
+    async fn pay(&self, n: &Nats, o: &Owed) -> bool {
+        let now = crate::util::now_ms();
+        let (p, by) = match o {
+            Owed::Register(p) => (p, None),
+            Owed::Taken { request, by } => (request, Some(by)),
+        };
+        let k: (Arc<str>, String) = (Arc::from(p.requester.as_str()), p.id.clone());
+        let here = self
+            .pending()
+            .get(&k)
+            .is_some_and(|v| v.expires_at == p.until && v.expires_at > now && !v.shared);
+        match by {
+            // Answered or timed out here meanwhile: nothing to register.
+            None if !here => true,
+            None => {
+                if !n.register_pending_late(p).await {
+                    return false;
+                }
+                if let Some(v) = self.pending().get_mut(&k)
+                    && v.expires_at == p.until
+                {
+                    v.shared = true;
+                }
+                true
+            }
+            Some(by) => {
+                // Given back (the response was not delivered): it waits again.
+                if self
+                    .pending()
+                    .get(&k)
+                    .is_some_and(|v| v.expires_at == p.until)
+                {
+                    return true;
+                }
+                n.take_pending(&p.requester, &p.id, by, now, Some(p)).await
+                    != nats::SharedTake::Unavailable
+            }
+        }
     }
 
     /// The NATS backend's metrics (empty for the embedded backend).
@@ -712,13 +806,70 @@ impl Hub {
         )
     }
 
+    /// A response held during an outage that its process had no entry for (`Corr::Check`):
+    /// judged by the shared registry now that it answers, as it would have been then, so it is
+    /// checked even if its requester is offline everywhere. Taken there: sent as checked, with
+    /// the revision to give back if it is not delivered. Refused there: Err(false), dropped as
+    /// an undeliverable replay; no answer: Err(true), tried later. Not there: sent for the
+    /// requester's process to check.
+    async fn judge_held_response(
+        &self,
+        n: &Nats,
+        to: &Address,
+        meta: &mut Meta,
+    ) -> Result<Option<u64>, bool> {
+        let Some(Corr::Check {
+            responder,
+            request_id,
+        }) = &meta.corr
+        else {
+            return Ok(None);
+        };
+        let now = crate::util::now_ms();
+        match n
+            .take_pending(&to.key, request_id, responder, now, None)
+            .await
+        {
+            nats::SharedTake::Taken { rev, .. } => {
+                meta.corr = Some(Corr::Checked {
+                    responder: responder.clone(),
+                    request_id: request_id.clone(),
+                });
+                Ok(Some(rev))
+            }
+            nats::SharedTake::Absent => Ok(None),
+            nats::SharedTake::Unavailable => Err(true),
+            refused => {
+                tracing::warn!(to = %to.key, request_id = %request_id, outcome = ?refused, "hub: a response held during the outage was refused by the shared registry");
+                Err(false)
+            }
+        }
+    }
+
     /// Sends what was held during an outage, in order, once NATS is back.
     async fn replay(&self, n: &Nats) {
         loop {
             if !n.connected() {
                 return;
             }
-            let Some(h) = self
+            // An owed record stays first in the buffer until written (it is counted in
+            // `owed_len` until then; only this loop takes from the front).
+            let owed = match self.held.lock().unwrap_or_else(|p| p.into_inner()).front() {
+                None => return,
+                Some(Held::Owed(o)) => Some(o.clone()),
+                Some(Held::Message(_)) => None,
+            };
+            if let Some(o) = owed {
+                if !self.pay(n, &o).await {
+                    return; // no answer: what follows waits for it; tried later
+                }
+                self.held
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .pop_front();
+                continue;
+            }
+            let Some(Held::Message(h)) = self
                 .held
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
@@ -740,17 +891,30 @@ impl Hub {
                 } else {
                     meta.retry = true;
                 }
-                match n.deliver_remote(&h.a, &h.entry, &h.role, &meta).await {
-                    Remote::Delivered => Ok(()),
-                    Remote::Full | Remote::Expired | Remote::Uncorrelated => Err(false),
-                    Remote::Unavailable => Err(true),
-                    Remote::NotHere => {
-                        // Through the normal path: known check, bound, dedup.
-                        match self.store_for(&h.a, h.entry.clone(), &h.role).await {
-                            Ok(()) => Ok(()),
-                            Err(e) if e.code == ClawCode::E005 => Err(true),
-                            Err(_) => Err(false),
+                match self.judge_held_response(n, &h.a, &mut meta).await {
+                    Err(again) => Err(again),
+                    Ok(taken) => {
+                        let outcome = match n.deliver_remote(&h.a, &h.entry, &h.role, &meta).await {
+                            Remote::Delivered => Ok(()),
+                            Remote::Full | Remote::Expired | Remote::Uncorrelated => Err(false),
+                            Remote::Unavailable => Err(true),
+                            Remote::NotHere => {
+                                // Through the normal path: known check, bound, dedup.
+                                match self.store_for(&h.a, h.entry.clone(), &h.role).await {
+                                    Ok(()) => Ok(()),
+                                    Err(e) if e.code == ClawCode::E005 => Err(true),
+                                    Err(_) => Err(false),
+                                }
+                            }
+                        };
+                        // Not delivered: the request waits again (or is judged again).
+                        if outcome.is_err()
+                            && let (Some(rev), Some(Corr::Checked { request_id, .. })) =
+                                (taken, &meta.corr)
+                        {
+                            n.untake_pending(&h.a.key, request_id, rev).await;
                         }
+                        outcome
                     }
                 }
             };
@@ -763,7 +927,7 @@ impl Hub {
                     self.held
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .push_front(h);
+                        .push_front(Held::Message(h));
                     return;
                 }
                 Err(false) => {

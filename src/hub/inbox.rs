@@ -423,6 +423,16 @@ impl Hub {
         }
         let d = conn.mailbox.close();
         let backend = self.backend();
+        // Requests between this client and another one here were checked here alone; the
+        // other end may now answer or be answered from another process. Shared before the
+        // presence entry goes: until then an attach of this identity on another process kicks
+        // this one and waits for it (the address lock), so its responses find them shared.
+        // NATS down: owed to the registry, written when it is back.
+        match &backend {
+            Backend::Nats(n) => self.share_pending_of(Some(n), &conn.address.key).await,
+            Backend::NatsDown => self.share_pending_of(None, &conn.address.key).await,
+            Backend::Embedded => {}
+        }
         if was_online && let Some(n) = self.nats.get() {
             // Local subscriptions go whatever the link's state.
             self.unsubscribe(n, &conn.address);
@@ -432,11 +442,6 @@ impl Hub {
             {
                 n.absent(&conn.address).await;
             }
-        }
-        // Requests between this client and another one here were checked here alone; the
-        // other end may now answer or be answered from another process.
-        if let Backend::Nats(n) = &backend {
-            self.share_pending_of(n, &conn.address.key).await;
         }
         let kept = d.unacked.len() + d.queued.len();
         let res = match &backend {
@@ -458,9 +463,10 @@ impl Hub {
     }
 
     /// Registers in the shared pending bucket the requests of `key` (as requester or
-    /// responder) that are pending here and were not shared (both ends were on this process).
-    /// Stops at the first that NATS does not store.
-    async fn share_pending_of(&self, n: &super::nats::Nats, key: &Arc<str>) {
+    /// responder) that are pending here and were not shared (both ends were on this process,
+    /// or the registry could not be reached). From the first that NATS does not store (or all,
+    /// `n` None: NATS down), they are owed to the registry (written when it answers again).
+    async fn share_pending_of(&self, mut n: Option<&super::nats::Nats>, key: &Arc<str>) {
         let now = now_ms();
         let local: Vec<(Arc<str>, super::nats::SharedPending)> = self
             .pending
@@ -484,8 +490,14 @@ impl Hub {
             })
             .collect();
         for (requester, shared) in local {
-            if !n.register_pending(&shared).await {
-                return;
+            let stored = match n {
+                Some(nats) => nats.register_pending_late(&shared).await,
+                None => false,
+            };
+            if !stored {
+                n = None; // not answering: the rest are owed without asking again
+                self.owe(super::cluster::Owed::Register(shared));
+                continue;
             }
             if let Some(v) = self
                 .pending

@@ -17,7 +17,8 @@
 //!   ([`SharedPending`]) until a response takes it with compare-and-set ([`Nats::take_pending`]).
 //! - **Outages**: while NATS is unreachable the hub serves local clients, reports DEGRADED,
 //!   refuses new connections (their inbox is not reachable), and holds messages for other
-//!   processes in a bounded buffer that is replayed when NATS is back.
+//!   processes in a bounded buffer that is replayed when NATS is back, in order with the
+//!   records the pending bucket missed (requests registered before they are sent).
 //!
 //! Subject tokens: an id made of ASCII letters, digits, `_` and `-` that starts with a letter or
 //! digit is used as is; any other id becomes `_` + the hex of its UTF-8 (ids may hold `.`, `:`,
@@ -286,7 +287,8 @@ pub enum SharedTake {
     Expired,
     /// Addressed to another client.
     NotYours,
-    /// Not in the bucket: registered while NATS was unreachable, or aged out.
+    /// Not in the bucket: not registered (yet: it left its process while the registry could
+    /// not be reached, and is owed to it), or aged out.
     Absent,
     /// NATS did not answer (in time).
     Unavailable,
@@ -719,21 +721,72 @@ impl Nats {
         }
     }
 
+    /// Registers a request after the fact: it left its process while the registry could not
+    /// be reached (an outage, or a registration that did not answer), or its two ends were on
+    /// one process. Created only if absent, so a record a response wrote meanwhile (taken, see
+    /// `claim` in [`Nats::take_pending`]) is never overwritten; the record of an older request
+    /// with the same requester and id (another deadline) is replaced, as locally. False when
+    /// NATS did not answer (in time).
+    pub async fn register_pending_late(&self, p: &SharedPending) -> bool {
+        let key = pending_key(&p.requester, &p.id);
+        for _ in 0..4 {
+            match self.create_pending(&key, p).await {
+                Ok(_) => return true,
+                Err(Some(kv::CreateErrorKind::AlreadyExists)) => {}
+                Err(_) => return false,
+            }
+            match self.read_pending(&key).await {
+                Ok(Some((v, _))) if v.until == p.until => return true,
+                Ok(Some((_, rev))) => match self.write_pending(&key, p, rev).await {
+                    Ok(_) => return true,
+                    Err(Some(kv::UpdateErrorKind::WrongLastRevision)) => continue,
+                    Err(_) => return false,
+                },
+                // Deleted in between: create it again.
+                Ok(None) => continue,
+                Err(()) => return false,
+            }
+        }
+        false
+    }
+
     /// Takes the shared entry of request `id` of `requester` for a response from `responder`,
     /// with compare-and-set: of two responses racing on any processes, one takes it and the
-    /// other finds it answered.
+    /// other finds it answered. `claim`: the request as this process knows it (it has an entry
+    /// for it): if the bucket has no record, one is created already taken, so a late
+    /// registration of the request ([`Nats::register_pending_late`]) cannot open it again.
     pub async fn take_pending(
         &self,
         requester: &str,
         id: &str,
         responder: &str,
         now: i64,
+        claim: Option<&SharedPending>,
     ) -> SharedTake {
         let key = pending_key(requester, id);
         for _ in 0..4 {
             let (mut v, revision) = match self.read_pending(&key).await {
                 Ok(Some(found)) => found,
-                Ok(None) => return SharedTake::Absent,
+                Ok(None) => {
+                    let Some(c) = claim else {
+                        return SharedTake::Absent;
+                    };
+                    let taken = SharedPending {
+                        taken: true,
+                        ..c.clone()
+                    };
+                    match self.create_pending(&key, &taken).await {
+                        Ok(rev) => {
+                            return SharedTake::Taken {
+                                rev,
+                                until: taken.until,
+                            };
+                        }
+                        // Registered in between: read it again.
+                        Err(Some(kv::CreateErrorKind::AlreadyExists)) => continue,
+                        Err(_) => return SharedTake::Unavailable,
+                    }
+                }
                 Err(()) => return SharedTake::Unavailable,
             };
             if let Err(t) = v.judge(responder, now) {
@@ -778,6 +831,21 @@ impl Nats {
         Ok(entry
             .filter(|e| e.operation == kv::Operation::Put)
             .and_then(|e| Some((serde_json::from_slice(&e.value).ok()?, e.revision))))
+    }
+
+    /// Creates a shared pending entry where there is none; its revision.
+    /// Err(Some(kind)): NATS refused it; Err(None): no answer in time, or not encodable.
+    async fn create_pending(
+        &self,
+        key: &str,
+        v: &SharedPending,
+    ) -> Result<u64, Option<kv::CreateErrorKind>> {
+        let value = serde_json::to_vec(v).map_err(|_| None)?;
+        match tokio::time::timeout(JS_TIMEOUT, self.pending.create(key, value.into())).await {
+            Ok(Ok(rev)) => Ok(rev),
+            Ok(Err(e)) => Err(Some(e.kind())),
+            Err(_) => Err(None),
+        }
     }
 
     /// Writes a shared pending entry over revision `rev` (compare-and-set); its new revision.

@@ -295,6 +295,15 @@ impl Hub {
                     Some(t) if t.opts.llm_format => formatted_body(),
                     _ => body,
                 };
+                // NATS down: held for the replay with its correlation, so the process that
+                // gets it after the outage checks its response as any other.
+                if !local && matches!(self.backend(), Backend::NatsDown) {
+                    let meta = super::nats::Meta {
+                        corr,
+                        ..Default::default()
+                    };
+                    return self.hold_or_refuse(a, entry(b), &conn.opts.role, meta);
+                }
                 // Not here: sent on to the process that holds it without waiting for its
                 // answer (the connection's pipe settles it, in order).
                 if !local && let Backend::Nats(n) = self.backend() {
@@ -423,24 +432,24 @@ impl Hub {
                 }
                 // Two ends on this process: checked here alone, no NATS round trip.
                 let leaves = target.is_none_or(|t| !self.state().online.contains_key(t));
-                let shared = match self.backend() {
-                    Backend::Nats(n) if leaves => {
-                        n.register_pending(&super::nats::SharedPending {
-                            requester: conn.address.key.to_string(),
-                            id: id.to_string(),
-                            responder: target.map(|t| t.to_string()),
-                            until: until_ms,
-                            taken: false,
-                        })
-                        .await
-                    }
+                let record = super::nats::SharedPending {
+                    requester: conn.address.key.to_string(),
+                    id: id.to_string(),
+                    responder: target.map(|t| t.to_string()),
+                    until: until_ms,
+                    taken: false,
+                };
+                let backend = self.backend();
+                let shared = match &backend {
+                    Backend::Nats(n) if leaves => n.register_pending(&record).await,
                     _ => false,
                 };
+                let k = (conn.address.key.clone(), id.to_string());
                 self.pending
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
                     .insert(
-                        (conn.address.key.clone(), id.to_string()),
+                        k.clone(),
                         Pending {
                             responder: target.cloned(),
                             expires_at: until_ms,
@@ -448,6 +457,20 @@ impl Hub {
                             taken_rev: None,
                         },
                     );
+                // Leaving unregistered (NATS down, or no answer): registered when NATS answers,
+                // before anything held after it is sent (the request itself, if held). Owed
+                // after the entry is in place: the replay registers only what is pending here.
+                let owed = leaves && !shared && !matches!(backend, Backend::Embedded);
+                if owed
+                    && !self.owe(super::cluster::Owed::Register(record))
+                    && matches!(backend, Backend::NatsDown)
+                {
+                    self.pending
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&k);
+                    return Err(outage_full());
+                }
                 Ok(Correlated {
                     answered: None,
                     corr: Some(Corr::Request {
@@ -482,6 +505,20 @@ impl Hub {
                         corr: Some(checked()),
                     })
                 };
+                // Accepted against this process's entry alone (the registry did not answer):
+                // the registry's record is taken when NATS answers again.
+                let owe_taken = |pend: &Pending| {
+                    self.owe(super::cluster::Owed::Taken {
+                        request: super::nats::SharedPending {
+                            requester: requester.to_string(),
+                            id: rid.to_string(),
+                            responder: pend.responder.as_deref().map(str::to_owned),
+                            until: pend.expires_at,
+                            taken: false,
+                        },
+                        by: me.to_string(),
+                    });
+                };
                 match taken {
                     // A request that never left this process: the fast path.
                     Ok(answered) if !answered.1.shared => accepted(answered),
@@ -490,14 +527,29 @@ impl Hub {
                     // accepted elsewhere while the requester was offline).
                     Ok((k, mut pend)) => {
                         let Backend::Nats(n) = self.backend() else {
-                            return accepted((k, pend)); // NATS down: checked here alone
+                            // NATS down: checked here alone.
+                            owe_taken(&pend);
+                            return accepted((k, pend));
                         };
-                        match n.take_pending(requester, rid, me, now).await {
+                        // Not in the bucket (aged out, or not registered yet): a record is
+                        // created, taken, from this entry.
+                        let claim = super::nats::SharedPending {
+                            requester: requester.to_string(),
+                            id: rid.to_string(),
+                            responder: pend.responder.as_deref().map(str::to_owned),
+                            until: pend.expires_at,
+                            taken: false,
+                        };
+                        match n.take_pending(requester, rid, me, now, Some(&claim)).await {
                             SharedTake::Taken { rev, .. } => {
                                 pend.taken_rev = Some(rev);
                                 accepted((k, pend))
                             }
-                            SharedTake::Absent | SharedTake::Unavailable => accepted((k, pend)),
+                            SharedTake::Absent => accepted((k, pend)),
+                            SharedTake::Unavailable => {
+                                owe_taken(&pend);
+                                accepted((k, pend))
+                            }
                             SharedTake::Expired => Err(timed_out(rid, requester)),
                             SharedTake::Answered => Err(uncorrelated(rid, requester)),
                             SharedTake::NotYours => {
@@ -515,7 +567,7 @@ impl Hub {
                         // Not registered here: the shared bucket knows a request that left
                         // another process, wherever its requester is now (or if it is offline).
                         if let Backend::Nats(n) = self.backend() {
-                            match n.take_pending(requester, rid, me, now).await {
+                            match n.take_pending(requester, rid, me, now, None).await {
                                 SharedTake::Taken { rev, until } => {
                                     return accepted((
                                         k,
@@ -610,6 +662,15 @@ impl Hub {
         }
         self.store_for(a, entry, role).await
     }
+}
+
+/// The outage buffer is full (E005): what would be held cannot be.
+pub(super) fn outage_full() -> HubError {
+    HubError::new(
+        ClawCode::E005,
+        "the hub's link to its other processes (NATS) is down and its buffer is full",
+        "retry later",
+    )
 }
 
 /// A response whose request timed out (E004).

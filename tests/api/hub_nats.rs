@@ -679,6 +679,123 @@ async fn responses_to_a_requester_offline_everywhere_are_checked_wherever_they_a
     back_to_one_response(&mut answerer, &s1).await;
 }
 
+/// Stops NATS and waits until every app reports the hub DEGRADED.
+async fn nats_down(n: &mut NatsServer, apps: &[&TestApp]) {
+    n.stop().await.unwrap();
+    let hubs: Vec<_> = apps.iter().map(|a| a.app.hub.clone().unwrap()).collect();
+    wait_for("DEGRADED", || hubs.iter().all(|h| !h.healthy())).await;
+}
+
+/// Restarts NATS and waits until every app's hub is healthy again and has written what it
+/// owed the shared pending registry.
+async fn nats_back(n: &mut NatsServer, apps: &[&TestApp]) {
+    n.restart().await.unwrap();
+    let hubs: Vec<_> = apps.iter().map(|a| a.app.hub.clone().unwrap()).collect();
+    wait_for("recovery", || {
+        hubs.iter().all(|h| h.healthy() && h.owed_len() == 0)
+    })
+    .await;
+}
+
+/// A request sent while NATS is unreachable is held, and registered in the shared pending
+/// registry before it is replayed. Its requester leaves during the outage (nothing reaches the
+/// registry as it goes) and is offline everywhere when the answers come after it, yet a
+/// response from the wrong client and a second response, from the process that delivered the
+/// request or from the requester's, are refused as they are locally, and the requester finds
+/// the one accepted response.
+#[tokio::test]
+async fn a_request_sent_during_a_nats_outage_is_correlated_after_it() {
+    let Some(mut n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
+    let mut answerer = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    let mut bystander = connect(&s2, agent("hall_a", "bystander"), Options::default()).await;
+    nats_down(&mut n, &[&s1, &s2]).await;
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
+        .await
+        .unwrap();
+    let h1 = s1.app.hub.clone().unwrap();
+    wait_for("the request to be held", || h1.held_len() == 1).await;
+    leave(&s1, asker, "agent/hall_a/asker").await;
+    nats_back(&mut n, &[&s1, &s2]).await;
+
+    let r = next(&mut answerer).await;
+    assert_eq!((r.kind.as_deref(), r.id.as_str()), (Some("request"), "q1"));
+    let wrong = bystander
+        .send_with(bystander.agent("asker"), &json!({"a": "x"}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut bystander, "VALIDATION_ERROR", &wrong).await;
+    answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
+        .await
+        .unwrap();
+    accepted(&mut answerer).await;
+    let again = answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 2}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut answerer, "VALIDATION_ERROR", &again).await;
+    // Nor from the requester's process, whose own entry for it has not seen the answer.
+    let mut moved = connect(&s1, agent("hall_a", "answerer"), Options::default()).await;
+    let third = moved
+        .send_with(moved.agent("asker"), &json!({"a": 3}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut moved, "VALIDATION_ERROR", &third).await;
+    back_to_one_response(&mut moved, &s2).await;
+}
+
+/// While NATS is unreachable a response is checked on its process alone: the responder,
+/// moved to the requester's process before the outage, answers there once and a second
+/// response is refused. What that process accepted is written to the shared registry when
+/// NATS is back, so the responder, moved back to the process that delivered the request,
+/// cannot answer it again there.
+#[tokio::test]
+async fn responses_during_a_nats_outage_are_checked_per_process_and_recorded_after_it() {
+    let Some(mut n) = nats().await else { return };
+    let (s1, s2) = (hub_on(&n, None).await, hub_on(&n, None).await);
+    let mut asker = connect(&s1, agent("hall_a", "asker"), Options::default()).await;
+    let mut answerer = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    asker
+        .send_with(asker.agent("answerer"), &json!({"q": 1}), request("q1"))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut answerer).await.kind.as_deref(), Some("request"));
+    let mut moved = connect(&s1, agent("hall_a", "answerer"), Options::default()).await;
+
+    nats_down(&mut n, &[&s1, &s2]).await;
+    moved
+        .send_with(moved.agent("asker"), &json!({"a": 1}), response("q1"))
+        .await
+        .unwrap();
+    let got = next(&mut asker).await;
+    assert_eq!(
+        (got.request_id.as_deref(), &got.payload["a"]),
+        (Some("q1"), &json!(1)),
+        "{got:?}"
+    );
+    let twice = moved
+        .send_with(moved.agent("asker"), &json!({"a": 2}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut moved, "VALIDATION_ERROR", &twice).await;
+    nats_back(&mut n, &[&s1, &s2]).await;
+
+    let mut back = connect(&s2, agent("hall_a", "answerer"), Options::default()).await;
+    let third = back
+        .send_with(back.agent("asker"), &json!({"a": 3}), response("q1"))
+        .await
+        .unwrap();
+    error_for(&mut back, "VALIDATION_ERROR", &third).await;
+    // Nothing else reached the asker: its next message is this one.
+    back.send(back.agent("asker"), &json!({"n": "last"}))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut asker).await.payload["n"], "last");
+}
+
 /// One sender's messages to a recipient on another process arrive complete and in order
 /// while many are in flight at once (the pipeline), and each one that cannot be delivered
 /// (the recipient's inbox is full) gets its own error naming it, with its traceId.
