@@ -206,8 +206,23 @@ async fn endpoint(
     })
 }
 
-async fn serve(
+/// Splits the socket before the connection's future exists: an `async fn` taking the whole
+/// `WebSocket` would keep a slot for it as long as the connection lives (see `ws::accept`).
+fn serve(
     socket: WebSocket,
+    app: Arc<AppState>,
+    hub: Arc<Hub>,
+    address: Address,
+    opts: ConnOptions,
+    principal: Principal,
+) -> impl Future<Output = ()> {
+    let (sink, stream) = socket.split();
+    run(sink, stream, app, hub, address, opts, principal)
+}
+
+async fn run(
+    sink: futures_util::stream::SplitSink<WebSocket, Message>,
+    stream: futures_util::stream::SplitStream<WebSocket>,
     app: Arc<AppState>,
     hub: Arc<Hub>,
     address: Address,
@@ -215,7 +230,6 @@ async fn serve(
     principal: Principal,
 ) {
     let token = app.hard_stop.child_token();
-    let (sink, stream) = socket.split();
     let (out, conn) = conn::open(&hub, address, opts, token.clone(), &principal.label()).await;
     let slow = secs(app.config.limits.slow_client_timeout_seconds);
     let writer = tokio::spawn(ws::write(sink, out, token.clone(), slow));
