@@ -652,21 +652,7 @@ async fn responses_to_a_requester_offline_everywhere_are_checked_wherever_they_a
         assert_eq!((r.kind.as_deref(), r.id.as_str()), (Some("request"), q));
     }
     let mut bystander = connect(&s2, agent("hall_a", "bystander"), Options::default()).await;
-    let wrong = bystander
-        .send_with(bystander.agent("asker"), &json!({"a": "x"}), response("q1"))
-        .await
-        .unwrap();
-    error_for(&mut bystander, "VALIDATION_ERROR", &wrong).await;
-    answerer
-        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
-        .await
-        .unwrap();
-    accepted(&mut answerer).await;
-    let again = answerer
-        .send_with(answerer.agent("asker"), &json!({"a": 2}), response("q1"))
-        .await
-        .unwrap();
-    error_for(&mut answerer, "VALIDATION_ERROR", &again).await;
+    one_response_from_the_answerer_only(&mut bystander, &mut answerer, "q1").await;
     // Waiting out the request's ttl is the behaviour under test, not readiness.
     tokio::time::sleep(Duration::from_millis(600)).await;
     let late = answerer
@@ -677,6 +663,30 @@ async fn responses_to_a_requester_offline_everywhere_are_checked_wherever_they_a
     assert_eq!(e.payload["details"]["clawos_code"], "E004", "{e:?}");
 
     back_to_one_response(&mut answerer, &s1).await;
+}
+
+/// To the asker's request `id`: a response from a client it was not addressed to is refused,
+/// the answerer's first is accepted and its second refused.
+async fn one_response_from_the_answerer_only(
+    bystander: &mut HubClient,
+    answerer: &mut HubClient,
+    id: &str,
+) {
+    let wrong = bystander
+        .send_with(bystander.agent("asker"), &json!({"a": "x"}), response(id))
+        .await
+        .unwrap();
+    error_for(bystander, "VALIDATION_ERROR", &wrong).await;
+    answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 1}), response(id))
+        .await
+        .unwrap();
+    accepted(answerer).await;
+    let again = answerer
+        .send_with(answerer.agent("asker"), &json!({"a": 2}), response(id))
+        .await
+        .unwrap();
+    error_for(answerer, "VALIDATION_ERROR", &again).await;
 }
 
 /// Stops NATS and waits until every app reports the hub DEGRADED.
@@ -722,21 +732,7 @@ async fn a_request_sent_during_a_nats_outage_is_correlated_after_it() {
 
     let r = next(&mut answerer).await;
     assert_eq!((r.kind.as_deref(), r.id.as_str()), (Some("request"), "q1"));
-    let wrong = bystander
-        .send_with(bystander.agent("asker"), &json!({"a": "x"}), response("q1"))
-        .await
-        .unwrap();
-    error_for(&mut bystander, "VALIDATION_ERROR", &wrong).await;
-    answerer
-        .send_with(answerer.agent("asker"), &json!({"a": 1}), response("q1"))
-        .await
-        .unwrap();
-    accepted(&mut answerer).await;
-    let again = answerer
-        .send_with(answerer.agent("asker"), &json!({"a": 2}), response("q1"))
-        .await
-        .unwrap();
-    error_for(&mut answerer, "VALIDATION_ERROR", &again).await;
+    one_response_from_the_answerer_only(&mut bystander, &mut answerer, "q1").await;
     // Nor from the requester's process, whose own entry for it has not seen the answer.
     let mut moved = connect(&s1, agent("hall_a", "answerer"), Options::default()).await;
     let third = moved
