@@ -38,7 +38,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use museum_agent::Config;
-use museum_agent::retrieval::embedded::{EmbeddedOptions, EmbeddedRetriever, search_blocking};
+use museum_agent::retrieval::embedded::{
+    EmbeddedOptions, EmbeddedRetriever, rank_with_features, search_blocking,
+};
 use museum_agent::retrieval::{self, Exhibit, Retriever, eval};
 use museum_agent::store::Store;
 
@@ -220,6 +222,17 @@ fn cpu_seconds() -> f64 {
     t(u.ru_utime) + t(u.ru_stime)
 }
 
+/// CPU time of the calling thread, seconds (a blocking search runs on it alone).
+fn thread_cpu_seconds() -> f64 {
+    // SAFETY: clock_gettime with a valid pointer to a local struct.
+    let t = unsafe {
+        let mut t: libc::timespec = std::mem::zeroed();
+        libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut t);
+        t
+    };
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
 /// The machine's 1-minute load average (the machine is shared: wall clock alone misleads).
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -281,22 +294,41 @@ fn child(db: &Path, data: &Path, rounds: usize) -> anyhow::Result<()> {
     }
     let opts = EmbeddedOptions::from(&config.srs);
     let collection = store.collection();
-    // One round to warm the page cache and the statement caches.
+    // One round to warm the page cache and the statement caches; it also gives the answers
+    // the quality figures read.
+    let mut answered = Vec::with_capacity(queries.len());
     for q in &queries {
-        search_blocking(&collection, &q.query, 5, &opts, None)?;
+        let hits = search_blocking(&collection, &q.query, 5, &opts, None)?;
+        answered.push(hits.into_iter().map(|h| h.exhibit.id).collect::<Vec<_>>());
     }
+    let quality = quality(&collection, &queries, &answered, &opts)?;
     let (mut sync_t, mut en, mut zh) = (Vec::new(), Vec::new(), Vec::new());
+    // Each question's thread CPU time and wall time, every round (the slowest are reported).
+    let mut per_q: Vec<(Vec<f64>, Vec<f64>)> = vec![(Vec::new(), Vec::new()); queries.len()];
     let (cpu_q, load_q) = (cpu_seconds(), load_average());
     for _ in 0..rounds {
-        for q in &queries {
-            let t = Instant::now();
+        for (i, q) in queries.iter().enumerate() {
+            let (t, c) = (Instant::now(), thread_cpu_seconds());
             std::hint::black_box(search_blocking(&collection, &q.query, 5, &opts, None)?);
             let d = t.elapsed();
+            per_q[i].0.push((thread_cpu_seconds() - c) * 1e3);
+            per_q[i].1.push(d.as_secs_f64() * 1e3);
             sync_t.push(d);
             if q.language == "zh" { &mut zh } else { &mut en }.push(d);
         }
     }
     let query_cpu_ms = (cpu_seconds() - cpu_q) * 1e3 / sync_t.len().max(1) as f64;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let mut slowest: Vec<(f64, f64, &str)> = per_q
+        .iter_mut()
+        .zip(&queries)
+        .map(|((c, w), q)| (median(c), median(w), q.query.as_str()))
+        .collect();
+    slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
+    slowest.truncate(env_or("BENCH_SLOWEST", 10));
     let async_t = rt.block_on(async_rounds(&retriever, &queries, rounds))?;
     let out = serde_json::json!({
         "startup_ms": startup.as_secs_f64() * 1e3,
@@ -309,9 +341,51 @@ fn child(db: &Path, data: &Path, rounds: usize) -> anyhow::Result<()> {
         "query_zh": summary(zh),
         "query_async": summary(async_t),
         "rss_after_queries_mib": rss_mib(),
+        "slowest": slowest
+            .iter()
+            .map(|(c, w, q)| serde_json::json!({"cpu_ms": c, "wall_ms": w, "query": q}))
+            .collect::<Vec<_>>(),
+        "quality": quality,
     });
     println!("SCALE-CHILD {out}");
     Ok(())
+}
+
+/// Recall of the dev questions that have answers (their relevant records are demo records,
+/// which every size holds): `ranked_*` reads the lexical ranking before the no-answer decision
+/// ([`rank_with_features`]), `answered_*` the hits `search_blocking` returned (`answered`, in
+/// question order); `refused` counts answerable questions given no hit. A quality check of
+/// how large collections rank, not the cross-validated `eval`.
+fn quality(
+    collection: &museum_agent::store::collection::CollectionStore,
+    queries: &[eval::EvalQuery],
+    answered: &[Vec<String>],
+    opts: &EmbeddedOptions,
+) -> anyhow::Result<serde_json::Value> {
+    let (mut n, mut r1, mut r5, mut a1, mut a5, mut refused) = (0, 0, 0, 0, 0, 0);
+    for (q, hits) in queries.iter().zip(answered) {
+        if q.relevant_ids.is_empty() {
+            continue;
+        }
+        n += 1;
+        let (ranked, _) = rank_with_features(collection, &q.query, 5, opts)?;
+        let hit =
+            |ids: &[String], k: usize| ids.iter().take(k).any(|id| q.relevant_ids.contains(id));
+        r1 += usize::from(hit(&ranked, 1));
+        r5 += usize::from(hit(&ranked, 5));
+        a1 += usize::from(hit(hits, 1));
+        a5 += usize::from(hit(hits, 5));
+        refused += usize::from(hits.is_empty());
+    }
+    let share = |x: usize| x as f64 / n.max(1) as f64;
+    Ok(serde_json::json!({
+        "answerable": n,
+        "ranked_recall_at_1": share(r1),
+        "ranked_recall_at_5": share(r5),
+        "answered_recall_at_1": share(a1),
+        "answered_recall_at_5": share(a5),
+        "refused": refused,
+    }))
 }
 
 async fn async_rounds(
@@ -444,7 +518,32 @@ fn run_size(
         "RSS of the searching process after the queries: {:.0} MiB",
         v["rss_after_queries_mib"].as_f64().unwrap_or(0.0)
     );
+    print_child_details(&v);
     Ok(())
+}
+
+/// The slowest questions and the quality figures of a start-up process's report.
+fn print_child_details(v: &serde_json::Value) {
+    println!("slowest questions (median over the rounds; thread CPU / wall):");
+    for s in v["slowest"].as_array().into_iter().flatten() {
+        println!(
+            "  {:>6.2} / {:>6.2} ms  {}",
+            s["cpu_ms"].as_f64().unwrap_or(0.0),
+            s["wall_ms"].as_f64().unwrap_or(0.0),
+            s["query"].as_str().unwrap_or("")
+        );
+    }
+    let q = &v["quality"];
+    let f = |k: &str| q[k].as_f64().unwrap_or(0.0);
+    println!(
+        "quality, {} answerable dev questions: ranked recall@1 {:.3} @5 {:.3}; answered recall@1 {:.3} @5 {:.3}; refused {}",
+        q["answerable"],
+        f("ranked_recall_at_1"),
+        f("ranked_recall_at_5"),
+        f("answered_recall_at_1"),
+        f("answered_recall_at_5"),
+        q["refused"]
+    );
 }
 
 fn main() -> anyhow::Result<()> {

@@ -346,7 +346,19 @@ fn weigh(store: &CollectionStore, terms: Vec<QueryTerm>) -> Result<WeightedTerms
     let mut dfs = Vec::with_capacity(terms.len());
     let mut total = 0.0;
     for t in terms {
-        let df = (store.doc_freq(&t.text, t.prefix)? as f64).min(n);
+        // A prefix term (a lone CJK character) in a large collection: the exact count walks
+        // the doclists of every token starting with it, so over MATCH_DF_BUDGET its upper
+        // bound stands for it (such a term is left out of the MATCH either way, see `lexical`).
+        let bound = if t.prefix && n > LARGE_COLLECTION {
+            Some(store.prefix_doc_freq_bound(&t.text)? as f64).filter(|b| *b > MATCH_DF_BUDGET)
+        } else {
+            None
+        };
+        let df = match bound {
+            Some(b) => b,
+            None => store.doc_freq(&t.text, t.prefix)? as f64,
+        }
+        .min(n);
         let w = idf(n, df);
         total += w;
         out.push((t, w));
@@ -710,9 +722,17 @@ fn lexical(
             rare
         };
     }
+    // In a large collection a question whose rarest term is over MATCH_DF_BUDGET has no term
+    // that singles anything out: BM25 would score the tens of thousands of exhibits holding it
+    // (0.1-0.3 s at 500,000) to rank near-ties. Nothing is matched (bridges and dense
+    // candidates still are); the no-answer decision sees an empty ranking.
+    let large = w.docs > LARGE_COLLECTION;
+    if large && chosen.iter().all(|(_, df)| *df > MATCH_DF_BUDGET) {
+        chosen.clear();
+    }
     // In a large collection, the rarest terms within MATCH_DF_BUDGET (kept in question order:
     // bm25() adds its terms in MATCH order).
-    if w.docs > LARGE_COLLECTION && chosen.iter().map(|(_, df)| df).sum::<f64>() > MATCH_DF_BUDGET {
+    if large && chosen.iter().map(|(_, df)| df).sum::<f64>() > MATCH_DF_BUDGET {
         let mut by_df: Vec<usize> = (0..chosen.len()).collect();
         by_df.sort_by(|a, b| chosen[*a].1.total_cmp(&chosen[*b].1).then(a.cmp(b)));
         let mut keep = vec![false; chosen.len()];
@@ -732,12 +752,15 @@ fn lexical(
             .collect();
     }
     let mut terms: Vec<QueryTerm> = chosen.into_iter().map(|(t, _)| t.clone()).collect();
-    if terms.is_empty() {
+    if terms.is_empty() && !large {
         terms = w.terms.iter().map(|(t, _)| t.clone()).collect();
     }
     terms.extend(translit::match_terms(&w.bridges, half, MATCH_DF_CAP));
-    let expr = text::match_expression(&terms);
-    let cands = store.fts_candidates(&expr, &WEIGHTS, opts.candidates)?;
+    let cands = if terms.is_empty() {
+        Vec::new()
+    } else {
+        store.fts_candidates(&text::match_expression(&terms), &WEIGHTS, opts.candidates)?
+    };
     let best = cands.first().map_or(0.0, |c| c.1).max(f64::MIN_POSITIVE);
     let mut pks: Vec<i64> = cands.iter().map(|c| c.0).collect();
     for pk in extra_pks {
@@ -1339,6 +1362,23 @@ mod tests {
 
     fn ids(hits: &[Hit]) -> Vec<&str> {
         hits.iter().map(|h| h.exhibit.id.as_str()).collect()
+    }
+
+    #[test]
+    fn a_large_collection_matches_nothing_for_a_question_of_common_terms_only() {
+        let s = store();
+        let o = EmbeddedOptions::default();
+        let terms = text::query_terms("wild geese");
+        let n = terms.len();
+        let mut w = weigh(&s, terms).unwrap();
+        assert!(!lexical(&s, &w, &o, &[]).unwrap().is_empty());
+        // The same terms as if each were in 6,000 of 20,000 exhibits: BM25 would score them all.
+        w.docs = 20_000.0;
+        w.dfs = vec![MATCH_DF_BUDGET + 1_000.0; n];
+        assert!(lexical(&s, &w, &o, &[]).unwrap().is_empty());
+        // One of them rare: matched again.
+        w.dfs[0] = 100.0;
+        assert_eq!(lexical(&s, &w, &o, &[]).unwrap()[0].pk, 1);
     }
 
     #[test]

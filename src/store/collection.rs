@@ -533,14 +533,16 @@ impl CollectionStore {
         self.with(|c| {
             let w = weights.map(|x| x.to_string()).join(", ");
             // The score is the ORDER BY key itself (one bm25() call a matching row, not one
-            // for the result and one for the order), negated here.
+            // for the result and one for the order), negated here. The limit is part of the
+            // text, not a bound parameter: SQLite plans with a bound LIMIT's value, so
+            // binding one expires the statement and every query would compile it again.
             let sql = format!(
                 "SELECT rowid, bm25(exhibits_fts, {w}) AS s FROM exhibits_fts \
-                 WHERE exhibits_fts MATCH ?1 ORDER BY s LIMIT ?2"
+                 WHERE exhibits_fts MATCH ?1 ORDER BY s LIMIT {limit}"
             );
             let mut st = c.prepare_cached(&sql)?;
             let rows = st
-                .query_map(params![match_expr, limit as i64], |r| {
+                .query_map(params![match_expr], |r| {
                     Ok((r.get(0)?, -r.get::<_, f64>(1)?))
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
@@ -619,6 +621,27 @@ impl CollectionStore {
         })
     }
 
+    /// An upper bound of the number of exhibits holding a token that starts with `prefix`: the
+    /// sum of those tokens' document frequencies in `exhibit_terms` (one range scan of the
+    /// table; an exhibit holding several such tokens counts once per token). [`Self::doc_freq`]
+    /// with `prefix` counts the matching rows exactly, which walks every one of those tokens'
+    /// doclists: tens of milliseconds for a common character in a large collection.
+    pub fn prefix_doc_freq_bound(&self, prefix: &str) -> Result<i64, StoreError> {
+        let Some(last) = prefix.chars().last() else {
+            return self.exhibit_count();
+        };
+        let Some(next) = char::from_u32(last as u32 + 1) else {
+            return self.exhibit_count();
+        };
+        let hi = format!("{}{next}", &prefix[..prefix.len() - last.len_utf8()]);
+        self.with(|c| {
+            Ok(c.prepare_cached(
+                "SELECT coalesce(sum(df), 0) FROM exhibit_terms WHERE term >= ?1 AND term < ?2",
+            )?
+            .query_row(params![prefix, hi], |r| r.get(0))?)
+        })
+    }
+
     /// Index tokens that start with `c` and their document frequency (at most `limit`, most
     /// frequent first): the two-character words a transliterated name may be written with
     /// (`retrieval::translit`).
@@ -633,14 +656,13 @@ impl CollectionStore {
         };
         let hi = next.to_string();
         self.with(|conn| {
-            let mut st = conn.prepare_cached(
+            // The limit in the text, not bound: see `fts_candidates`.
+            let mut st = conn.prepare_cached(&format!(
                 "SELECT term, df FROM exhibit_terms WHERE term >= ?1 AND term < ?2 AND df > 0 \
-                 ORDER BY df DESC LIMIT ?3",
-            )?;
+                 ORDER BY df DESC LIMIT {limit}"
+            ))?;
             let rows = st
-                .query_map(params![lo, hi, limit as i64], |r| {
-                    Ok((r.get(0)?, r.get(1)?))
-                })?
+                .query_map(params![lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })
@@ -758,6 +780,26 @@ mod tests {
         assert_eq!(s.doc_freq("bronz", false).unwrap(), 2);
         assert_eq!(s.doc_freq("bro", true).unwrap(), 2);
         assert_eq!(s.doc_freq("nothing", false).unwrap(), 0);
+    }
+
+    #[test]
+    fn the_prefix_bound_sums_the_tokens_it_covers() {
+        let s = Store::open_in_memory().unwrap().collection();
+        // "bronz" and "bronze" in one exhibit: the exact count is 1 row, the bound 2 tokens.
+        let mut a = doc("a", "Bronze", "h1");
+        a.fts[1] = "bronzeag".into();
+        s.upsert_exhibits(&[a, doc("b", "Jar", "h1"), doc("c", "Brush", "h1")])
+            .unwrap();
+        assert_eq!(s.doc_freq("bronz", true).unwrap(), 3);
+        // bronz (3 exhibits) + bronze (1) + bronzeag (1).
+        assert_eq!(s.prefix_doc_freq_bound("bronz").unwrap(), 5);
+        assert!(s.prefix_doc_freq_bound("br").unwrap() >= s.doc_freq("br", true).unwrap());
+        assert_eq!(s.prefix_doc_freq_bound("zz").unwrap(), 0);
+        assert_eq!(
+            s.prefix_doc_freq_bound("").unwrap(),
+            3,
+            "empty: every exhibit"
+        );
     }
 
     #[test]
