@@ -478,16 +478,7 @@ impl Hub {
                     && v.expires_at > now
                     && (k.0 == *key || v.responder.as_ref() == Some(key))
             })
-            .map(|(k, v)| {
-                let shared = super::nats::SharedPending {
-                    requester: k.0.to_string(),
-                    id: k.1.clone(),
-                    responder: v.responder.as_ref().map(|r| r.to_string()),
-                    until: v.expires_at,
-                    taken: false,
-                };
-                (k.0.clone(), shared)
-            })
+            .map(|(k, v)| (k.0.clone(), v.record(&k.0, &k.1)))
             .collect();
         for (requester, shared) in local {
             let stored = match n {

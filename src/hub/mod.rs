@@ -224,6 +224,19 @@ struct Pending {
     taken_rev: Option<u64>,
 }
 
+impl Pending {
+    /// Request `id` of `requester` as the shared pending registry records it (not taken).
+    fn record(&self, requester: &str, id: &str) -> nats::SharedPending {
+        nats::SharedPending {
+            requester: requester.to_string(),
+            id: id.to_string(),
+            responder: self.responder.as_deref().map(str::to_owned),
+            until: self.expires_at,
+            taken: false,
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     online: HashMap<Arc<str>, Arc<Conn>>,

@@ -841,11 +841,7 @@ impl Nats {
         v: &SharedPending,
     ) -> Result<u64, Option<kv::CreateErrorKind>> {
         let value = serde_json::to_vec(v).map_err(|_| None)?;
-        match tokio::time::timeout(JS_TIMEOUT, self.pending.create(key, value.into())).await {
-            Ok(Ok(rev)) => Ok(rev),
-            Ok(Err(e)) => Err(Some(e.kind())),
-            Err(_) => Err(None),
-        }
+        kv_write(self.pending.create(key, value.into())).await
     }
 
     /// Writes a shared pending entry over revision `rev` (compare-and-set); its new revision.
@@ -857,11 +853,7 @@ impl Nats {
         rev: u64,
     ) -> Result<u64, Option<kv::UpdateErrorKind>> {
         let value = serde_json::to_vec(v).map_err(|_| None)?;
-        match tokio::time::timeout(JS_TIMEOUT, self.pending.update(key, value.into(), rev)).await {
-            Ok(Ok(rev)) => Ok(rev),
-            Ok(Err(e)) => Err(Some(e.kind())),
-            Err(_) => Err(None),
-        }
+        kv_write(self.pending.update(key, value.into(), rev)).await
     }
 
     /// Every society change shared so far (the last value of each key), then each new one.
@@ -1424,6 +1416,21 @@ impl Nats {
             Ok(Ok(reply)) => &reply.payload[..] == b"kept",
             _ => false,
         }
+    }
+}
+
+/// A KV create or update under [`JS_TIMEOUT`]: the new revision; Err(Some(kind)) when NATS
+/// refused it, Err(None) when it did not answer in time.
+async fn kv_write<K>(
+    write: impl std::future::Future<Output = Result<u64, async_nats::error::Error<K>>>,
+) -> Result<u64, Option<K>>
+where
+    K: Clone + std::fmt::Debug + std::fmt::Display + PartialEq,
+{
+    match tokio::time::timeout(JS_TIMEOUT, write).await {
+        Ok(Ok(rev)) => Ok(rev),
+        Ok(Err(e)) => Err(Some(e.kind())),
+        Err(_) => Err(None),
     }
 }
 

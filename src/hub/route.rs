@@ -509,13 +509,7 @@ impl Hub {
                 // the registry's record is taken when NATS answers again.
                 let owe_taken = |pend: &Pending| {
                     self.owe(super::cluster::Owed::Taken {
-                        request: super::nats::SharedPending {
-                            requester: requester.to_string(),
-                            id: rid.to_string(),
-                            responder: pend.responder.as_deref().map(str::to_owned),
-                            until: pend.expires_at,
-                            taken: false,
-                        },
+                        request: pend.record(requester, rid),
                         by: me.to_string(),
                     });
                 };
@@ -533,13 +527,7 @@ impl Hub {
                         };
                         // Not in the bucket (aged out, or not registered yet): a record is
                         // created, taken, from this entry.
-                        let claim = super::nats::SharedPending {
-                            requester: requester.to_string(),
-                            id: rid.to_string(),
-                            responder: pend.responder.as_deref().map(str::to_owned),
-                            until: pend.expires_at,
-                            taken: false,
-                        };
+                        let claim = pend.record(requester, rid);
                         match n.take_pending(requester, rid, me, now, Some(&claim)).await {
                             SharedTake::Taken { rev, .. } => {
                                 pend.taken_rev = Some(rev);

@@ -642,13 +642,9 @@ impl CollectionStore {
     /// with `prefix` counts the matching rows exactly, which walks every one of those tokens'
     /// doclists: tens of milliseconds for a common character in a large collection.
     pub fn prefix_doc_freq_bound(&self, prefix: &str) -> Result<i64, StoreError> {
-        let Some(last) = prefix.chars().last() else {
+        let Some(hi) = prefix_end(prefix) else {
             return self.exhibit_count();
         };
-        let Some(next) = char::from_u32(last as u32 + 1) else {
-            return self.exhibit_count();
-        };
-        let hi = format!("{}{next}", &prefix[..prefix.len() - last.len_utf8()]);
         self.with(|c| {
             Ok(c.prepare_cached(
                 "SELECT coalesce(sum(df), 0) FROM exhibit_terms WHERE term >= ?1 AND term < ?2",
@@ -666,10 +662,9 @@ impl CollectionStore {
         limit: usize,
     ) -> Result<Vec<(String, i64)>, StoreError> {
         let lo = c.to_string();
-        let Some(next) = char::from_u32(c as u32 + 1) else {
+        let Some(hi) = prefix_end(&lo) else {
             return Ok(Vec::new());
         };
-        let hi = next.to_string();
         self.with(|conn| {
             // The limit in the text, not bound: see `fts_candidates`.
             let mut st = conn.prepare_cached(&format!(
@@ -733,6 +728,18 @@ impl CollectionStore {
             Ok(())
         })
     }
+}
+
+/// The first string after every string starting with `prefix`, for a range scan
+/// `term >= prefix AND term < end` (its last character plus one); None for an empty prefix or
+/// one whose last character has no successor.
+fn prefix_end(prefix: &str) -> Option<String> {
+    let last = prefix.chars().last()?;
+    let next = char::from_u32(last as u32 + 1)?;
+    Some(format!(
+        "{}{next}",
+        &prefix[..prefix.len() - last.len_utf8()]
+    ))
 }
 
 #[cfg(test)]
