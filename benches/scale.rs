@@ -27,7 +27,8 @@
 //! common, a rare name stays rare but now recurs across records, as in a real collection with
 //! series and workshops).
 //!
-//! Environment: `BENCH_SIZES` (comma-separated), `BENCH_ROUNDS`, `BENCH_SEED`, `BENCH_DIR`
+//! Environment: `BENCH_SIZES` (comma-separated), `BENCH_ROUNDS`, `BENCH_SEED`, `BENCH_ONLY`
+//! (only the questions containing this text: to profile one), `BENCH_SLOWEST`, `BENCH_DIR`
 //! (where the data and databases go; default a temporary directory, removed at the end; 500,000
 //! records need about 4 GB).
 
@@ -292,7 +293,16 @@ fn child(db: &Path, data: &Path, rounds: usize) -> anyhow::Result<()> {
     for f in ["dev_queries.jsonl", "dev_queries_v2.jsonl"] {
         queries.extend(eval::load_queries(&root.join(f)).map_err(anyhow::Error::msg)?);
     }
-    let opts = EmbeddedOptions::from(&config.srs);
+    // `BENCH_ONLY`: only the questions containing this text (to profile one slow question).
+    if let Ok(only) = std::env::var("BENCH_ONLY") {
+        queries.retain(|q| q.query.contains(only.as_str()));
+        anyhow::ensure!(!queries.is_empty(), "no question contains {only:?}");
+    }
+    // The server's own options: the collection's user dictionary (loaded with the index) and
+    // the abstention fit in use, exactly what `Retriever::search` hands `search_blocking`.
+    let mut opts = retriever.options().clone();
+    opts.abstention = retriever.abstention();
+    opts.semantic_abstention = retriever.semantic_abstention();
     let collection = store.collection();
     // One round to warm the page cache and the statement caches; it also gives the answers
     // the quality figures read.
