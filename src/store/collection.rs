@@ -8,6 +8,7 @@
 //! which this module never imports. Callers pass analysed columns.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -158,10 +159,13 @@ fn fill_term_dfs(tx: &Transaction<'_>) -> rusqlite::Result<()> {
 }
 
 /// The collection's part of the database (see the module docs). Cheap to clone: it shares the
-/// [`Store`]'s one connection.
+/// [`Store`]'s one connection, or, inside [`CollectionStore::reading`], a read connection of its
+/// own that every method of the view uses.
 #[derive(Clone)]
 pub struct CollectionStore {
     store: Store,
+    /// Inside [`CollectionStore::reading`]: the read connection, in one read transaction.
+    pinned: Option<Arc<Mutex<Connection>>>,
 }
 
 impl Store {
@@ -169,6 +173,7 @@ impl Store {
     pub fn collection(&self) -> CollectionStore {
         CollectionStore {
             store: self.clone(),
+            pinned: None,
         }
     }
 }
@@ -178,22 +183,71 @@ impl CollectionStore {
         &self,
         f: impl FnOnce(&mut Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
-        self.store.with(f)
+        match &self.pinned {
+            Some(c) => f(&mut c.lock().unwrap_or_else(|p| p.into_inner())),
+            None => self.store.with(f),
+        }
     }
 
     /// `f` inside one read transaction: a statement outside a transaction takes and drops
     /// SQLite's WAL read lock (`fcntl`, `fstat`) by itself, so a loop of point lookups (the ~50
-    /// candidates of a question) takes it once instead of once per row. Reads only.
+    /// candidates of a question) takes it once instead of once per row. Reads only. Inside
+    /// [`Self::reading`] the question's transaction is already open.
     fn with_read<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
+        if let Some(c) = &self.pinned {
+            return f(&c.lock().unwrap_or_else(|p| p.into_inner()));
+        }
         self.with(|c| {
             let tx = c.transaction()?;
             let out = f(&tx)?;
             tx.commit()?;
             Ok(out)
         })
+    }
+
+    /// Runs `f` (many reads: a visitor's question) on a view of the collection whose every
+    /// method reads through one read connection of its own, inside one read transaction
+    /// ([`super::Readers`]): one WAL read lock for the whole question and a consistent
+    /// snapshot, and no wait behind the main connection's other users. Reads only: a write
+    /// through the view happens in the read transaction and is committed with it. Falls back
+    /// to `f(self)` for an in-memory database, when every read connection is busy, or when
+    /// already inside `reading`.
+    pub fn reading<T>(
+        &self,
+        f: impl FnOnce(&CollectionStore) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.pinned.is_some() {
+            return f(self);
+        }
+        let Some(conn) = self.store.readers.take() else {
+            return f(self);
+        };
+        if let Err(e) = conn.execute_batch("BEGIN") {
+            self.store.readers.give_back(conn);
+            return Err(e.into());
+        }
+        let view = CollectionStore {
+            store: self.store.clone(),
+            pinned: Some(Arc::new(Mutex::new(conn))),
+        };
+        let out = f(&view);
+        let Some(pinned) = view.pinned.and_then(|p| Arc::try_unwrap(p).ok()) else {
+            // A clone of the view outlived the call (not done by this crate): its connection
+            // closes when that clone drops.
+            return out;
+        };
+        let conn = pinned.into_inner().unwrap_or_else(|p| p.into_inner());
+        // A read transaction: COMMIT only releases the snapshot (and commits a write made
+        // through the view, see above); a failed one leaves the connection in a transaction
+        // and `give_back` then closes it.
+        let end = conn.execute_batch(if out.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        self.store.readers.give_back(conn);
+        let v = out?;
+        end?;
+        Ok(v)
     }
 
     /// Runs `f` on the blocking pool (see [`Store::call`]).
@@ -802,6 +856,84 @@ mod tests {
         assert_eq!(s.doc_freq("bronz", false).unwrap(), 2);
         assert_eq!(s.doc_freq("bro", true).unwrap(), 2);
         assert_eq!(s.doc_freq("nothing", false).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_question_reads_one_snapshot_on_a_read_connection_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("c.db")).unwrap();
+        let s = store.collection();
+        s.upsert_exhibits(&[doc("a", "Ding", "h1")]).unwrap();
+        let w = [1.0; 7];
+        let seen = s
+            .reading(|view| {
+                assert!(
+                    view.pinned.is_some(),
+                    "a file database gives a read connection"
+                );
+                let before = view.fts_candidates("\"jar\"", &w, 10)?.len();
+                // Another writer (the main connection) commits while the question runs...
+                s.upsert_exhibits(&[doc("b", "Jar", "h1")])?;
+                // ...and the question still reads the snapshot it started with.
+                let after = view.fts_candidates("\"jar\"", &w, 10)?.len();
+                // Nested: the same connection, no second one.
+                let nested = view.reading(|v| {
+                    Ok(Arc::ptr_eq(
+                        v.pinned.as_ref().unwrap(),
+                        view.pinned.as_ref().unwrap(),
+                    ))
+                })?;
+                assert!(nested);
+                Ok((before, after))
+            })
+            .unwrap();
+        assert_eq!(seen, (0, 0));
+        // The next question sees the commit, on the connection given back (none opened anew).
+        let next = s
+            .reading(|view| Ok(view.fts_candidates("\"jar\"", &w, 10)?.len()))
+            .unwrap();
+        assert_eq!(next, 1);
+        let open = store
+            .readers
+            .open
+            .load(std::sync::atomic::Ordering::Acquire);
+        assert_eq!(open, 1);
+        // A failing question gives its connection back out of any transaction.
+        let err = s.reading(|view| {
+            view.fts_candidates("\"jar\"", &w, 10)?;
+            Err::<(), _>(StoreError::Conflict("the question failed".into()))
+        });
+        assert!(err.is_err());
+        let idle = store.readers.idle.lock().unwrap();
+        assert_eq!(idle.len(), 1);
+        assert!(idle[0].is_autocommit());
+    }
+
+    #[test]
+    fn read_connections_are_bounded_and_memory_databases_read_through_the_main_one() {
+        let mem = Store::open_in_memory().unwrap().collection();
+        mem.reading(|view| {
+            assert!(view.pinned.is_none());
+            Ok(())
+        })
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("c.db")).unwrap();
+        let taken: Vec<Connection> = (0..super::super::Readers::MAX)
+            .map(|_| store.readers.take().unwrap())
+            .collect();
+        // Every read connection busy: the question runs on the main connection.
+        store
+            .collection()
+            .reading(|view| {
+                assert!(view.pinned.is_none());
+                Ok(())
+            })
+            .unwrap();
+        for c in taken {
+            store.readers.give_back(c);
+        }
+        assert!(store.readers.take().is_some());
     }
 
     #[test]

@@ -10,12 +10,17 @@
 //! Methods are synchronous and short; async callers run them with [`Store::call`], which moves
 //! the work to tokio's blocking pool so no async worker ever waits on SQLite. One connection
 //! behind a std `Mutex` is enough here: every statement is a point lookup or a single-row write.
+//! The one exception is a visitor's question, dozens of statements (candidates, document
+//! frequencies, range scans, point lookups): it runs on a read connection of its own
+//! ([`Readers`], [`collection::CollectionStore::reading`]) inside one read transaction, so the
+//! question takes SQLite's WAL read lock once instead of once a statement, and concurrent
+//! questions (and logins) no longer wait for each other behind the one connection's mutex.
 //!
 //! The collection's tables are reached through [`collection::CollectionStore`]
 //! ([`Store::collection`]), the narrow handle the retrieval module holds; its rows are plain
 //! column types, so `store` depends on no module above it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -77,6 +82,8 @@ pub enum StoreError {
 #[derive(Clone)]
 pub struct Store {
     conn: Arc<Mutex<Connection>>,
+    /// Read connections for whole questions (empty for an in-memory database).
+    readers: Arc<Readers>,
     /// The PostgreSQL user store when `[database] url` is set ([`Store::open_config`]).
     shared_users: Option<Arc<dyn UserStore>>,
     /// Bumped when this process revokes a key or disables an account in SQLite, so the
@@ -117,22 +124,25 @@ impl Store {
             std::fs::create_dir_all(dir)?;
         }
         let conn = Connection::open(path)?;
-        Self::init(conn)
+        Self::init(conn, Some(path.to_path_buf()))
     }
 
     /// An in-memory database (tests and tools).
     pub fn open_in_memory() -> Result<Store, StoreError> {
-        Self::init(Connection::open_in_memory()?)
+        Self::init(Connection::open_in_memory()?, None)
     }
 
-    fn init(mut conn: Connection) -> Result<Store, StoreError> {
-        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    fn init(mut conn: Connection, path: Option<PathBuf>) -> Result<Store, StoreError> {
+        configure(&conn)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
-        conn.pragma_update(None, "synchronous", "NORMAL")?;
-        conn.pragma_update(None, "foreign_keys", "ON")?;
         migrate(&mut conn)?;
         Ok(Store {
             conn: Arc::new(Mutex::new(conn)),
+            readers: Arc::new(Readers {
+                path,
+                idle: Mutex::new(Vec::new()),
+                open: std::sync::atomic::AtomicUsize::new(0),
+            }),
             shared_users: None,
             revocations: Arc::new(tokio::sync::watch::channel(0).0),
         })
@@ -494,6 +504,65 @@ const PRUNE_FAILURES_SQL: &str = "DELETE FROM auth_failures \
 /// [`RECORD_FAILURE_SQL`] and [`PRUNE_FAILURES_SQL`] with PostgreSQL's `$n` placeholders.
 pub(crate) fn pg_placeholders(sql: &str) -> String {
     sql.replace('?', "$")
+}
+
+/// What every connection to the file is opened with (the writer and the [`Readers`]).
+fn configure(conn: &Connection) -> Result<(), StoreError> {
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    conn.pragma_update(None, "foreign_keys", "ON")?;
+    Ok(())
+}
+
+/// Extra connections to the same file for reads that run many statements (a visitor's
+/// question): at most [`Readers::MAX`] open, kept between questions (each keeps its prepared
+/// statements and page cache). WAL mode lets them read while the main connection writes; each
+/// read transaction sees the last commit when it starts. An in-memory database has none (its
+/// data lives in the one connection), nor has a file when all are in use: the caller then reads
+/// through the main connection as before.
+pub(crate) struct Readers {
+    path: Option<PathBuf>,
+    idle: Mutex<Vec<Connection>>,
+    open: std::sync::atomic::AtomicUsize,
+}
+
+impl Readers {
+    /// Read connections open at most: one a core is what SQLite can use, and a few more keep
+    /// short questions from waiting on long ones.
+    const MAX: usize = 4;
+
+    /// An idle read connection, or a new one while fewer than [`Self::MAX`] are open.
+    fn take(&self) -> Option<Connection> {
+        use std::sync::atomic::Ordering;
+        let path = self.path.as_ref()?;
+        if let Some(c) = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+            return Some(c);
+        }
+        if self.open.fetch_add(1, Ordering::AcqRel) >= Self::MAX {
+            self.open.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        let opened = Connection::open(path)
+            .map_err(StoreError::from)
+            .and_then(|c| configure(&c).map(|()| c));
+        match opened {
+            Ok(c) => Some(c),
+            Err(e) => {
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                tracing::warn!(error = %e, "cannot open a read connection; reading through the main one");
+                None
+            }
+        }
+    }
+
+    /// Back to the idle list (a connection left inside a transaction is closed instead).
+    fn give_back(&self, c: Connection) {
+        if c.is_autocommit() {
+            self.idle.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+        } else {
+            self.open.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+        }
+    }
 }
 
 fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
