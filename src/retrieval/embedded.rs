@@ -755,7 +755,12 @@ fn lexical(
     if terms.is_empty() && !large {
         terms = w.terms.iter().map(|(t, _)| t.clone()).collect();
     }
-    terms.extend(translit::match_terms(&w.bridges, half, MATCH_DF_CAP));
+    terms.extend(translit::match_terms(
+        &w.bridges,
+        half,
+        MATCH_DF_CAP,
+        large.then_some(MATCH_DF_BUDGET),
+    ));
     let cands = if terms.is_empty() {
         Vec::new()
     } else {
@@ -865,6 +870,16 @@ pub struct Ranking {
 /// Ranks a question lexically and, with `dense`, by cosine similarity (blocking). A question
 /// with no searchable term gets empty rankings.
 pub fn rank(
+    store: &CollectionStore,
+    query: &str,
+    opts: &EmbeddedOptions,
+    dense: Option<Dense<'_>>,
+) -> Result<Ranking, StoreError> {
+    store.reading(|store| rank_in(store, query, opts, dense))
+}
+
+/// [`rank`] inside the question's read transaction.
+fn rank_in(
     store: &CollectionStore,
     query: &str,
     opts: &EmbeddedOptions,
@@ -1011,6 +1026,17 @@ pub fn search_blocking(
     if k == 0 {
         return Ok(Vec::new());
     }
+    store.reading(|store| search_in(store, query, k, opts, dense))
+}
+
+/// [`search_blocking`] inside the question's read transaction.
+fn search_in(
+    store: &CollectionStore,
+    query: &str,
+    k: usize,
+    opts: &EmbeddedOptions,
+    dense: Option<Dense<'_>>,
+) -> Result<Vec<Hit>, StoreError> {
     let ranking = rank(store, query, opts, dense)?;
     let chosen = decide(&ranking, k, opts);
     let pks: Vec<i64> = chosen.iter().map(|c| c.0).collect();

@@ -29,6 +29,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
 
 use pinyin::ToPinyinMulti;
+use rustc_hash::FxHashSet;
 
 use super::text::{self, QueryTerm, Run};
 use crate::store::StoreError;
@@ -312,6 +313,11 @@ pub fn latin_to_han(
     // common syllables ("Mona Lisa") does not match scattered words.
     let t = tables();
     let mut cache: HashMap<(String, String), Vec<(String, i64)>> = HashMap::new();
+    // Each character's token list, read once a question: syllable pairs share first
+    // syllables ("Chiang", "Madame Chiang") and a syllable is read by dozens of characters, so
+    // without it the same range scans ran again and again (half the time of the slowest dev
+    // questions, 2,700 records).
+    let mut by_char: HashMap<char, Vec<(String, i64)>> = HashMap::new();
     let mut out = Vec::new();
     for run in runs.iter().filter(|r| !r.is_empty()) {
         let sources: Vec<usize> = run.iter().filter_map(|w| w.0).collect();
@@ -333,7 +339,7 @@ pub fn latin_to_han(
             for w in seq.windows(2) {
                 let key = (w[0].clone(), w[1].clone());
                 if !cache.contains_key(&key) {
-                    let found = pair_tokens(t, &key.0, &key.1, list)?;
+                    let found = pair_tokens(t, &key.0, &key.1, list, &mut by_char)?;
                     cache.insert(key.clone(), found);
                 }
                 let found = &cache[&key];
@@ -366,6 +372,7 @@ fn pair_tokens(
     a: &str,
     b: &str,
     list: &mut dyn FnMut(char) -> Result<Vec<(String, i64)>, StoreError>,
+    by_char: &mut HashMap<char, Vec<(String, i64)>>,
 ) -> Result<Vec<(String, i64)>, StoreError> {
     let (Some(first), Some(second)) = (t.chars.get(a), t.chars.get(b)) else {
         return Ok(Vec::new());
@@ -373,10 +380,16 @@ fn pair_tokens(
     let second: HashSet<char> = second.iter().copied().collect();
     let mut found: Vec<(String, i64)> = Vec::new();
     for &c in first {
-        for (term, d) in list(c)? {
-            let cs: Vec<char> = term.chars().collect();
-            if cs.len() == 2 && second.contains(&cs[1]) {
-                found.push((term, d));
+        let terms = match by_char.entry(c) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(list(c)?),
+        };
+        for (term, d) in terms.iter() {
+            let mut cs = term.chars();
+            if let (Some(_), Some(c2), None) = (cs.next(), cs.next(), cs.next())
+                && second.contains(&c2)
+            {
+                found.push((term.clone(), *d));
             }
         }
     }
@@ -386,10 +399,48 @@ fn pair_tokens(
 }
 
 /// The tokens of the bridges to add to the full-text MATCH (those in at most `half` of the
-/// collection and `cap` exhibits, like the question's own terms).
-pub fn match_terms(bridges: &[Bridge], half: f64, cap: f64) -> Vec<QueryTerm> {
+/// collection and `cap` exhibits, like the question's own terms). With a `budget` (a large
+/// collection, see `embedded::lexical`), the rarest bridges first while their tokens' document
+/// frequencies (each counted at its bridge's largest) stay within it: BM25 scores every exhibit
+/// holding any MATCH token, and a name read as pinyin several ways ("Medici": 末帝 + 地祠, 帝祠,
+/// …, 3,400 exhibits each at 500,000) added tens of thousands past the question's own budget.
+/// A bridge left out still credits coverage when its record comes from another term.
+pub fn match_terms(bridges: &[Bridge], half: f64, cap: f64, budget: Option<f64>) -> Vec<QueryTerm> {
+    let mut eligible: Vec<&Bridge> = bridges
+        .iter()
+        .filter(|b| b.df <= half && b.df <= cap)
+        .collect();
+    if let Some(budget) = budget {
+        let mut by_df: Vec<usize> = (0..eligible.len()).collect();
+        by_df.sort_by(|a, b| eligible[*a].df.total_cmp(&eligible[*b].df).then(a.cmp(b)));
+        let mut keep = vec![false; eligible.len()];
+        let (mut spent, mut tokens): (f64, Vec<&str>) = (0.0, Vec::new());
+        for i in by_df {
+            let b = eligible[i];
+            let new: Vec<&str> = b
+                .all_of
+                .iter()
+                .flatten()
+                .map(String::as_str)
+                .filter(|t| !tokens.contains(t))
+                .collect();
+            let cost = b.df * new.len() as f64;
+            if spent + cost > budget {
+                break;
+            }
+            spent += cost;
+            tokens.extend(new);
+            keep[i] = true;
+        }
+        eligible = eligible
+            .into_iter()
+            .zip(keep)
+            .filter(|(_, k)| *k)
+            .map(|(b, _)| b)
+            .collect();
+    }
     let mut out: Vec<QueryTerm> = Vec::new();
-    for b in bridges.iter().filter(|b| b.df <= half && b.df <= cap) {
+    for b in eligible {
         for t in b.all_of.iter().flatten() {
             if !out.iter().any(|o| &o.text == t) {
                 out.push(QueryTerm {
@@ -405,17 +456,29 @@ pub fn match_terms(bridges: &[Bridge], half: f64, cap: f64) -> Vec<QueryTerm> {
 /// Marks as found every question term one of whose bridges has all its tokens in `doc` (the
 /// record's space-separated index tokens).
 pub fn credit(bridges: &[Bridge], doc: &str, found: &mut [bool]) {
-    if bridges.is_empty() {
+    // Only bridges standing for a term not found yet can change anything; their tokens are a
+    // handful, so the document is scanned once for those (not hashed whole: this ran for every
+    // candidate of a question, twice, and was a third of a bridged question's time).
+    let pending: Vec<&Bridge> = bridges
+        .iter()
+        .filter(|b| {
+            !b.sources
+                .iter()
+                .all(|&s| found.get(s).copied().unwrap_or(true))
+        })
+        .collect();
+    if pending.is_empty() {
         return;
     }
-    let toks: HashSet<&str> = doc.split_ascii_whitespace().collect();
-    for b in bridges {
-        if b.sources
-            .iter()
-            .all(|&s| found.get(s).copied().unwrap_or(true))
-        {
-            continue;
-        }
+    let wanted: FxHashSet<&str> = pending
+        .iter()
+        .flat_map(|b| b.all_of.iter().flatten().map(String::as_str))
+        .collect();
+    let toks: FxHashSet<&str> = doc
+        .split_ascii_whitespace()
+        .filter(|t| wanted.contains(t))
+        .collect();
+    for b in pending {
         if b.all_of
             .iter()
             .all(|c| c.iter().any(|t| toks.contains(t.as_str())))
@@ -514,7 +577,9 @@ mod tests {
     fn capitalised_pinyin_names_bridge_to_chinese_bigrams() {
         let q = "Did the Chinese consul Ouyang Geng lose his daughter?";
         let t = terms(q);
+        let mut asked: Vec<char> = Vec::new();
         let mut list = |c: char| {
+            asked.push(c);
             Ok(match c {
                 '欧' => vec![("欧阳".to_string(), 5)],
                 '阳' => vec![("阳庚".to_string(), 2), ("阳光".to_string(), 9)],
@@ -522,6 +587,11 @@ mod tests {
             })
         };
         let b = latin_to_han(q, &t, &mut list).unwrap();
+        // Each character's tokens are listed once a question, however many pairs read it.
+        let mut once = asked.clone();
+        once.sort_unstable();
+        once.dedup();
+        assert_eq!(once.len(), asked.len(), "{asked:?}");
         // "Chinese" is an English word (the stemmer changes it), lower-case words are not names:
         // the run is "Ouyang Geng", both of its syllable pairs required.
         assert_eq!(b.len(), 1, "{b:?}");
@@ -560,5 +630,38 @@ mod tests {
         assert_eq!(found, vec![true, false]);
         assert_eq!(restrict(&b, &[1]), Vec::new());
         assert_eq!(restrict(&b, &[0])[0].sources, vec![0]);
+        // A bridge whose terms are all found already changes nothing.
+        let mut done = vec![true, false];
+        credit(&b, "", &mut done);
+        assert_eq!(done, vec![true, false]);
+    }
+
+    #[test]
+    fn a_large_collection_spends_a_budget_on_the_rarest_bridges() {
+        let bridge = |toks: &[&str], df: f64| Bridge {
+            all_of: toks.iter().map(|t| vec![t.to_string()]).collect(),
+            sources: vec![0],
+            df,
+        };
+        let b = vec![
+            bridge(&["tang", "song"], 2_000.0),
+            bridge(&["song", "di"], 1_500.0),
+            bridge(&["rare"], 10.0),
+            bridge(&["common"], 9_000.0),
+        ];
+        let texts = |t: Vec<QueryTerm>| t.into_iter().map(|t| t.text).collect::<Vec<_>>();
+        // No budget (a collection of the demo's size): every bridge under the caps, in order.
+        assert_eq!(
+            texts(match_terms(&b, 1e9, 5_000.0, None)),
+            ["tang", "song", "di", "rare"]
+        );
+        // Budget 5,000: rare (10), song+di (3,000), then tang alone (song is in: 2,000) = 5,010:
+        // over, left out. Kept bridges stay in question order.
+        assert_eq!(
+            texts(match_terms(&b, 1e9, 5_000.0, Some(5_000.0))),
+            ["song", "di", "rare"]
+        );
+        // A bridge over the whole budget by itself is left out: nothing need be matched.
+        assert!(match_terms(&b[3..], 1e9, 1e9, Some(5_000.0)).is_empty());
     }
 }
