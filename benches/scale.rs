@@ -12,7 +12,8 @@
 //!    one measured): open the database, load the dictionaries, check the index and the demo file, ready to
 //!    search; then the query mix: the texts of the 200 dev questions (both dev files),
 //!    `BENCH_ROUNDS` rounds (default 5), k = 5, through `search_blocking` and through
-//!    `Retriever::search`; p50/p99/max; RSS after the queries. CPU time (this process, every
+//!    `Retriever::search`, one at a time and from `BENCH_LANES` visitors at once (questions
+//!    answered per second); p50/p99/max; RSS after the queries. CPU time (this process, every
 //!    thread) and the load average are printed beside each wall-clock figure: the development
 //!    machine is shared.
 //!
@@ -27,7 +28,8 @@
 //! common, a rare name stays rare but now recurs across records, as in a real collection with
 //! series and workshops).
 //!
-//! Environment: `BENCH_SIZES` (comma-separated), `BENCH_ROUNDS`, `BENCH_SEED`, `BENCH_ONLY`
+//! Environment: `BENCH_SIZES` (comma-separated), `BENCH_ROUNDS`, `BENCH_SEED`, `BENCH_LANES`
+//! (visitors asking at once in the concurrent rounds, default 4), `BENCH_ONLY`
 //! (only the questions containing this text: to profile one), `BENCH_SLOWEST`, `BENCH_DIR`
 //! (where the data and databases go; default a temporary directory, removed at the end; 500,000
 //! records need about 4 GB).
@@ -342,7 +344,12 @@ fn child(db: &Path, data: &Path, rounds: usize) -> anyhow::Result<()> {
         .collect();
     slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
     slowest.truncate(env_or("BENCH_SLOWEST", 10));
+    let async_started = Instant::now();
     let async_t = rt.block_on(async_rounds(&retriever, &queries, rounds))?;
+    let async_per_second = async_t.len() as f64 / async_started.elapsed().as_secs_f64();
+    let lanes = env_or("BENCH_LANES", 4usize).max(1);
+    let (lanes_t, lanes_per_second) =
+        rt.block_on(concurrent_rounds(&retriever, &queries, rounds, lanes))?;
     let out = serde_json::json!({
         "startup_ms": startup.as_secs_f64() * 1e3,
         "startup_cpu_ms": startup_cpu * 1e3,
@@ -353,6 +360,10 @@ fn child(db: &Path, data: &Path, rounds: usize) -> anyhow::Result<()> {
         "query_en": summary(en),
         "query_zh": summary(zh),
         "query_async": summary(async_t),
+        "query_async_per_second": async_per_second,
+        "query_lanes": lanes,
+        "query_lanes_t": summary(lanes_t),
+        "query_lanes_per_second": lanes_per_second,
         "rss_after_queries_mib": rss_mib(),
         "slowest": slowest
             .iter()
@@ -399,6 +410,34 @@ fn quality(
         "answered_recall_at_5": share(a5),
         "refused": refused,
     }))
+}
+
+/// The same rounds from `lanes` visitors at once (question `i` goes to lane `i % lanes`): each
+/// answer's wall time, and the questions answered per second.
+async fn concurrent_rounds(
+    r: &EmbeddedRetriever,
+    queries: &[eval::EvalQuery],
+    rounds: usize,
+    lanes: usize,
+) -> anyhow::Result<(Vec<Duration>, f64)> {
+    let started = Instant::now();
+    let lane = |lane: usize| async move {
+        let mut v = Vec::new();
+        for _ in 0..rounds {
+            for q in queries.iter().skip(lane).step_by(lanes) {
+                let t = Instant::now();
+                std::hint::black_box(r.search(&q.query, 5).await?);
+                v.push(t.elapsed());
+            }
+        }
+        anyhow::Ok(v)
+    };
+    let mut all = Vec::new();
+    for v in futures_util::future::join_all((0..lanes).map(lane)).await {
+        all.extend(v?);
+    }
+    let per_second = all.len() as f64 / started.elapsed().as_secs_f64();
+    Ok((all, per_second))
 }
 
 async fn async_rounds(
@@ -527,6 +566,16 @@ fn run_size(
             q["max_ms"].as_f64().unwrap_or(0.0)
         );
     }
+    println!(
+        "{:<42} n={:<5} p50 {:>6.2} ms  p99 {:>6.2} ms  max {:>6.2} ms; {:.0} questions/s ({:.0} one at a time)",
+        format!("  {} visitors at once", v["query_lanes"]),
+        v["query_lanes_t"]["n"],
+        v["query_lanes_t"]["p50_ms"].as_f64().unwrap_or(0.0),
+        v["query_lanes_t"]["p99_ms"].as_f64().unwrap_or(0.0),
+        v["query_lanes_t"]["max_ms"].as_f64().unwrap_or(0.0),
+        v["query_lanes_per_second"].as_f64().unwrap_or(0.0),
+        v["query_async_per_second"].as_f64().unwrap_or(0.0),
+    );
     println!(
         "RSS of the searching process after the queries: {:.0} MiB",
         v["rss_after_queries_mib"].as_f64().unwrap_or(0.0)
