@@ -65,7 +65,8 @@
 //! store/         the only rusqlite and PostgreSQL user: accounts, API keys, lockouts and
 //!                revocations behind UserStore (users.rs: SQLite; postgres.rs: PostgreSQL with
 //!                [database] url, shared by several nodes), the collection (CollectionStore:
-//!                plain rows, no retrieval types), document vectors (vectors.rs), hub streams,
+//!                plain rows, no retrieval types; a question reads on a pooled read connection
+//!                of its own, CollectionStore::reading), document vectors (vectors.rs), hub streams,
 //!                inboxes and society (SQLite only); migrations/*.sql and migrations/postgres/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
 //! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder
