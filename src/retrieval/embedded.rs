@@ -1026,36 +1026,29 @@ pub fn search_blocking(
     if k == 0 {
         return Ok(Vec::new());
     }
-    store.reading(|store| search_in(store, query, k, opts, dense))
-}
-
-/// [`search_blocking`] inside the question's read transaction.
-fn search_in(
-    store: &CollectionStore,
-    query: &str,
-    k: usize,
-    opts: &EmbeddedOptions,
-    dense: Option<Dense<'_>>,
-) -> Result<Vec<Hit>, StoreError> {
-    let ranking = rank(store, query, opts, dense)?;
-    let chosen = decide(&ranking, k, opts);
-    let pks: Vec<i64> = chosen.iter().map(|c| c.0).collect();
-    let exhibits: Vec<(i64, Exhibit)> = store
-        .exhibits_by_pk(&pks)?
-        .into_iter()
-        .map(|(pk, row)| (pk, Exhibit::from(row)))
-        .collect();
-    Ok(chosen
-        .iter()
-        .filter_map(|(pk, score)| {
-            let (_, e) = exhibits.iter().find(|(p, _)| p == pk)?;
-            Some(Hit {
-                passages: passages(e, &ranking.terms),
-                exhibit: e.clone(),
-                score: (*score * 1e4).round() / 1e4,
+    // One read transaction on a read connection for the whole question (see
+    // `CollectionStore::reading`).
+    store.reading(|store| {
+        let ranking = rank(store, query, opts, dense)?;
+        let chosen = decide(&ranking, k, opts);
+        let pks: Vec<i64> = chosen.iter().map(|c| c.0).collect();
+        let exhibits: Vec<(i64, Exhibit)> = store
+            .exhibits_by_pk(&pks)?
+            .into_iter()
+            .map(|(pk, row)| (pk, Exhibit::from(row)))
+            .collect();
+        Ok(chosen
+            .iter()
+            .filter_map(|(pk, score)| {
+                let (_, e) = exhibits.iter().find(|(p, _)| p == pk)?;
+                Some(Hit {
+                    passages: passages(e, &ranking.terms),
+                    exhibit: e.clone(),
+                    score: (*score * 1e4).round() / 1e4,
+                })
             })
-        })
-        .collect())
+            .collect())
+    })
 }
 
 impl EmbeddedRetriever {
