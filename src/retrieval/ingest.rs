@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use super::Exhibit;
 use super::embedded::{RowCounts, analyze};
 use crate::store::StoreError;
-use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit};
+use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit, TermDfs};
 
 /// Longest accepted line of a JSONL file.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -492,8 +492,9 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
         .clamp(1, MAX_WORKERS)
         .min(batches.len());
     let next = AtomicUsize::new(0);
-    // (batch number, rows to write, unchanged rows)
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<IndexedExhibit>, usize)>(workers);
+    // (batch number, rows to write, their document frequencies, unchanged rows)
+    let (tx, rx) =
+        std::sync::mpsc::sync_channel::<(usize, Vec<IndexedExhibit>, TermDfs, usize)>(workers);
     let result = std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
@@ -518,8 +519,10 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
                             hash,
                         });
                     }
+                    // Counted here, not on the writer (the ingest's critical path).
+                    let dfs = TermDfs::of(&docs);
                     // The writer has stopped (a write failed): stop too.
-                    if tx.send((i, docs, unchanged)).is_err() {
+                    if tx.send((i, docs, dfs, unchanged)).is_err() {
                         break;
                     }
                 }
@@ -527,23 +530,26 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
         }
         drop(tx);
         // The writer: batches may arrive out of order; they are written in order.
-        let mut waiting: BTreeMap<usize, Vec<IndexedExhibit>> = BTreeMap::new();
+        let mut waiting: BTreeMap<usize, (Vec<IndexedExhibit>, TermDfs)> = BTreeMap::new();
         let mut next_out = 0;
         let mut buf: Vec<IndexedExhibit> = Vec::new();
-        for (i, docs, unchanged) in rx {
+        let mut dfs = TermDfs::default();
+        for (i, docs, batch_dfs, unchanged) in rx {
             counts.unchanged += unchanged;
-            waiting.insert(i, docs);
-            while let Some(docs) = waiting.remove(&next_out) {
+            waiting.insert(i, (docs, batch_dfs));
+            while let Some((docs, batch_dfs)) = waiting.remove(&next_out) {
                 next_out += 1;
                 buf.extend(docs);
+                dfs.merge(batch_dfs);
                 if buf.len() >= WRITE_BATCH {
-                    let c = store.upsert_exhibits(&std::mem::take(&mut buf))?;
+                    let c = store.upsert_counted(&std::mem::take(&mut buf), &dfs)?;
+                    dfs = TermDfs::default();
                     counts.inserted += c.inserted;
                     counts.updated += c.updated;
                 }
             }
         }
-        let c = store.upsert_exhibits(&buf)?;
+        let c = store.upsert_counted(&buf, &dfs)?;
         counts.inserted += c.inserted;
         counts.updated += c.updated;
         Ok::<_, StoreError>(())
