@@ -260,16 +260,36 @@ impl CollectionStore {
     /// Inserts new exhibits and replaces changed ones (matched by `id`), with their index rows,
     /// in one transaction.
     pub fn upsert_exhibits(&self, docs: &[IndexedExhibit]) -> Result<UpsertCounts, StoreError> {
-        self.upsert_counted(docs, &TermDfs::of(docs))
+        self.upsert_counted(docs, Some(&TermDfs::of(docs)))
+    }
+
+    /// Adds the document frequencies of a deferred load ([`Self::upsert_counted`] with
+    /// `None`) and marks the table complete, in one transaction.
+    pub fn finish_term_dfs(&self, added: &TermDfs) -> Result<(), StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            write_term_dfs(&tx, &added.terms, &FxHashMap::default())?;
+            tx.execute(
+                "INSERT INTO collection_meta (key, value) VALUES (?1, '1') \
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![TERM_DF_KEY],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
     }
 
     /// [`Self::upsert_exhibits`] with the rows' document frequencies counted by the caller:
     /// `added` must be [`TermDfs::of`] these `docs` (or the merge of it over a partition of
-    /// them), or the table of document frequencies drifts from the index.
+    /// them), or the table of document frequencies drifts from the index. `None` defers them
+    /// (a bulk load into an empty collection): the table is marked incomplete in this
+    /// transaction and [`Self::finish_term_dfs`] writes the load's counts and the mark at the
+    /// end; a load that never finishes leaves the mark unset, and the start-up check refills
+    /// the table from the index.
     pub fn upsert_counted(
         &self,
         docs: &[IndexedExhibit],
-        added: &TermDfs,
+        added: Option<&TermDfs>,
     ) -> Result<UpsertCounts, StoreError> {
         if docs.is_empty() {
             return Ok(UpsertCounts::default());
@@ -360,7 +380,16 @@ impl CollectionStore {
             for t in &old_texts {
                 removed.count(&[t.as_str()]);
             }
-            write_term_dfs(&tx, &added.terms, &removed.terms)?;
+            match added {
+                Some(added) => write_term_dfs(&tx, &added.terms, &removed.terms)?,
+                None => {
+                    write_term_dfs(&tx, &FxHashMap::default(), &removed.terms)?;
+                    tx.execute(
+                        "DELETE FROM collection_meta WHERE key = ?1",
+                        params![TERM_DF_KEY],
+                    )?;
+                }
+            }
             if counts.inserted > 0 {
                 tx.execute(
                     "UPDATE collection_meta SET value = CAST(value AS INTEGER) + ?1 \
