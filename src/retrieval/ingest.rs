@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use super::Exhibit;
 use super::embedded::{RowCounts, analyze};
 use crate::store::StoreError;
-use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit};
+use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit, TermDfs};
 
 /// Longest accepted line of a JSONL file.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -474,11 +474,15 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
     if rows.is_empty() {
         return Ok(counts);
     }
-    let existing = if store.exhibit_count()? == 0 {
+    let empty = store.exhibit_count()? == 0;
+    let existing = if empty {
         HashMap::new()
     } else {
         store.exhibit_hashes()?
     };
+    // A load of more than one transaction into an empty collection writes the document
+    // frequencies once at the end instead of in every transaction (`upsert_counted`).
+    let defer_dfs = empty && rows.len() > WRITE_BATCH;
     let trusted = index_trusted(store);
     let mut batches = Vec::with_capacity(rows.len().div_ceil(ANALYSIS_BATCH));
     let mut rows = rows.into_iter().peekable();
@@ -492,8 +496,9 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
         .clamp(1, MAX_WORKERS)
         .min(batches.len());
     let next = AtomicUsize::new(0);
-    // (batch number, rows to write, unchanged rows)
-    let (tx, rx) = std::sync::mpsc::sync_channel::<(usize, Vec<IndexedExhibit>, usize)>(workers);
+    // (batch number, rows to write, their document frequencies, unchanged rows)
+    let (tx, rx) =
+        std::sync::mpsc::sync_channel::<(usize, Vec<IndexedExhibit>, TermDfs, usize)>(workers);
     let result = std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
@@ -518,8 +523,10 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
                             hash,
                         });
                     }
+                    // Counted here, not on the writer (the ingest's critical path).
+                    let dfs = TermDfs::of(&docs);
                     // The writer has stopped (a write failed): stop too.
-                    if tx.send((i, docs, unchanged)).is_err() {
+                    if tx.send((i, docs, dfs, unchanged)).is_err() {
                         break;
                     }
                 }
@@ -527,25 +534,37 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
         }
         drop(tx);
         // The writer: batches may arrive out of order; they are written in order.
-        let mut waiting: BTreeMap<usize, Vec<IndexedExhibit>> = BTreeMap::new();
+        let mut waiting: BTreeMap<usize, (Vec<IndexedExhibit>, TermDfs)> = BTreeMap::new();
         let mut next_out = 0;
         let mut buf: Vec<IndexedExhibit> = Vec::new();
-        for (i, docs, unchanged) in rx {
+        let mut dfs = TermDfs::default();
+        fn counted(dfs: &TermDfs, defer: bool) -> Option<&TermDfs> {
+            (!defer).then_some(dfs)
+        }
+        for (i, docs, batch_dfs, unchanged) in rx {
             counts.unchanged += unchanged;
-            waiting.insert(i, docs);
-            while let Some(docs) = waiting.remove(&next_out) {
+            waiting.insert(i, (docs, batch_dfs));
+            while let Some((docs, batch_dfs)) = waiting.remove(&next_out) {
                 next_out += 1;
                 buf.extend(docs);
+                dfs.merge(batch_dfs);
                 if buf.len() >= WRITE_BATCH {
-                    let c = store.upsert_exhibits(&std::mem::take(&mut buf))?;
+                    let c = store
+                        .upsert_counted(&std::mem::take(&mut buf), counted(&dfs, defer_dfs))?;
+                    if !defer_dfs {
+                        dfs = TermDfs::default();
+                    }
                     counts.inserted += c.inserted;
                     counts.updated += c.updated;
                 }
             }
         }
-        let c = store.upsert_exhibits(&buf)?;
+        let c = store.upsert_counted(&buf, counted(&dfs, defer_dfs))?;
         counts.inserted += c.inserted;
         counts.updated += c.updated;
+        if defer_dfs {
+            store.finish_term_dfs(&dfs)?;
+        }
         Ok::<_, StoreError>(())
     });
     result?;
@@ -819,6 +838,40 @@ mod tests {
             s.exhibit_by_id("x01500").unwrap().unwrap().title,
             "Jade disc"
         );
+    }
+
+    #[test]
+    fn a_large_load_into_an_empty_collection_writes_the_term_table_once() {
+        // More than one transaction: the document frequencies are written at the end; they
+        // are FTS5's own, and a later load (not deferred) keeps them in step.
+        let s = memory_store();
+        check_index(&s).unwrap();
+        let rows = numbered(WRITE_BATCH + 1_500);
+        store_rows(&s, rows.clone()).unwrap();
+        assert!(s.term_dfs_ready().unwrap());
+        assert_eq!(s.term_df_mismatches().unwrap(), vec![]);
+        assert_eq!(s.doc_freq("bronz", false).unwrap(), rows.len() as i64);
+        let mut changed = rows;
+        changed[7].title = "Jade disc".into();
+        store_rows(&s, changed).unwrap();
+        assert_eq!(s.term_df_mismatches().unwrap(), vec![]);
+        // A deferred load that stopped before its end leaves the table marked incomplete; the
+        // start-up check refills it.
+        let t = memory_store();
+        check_index(&t).unwrap();
+        let docs: Vec<IndexedExhibit> = numbered(3)
+            .into_iter()
+            .map(|e| IndexedExhibit {
+                fts: analyze(&e),
+                hash: content_hash(&e),
+                exhibit: into_row(e),
+            })
+            .collect();
+        t.upsert_counted(&docs, None).unwrap();
+        assert!(!t.term_dfs_ready().unwrap());
+        check_index(&t).unwrap();
+        assert!(t.term_dfs_ready().unwrap());
+        assert_eq!(t.term_df_mismatches().unwrap(), vec![]);
     }
 
     #[test]

@@ -38,6 +38,115 @@ fn t2s() -> Option<&'static ferrous_opencc::OpenCC> {
     .as_ref()
 }
 
+/// OpenCC's Traditional → Simplified conversion as `t2s().convert` does it, on the same two
+/// tables (`opencc/TSPhrases.txt`, `opencc/TSCharacters.txt`: the files `ferrous-opencc`
+/// 0.4.0 compiles into itself, Apache-2.0, from https://github.com/BYVoid/OpenCC), without
+/// its cost: the crate walks two FSTs at every character and allocates every match's values
+/// (~20 % of the ingest's analysis). Its algorithm, kept: at each position the longest key of
+/// either table that starts there (a phrase key has two or more characters, a character key
+/// one, so a phrase that matches wins), replaced by its first value; otherwise the character
+/// is kept.
+struct FastT2s {
+    chars: rustc_hash::FxHashMap<char, &'static str>,
+    /// Phrases by their first character, longest key first.
+    phrases: rustc_hash::FxHashMap<char, Vec<(&'static str, &'static str)>>,
+}
+
+impl FastT2s {
+    /// The tables as the crate's compiler reads them: `#` lines and blank lines skipped, a
+    /// line is `key<TAB>values` with values separated by single spaces (a line of another
+    /// shape, or with an empty value, is skipped); the first value is the conversion.
+    fn table(text: &'static str) -> impl Iterator<Item = (&'static str, &'static str)> {
+        text.lines().filter_map(|line| {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                return None;
+            }
+            let mut parts = line.split('\t');
+            let (key, values) = (parts.next()?, parts.next()?);
+            if parts.next().is_some() || key.is_empty() || values.split(' ').any(str::is_empty) {
+                return None;
+            }
+            Some((key, values.split(' ').next()?))
+        })
+    }
+
+    fn new() -> FastT2s {
+        let mut chars = rustc_hash::FxHashMap::default();
+        for (k, v) in Self::table(include_str!("opencc/TSCharacters.txt")) {
+            let mut cs = k.chars();
+            if let (Some(c), None) = (cs.next(), cs.next()) {
+                chars.insert(c, v);
+            }
+        }
+        let mut phrases: rustc_hash::FxHashMap<char, Vec<(&str, &str)>> = Default::default();
+        for (k, v) in Self::table(include_str!("opencc/TSPhrases.txt")) {
+            if let Some(c) = k.chars().next() {
+                phrases.entry(c).or_default().push((k, v));
+            }
+        }
+        for list in phrases.values_mut() {
+            list.sort_by_key(|(k, _)| std::cmp::Reverse(k.len()));
+        }
+        FastT2s { chars, phrases }
+    }
+
+    fn convert(&self, text: &str) -> String {
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        while let Some(c) = text[i..].chars().next() {
+            let rest = &text[i..];
+            if let Some((k, v)) = self
+                .phrases
+                .get(&c)
+                .and_then(|list| list.iter().find(|(k, _)| rest.starts_with(k)))
+            {
+                out.push_str(v);
+                i += k.len();
+                continue;
+            }
+            match self.chars.get(&c) {
+                Some(v) => out.push_str(v),
+                None => out.push(c),
+            }
+            i += c.len_utf8();
+        }
+        out
+    }
+}
+
+/// Traditional → Simplified for [`normalize`]: [`FastT2s`] once it has converted every key of
+/// both tables exactly as the crate does (checked when first used; if any differs, e.g. after
+/// a crate upgrade changed its tables, the crate itself converts, with an error in the log).
+fn t2s_convert(text: &str) -> Option<String> {
+    static FAST: OnceLock<Option<FastT2s>> = OnceLock::new();
+    let crate_t2s = t2s()?;
+    let fast = FAST.get_or_init(|| {
+        let fast = FastT2s::new();
+        let keys: Vec<&str> = FastT2s::table(include_str!("opencc/TSCharacters.txt"))
+            .chain(FastT2s::table(include_str!("opencc/TSPhrases.txt")))
+            .map(|(k, _)| k)
+            .collect();
+        // Each key alone, and all of them in one text (phrases next to characters).
+        let all = keys.concat();
+        match keys
+            .into_iter()
+            .chain(std::iter::once(all.as_str()))
+            .find(|k| fast.convert(k) != crate_t2s.convert(k))
+        {
+            None => Some(fast),
+            Some(k) => {
+                tracing::error!(key = %k, "OpenCC's t2s tables differ from the copy in src/retrieval/opencc; converting with the crate (slower)");
+                None
+            }
+        }
+    });
+    Some(match fast {
+        Some(f) => f.convert(text),
+        None => crate_t2s.convert(text),
+    })
+}
+
 fn s2t() -> Option<&'static ferrous_opencc::OpenCC> {
     static S2T: OnceLock<Option<ferrous_opencc::OpenCC>> = OnceLock::new();
     S2T.get_or_init(|| {
@@ -122,7 +231,7 @@ fn stemmer() -> &'static rust_stemmers::Stemmer {
 
 /// Loads the dictionaries now (about a second in a debug build) instead of on the first query.
 pub fn warm_up() {
-    let _ = t2s();
+    let _ = t2s_convert("");
     let _ = jieba();
     let _ = stemmer();
 }
@@ -140,9 +249,10 @@ pub fn normalize(text: &str) -> String {
         return text.to_ascii_lowercase();
     }
     let nfkc = nfkc(text);
-    let simplified = match t2s() {
-        Some(c) if nfkc.chars().any(is_cjk) => c.convert(&nfkc),
-        _ => nfkc,
+    let simplified = if nfkc.chars().any(is_cjk) {
+        t2s_convert(&nfkc).unwrap_or(nfkc)
+    } else {
+        nfkc
     };
     let folded: String = if simplified
         .chars()
@@ -636,9 +746,80 @@ pub fn index_tokens_latin(normalized: &str) -> HashSet<String> {
         .collect()
 }
 
-/// Index tokens joined by spaces, as stored in the FTS table.
+/// Index tokens joined by spaces, as stored in the FTS table: `index_tokens(text).join(" ")`,
+/// written into one string instead of a `String` a token (a bigram each was ~7 % of the
+/// ingest's analysis in allocations), with each Latin word's token memoised per thread
+/// ([`cached_word_token`]: the Snowball stemmer was ~20 % of it). The test
+/// `index_text_is_the_tokens_joined` holds the two to the same output.
 pub fn index_text(text: &str) -> String {
-    index_tokens(text).join(" ")
+    let norm = normalize(text);
+    let mut out = String::with_capacity(norm.len() + norm.len() / 2);
+    let mut first = true;
+    let mut push = |out: &mut String, t: &str| {
+        if !first {
+            out.push(' ');
+        }
+        first = false;
+        out.push_str(t);
+    };
+    for run in runs(&norm) {
+        match run {
+            Run::Word(w) => cached_word_token(w, |t| push(&mut out, t)),
+            Run::Cjk(s) => {
+                // Every character bigram (a lone character stays a unigram), as `push_bigrams`.
+                let mut starts = s.char_indices().map(|(i, _)| i).skip(1).peekable();
+                if starts.peek().is_none() {
+                    push(&mut out, s);
+                } else {
+                    let mut prev = 0;
+                    while let Some(mid) = starts.next() {
+                        let end = starts.peek().copied().unwrap_or(s.len());
+                        push(&mut out, &s[prev..end]);
+                        prev = mid;
+                    }
+                }
+                // jieba's words of three or more characters, as `push_long_words`.
+                if s.chars().nth(2).is_some() {
+                    for t in jieba().cut_for_search(s, false) {
+                        if t.word.chars().nth(2).is_some() {
+                            push(&mut out, t.word);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Entries of a thread's memo of [`word_token`] before it is emptied (a collection's
+/// vocabulary is Zipfian: a few thousand words are most of its text).
+const WORD_MEMO_MAX: usize = 1 << 17;
+
+/// Calls `f` with [`word_token`] of `w` (nothing for a stop word), memoised per thread.
+fn cached_word_token(w: &str, f: impl FnOnce(&str)) {
+    use std::cell::RefCell;
+    thread_local! {
+        static MEMO: RefCell<rustc_hash::FxHashMap<Box<str>, Option<Box<str>>>> =
+            RefCell::default();
+    }
+    MEMO.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(t) = m.get(w) {
+            if let Some(t) = t {
+                f(t);
+            }
+            return;
+        }
+        if m.len() >= WORD_MEMO_MAX {
+            m.clear();
+        }
+        let t = word_token(w).map(String::into_boxed_str);
+        if let Some(t) = &t {
+            f(t);
+        }
+        m.insert(w.into(), t);
+    })
 }
 
 /// One term of a query: an exact index token, or (for a lone CJK character) a prefix.
@@ -1297,6 +1478,109 @@ mod tests {
                 Run::Cjk("三个字母"),
             ]
         );
+    }
+
+    #[test]
+    fn the_fast_t2s_converts_as_opencc_does() {
+        let opencc = t2s().expect("OpenCC tables");
+        let fast = FastT2s::new();
+        let same = |t: &str| assert_eq!(fast.convert(t), opencc.convert(t), "{t:?}");
+        // Every key (phrases like 乾隆 keep characters the character table changes).
+        for (k, _) in FastT2s::table(include_str!("opencc/TSCharacters.txt"))
+            .chain(FastT2s::table(include_str!("opencc/TSPhrases.txt")))
+        {
+            same(k);
+        }
+        // The demo collection's text, NFKC'd as `normalize` hands it over, and the questions.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection");
+        for (_, e) in crate::retrieval::ingest::parse_file(&root.join("exhibits.jsonl"))
+            .unwrap()
+            .rows
+        {
+            for t in [e.title, e.maker, e.period, e.medium, e.description] {
+                same(&nfkc(&t));
+            }
+        }
+        for f in ["dev_queries.jsonl", "dev_queries_v2.jsonl"] {
+            for line in std::fs::read_to_string(root.join(f)).unwrap().lines() {
+                same(line);
+            }
+        }
+        // Random texts of keys' characters, keys' prefixes, phrases and other characters next
+        // to each other (a deterministic generator).
+        let pieces: Vec<String> = FastT2s::table(include_str!("opencc/TSPhrases.txt"))
+            .flat_map(|(k, v)| {
+                let c: Vec<char> = k.chars().collect();
+                [
+                    k.to_string(),
+                    v.to_string(),
+                    c[..c.len() - 1].iter().collect(),
+                ]
+            })
+            .chain(
+                FastT2s::table(include_str!("opencc/TSCharacters.txt"))
+                    .step_by(7)
+                    .map(|(k, _)| k.to_string()),
+            )
+            .chain(["a", " ", "。", "的", "国", "1", "é"].map(String::from))
+            .collect();
+        let mut x: u64 = 17;
+        for _ in 0..20_000 {
+            let mut t = String::new();
+            for _ in 0..6 {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                t.push_str(&pieces[(x >> 33) as usize % pieces.len()]);
+            }
+            same(&t);
+        }
+        assert!(t2s_convert("").is_some());
+    }
+
+    #[test]
+    fn index_text_is_the_tokens_joined() {
+        // The demo collection's every field, and edge cases: lone characters, stop words only,
+        // a run of two, digits, mixed scripts, full-width forms.
+        let demo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/collection/exhibits.jsonl");
+        let rows = crate::retrieval::ingest::parse_file(&demo).unwrap().rows;
+        let mut texts: Vec<String> = rows
+            .into_iter()
+            .flat_map(|(_, e)| {
+                [
+                    e.title,
+                    e.maker,
+                    format!("{} {}", e.period, e.date),
+                    e.medium,
+                    e.description,
+                    e.dimensions,
+                    e.id,
+                ]
+            })
+            .collect();
+        texts.extend(
+            [
+                "",
+                " ",
+                "鼎",
+                "the of a",
+                "青銅",
+                "青銅器 and the Bronzes 1990s",
+                "a 鼎 b 山水畫",
+                "ＡＢＣ１２３ café 國立歷史博物館藏",
+                "x",
+                "3",
+                "的",
+                "溥心畬 勳章",
+            ]
+            .map(String::from),
+        );
+        for t in &texts {
+            // Twice: the second time from the memo of word tokens.
+            assert_eq!(index_text(t), index_tokens(t).join(" "), "{t:?}");
+            assert_eq!(index_text(t), index_tokens(t).join(" "), "{t:?}");
+        }
     }
 
     #[test]

@@ -123,13 +123,55 @@ impl<'a> TermCounter<'a> {
     }
 }
 
+/// Document frequencies of a set of analysed rows (each distinct token of a row once), owned:
+/// the bulk ingest counts each batch on its analysis threads ([`TermDfs::of`]) and the writer
+/// only merges the batches' counts ([`TermDfs::merge`]) before
+/// [`CollectionStore::upsert_counted`] writes them with the rows (counting on the writer was
+/// ~10 % of its time).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TermDfs {
+    terms: FxHashMap<String, i64>,
+}
+
+impl TermDfs {
+    /// The document frequencies of these rows' index columns.
+    pub fn of(docs: &[IndexedExhibit]) -> TermDfs {
+        let mut c = TermCounter::default();
+        for d in docs {
+            c.count(&d.fts.each_ref().map(String::as_str));
+        }
+        TermDfs {
+            terms: c
+                .terms
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        }
+    }
+
+    /// Adds another set's counts to these.
+    pub fn merge(&mut self, other: TermDfs) {
+        if self.terms.is_empty() {
+            self.terms = other.terms;
+            return;
+        }
+        for (k, v) in other.terms {
+            *self.terms.entry(k).or_default() += v;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+}
+
 /// Applies document-frequency changes to `exhibit_terms`, in term order (B-tree locality).
 fn write_term_dfs(
     tx: &Transaction<'_>,
-    added: &FxHashMap<&str, i64>,
+    added: &FxHashMap<String, i64>,
     removed: &FxHashMap<&str, i64>,
 ) -> rusqlite::Result<()> {
-    let mut delta: Vec<(&str, i64)> = added.iter().map(|(k, v)| (*k, *v)).collect();
+    let mut delta: Vec<(&str, i64)> = added.iter().map(|(k, v)| (k.as_str(), *v)).collect();
     delta.extend(removed.iter().map(|(k, v)| (*k, -*v)));
     delta.sort_unstable();
     let mut up = tx.prepare_cached(
@@ -272,6 +314,37 @@ impl CollectionStore {
     /// Inserts new exhibits and replaces changed ones (matched by `id`), with their index rows,
     /// in one transaction.
     pub fn upsert_exhibits(&self, docs: &[IndexedExhibit]) -> Result<UpsertCounts, StoreError> {
+        self.upsert_counted(docs, Some(&TermDfs::of(docs)))
+    }
+
+    /// Adds the document frequencies of a deferred load ([`Self::upsert_counted`] with
+    /// `None`) and marks the table complete, in one transaction.
+    pub fn finish_term_dfs(&self, added: &TermDfs) -> Result<(), StoreError> {
+        self.with(|c| {
+            let tx = c.transaction()?;
+            write_term_dfs(&tx, &added.terms, &FxHashMap::default())?;
+            tx.execute(
+                "INSERT INTO collection_meta (key, value) VALUES (?1, '1') \
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![TERM_DF_KEY],
+            )?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// [`Self::upsert_exhibits`] with the rows' document frequencies counted by the caller:
+    /// `added` must be [`TermDfs::of`] these `docs` (or the merge of it over a partition of
+    /// them), or the table of document frequencies drifts from the index. `None` defers them
+    /// (a bulk load into an empty collection): the table is marked incomplete in this
+    /// transaction and [`Self::finish_term_dfs`] writes the load's counts and the mark at the
+    /// end; a load that never finishes leaves the mark unset, and the start-up check refills
+    /// the table from the index.
+    pub fn upsert_counted(
+        &self,
+        docs: &[IndexedExhibit],
+        added: Option<&TermDfs>,
+    ) -> Result<UpsertCounts, StoreError> {
         if docs.is_empty() {
             return Ok(UpsertCounts::default());
         }
@@ -357,15 +430,20 @@ impl CollectionStore {
                     fts_insert.execute(params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]])?;
                 }
             }
-            let mut added = TermCounter::default();
-            for d in docs {
-                added.count(&d.fts.each_ref().map(String::as_str));
-            }
             let mut removed = TermCounter::default();
             for t in &old_texts {
                 removed.count(&[t.as_str()]);
             }
-            write_term_dfs(&tx, &added.terms, &removed.terms)?;
+            match added {
+                Some(added) => write_term_dfs(&tx, &added.terms, &removed.terms)?,
+                None => {
+                    write_term_dfs(&tx, &FxHashMap::default(), &removed.terms)?;
+                    tx.execute(
+                        "DELETE FROM collection_meta WHERE key = ?1",
+                        params![TERM_DF_KEY],
+                    )?;
+                }
+            }
             if counts.inserted > 0 {
                 tx.execute(
                     "UPDATE collection_meta SET value = CAST(value AS INTEGER) + ?1 \
