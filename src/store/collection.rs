@@ -989,12 +989,17 @@ mod tests {
 
     #[test]
     fn read_connections_are_bounded_and_memory_databases_read_through_the_main_one() {
-        let mem = Store::open_in_memory().unwrap().collection();
-        mem.reading(|view| {
-            assert!(view.pinned.is_none());
-            Ok(())
-        })
-        .unwrap();
+        for mem in [
+            Store::open_in_memory().unwrap(),
+            Store::open(std::path::Path::new(":memory:")).unwrap(),
+        ] {
+            mem.collection()
+                .reading(|view| {
+                    assert!(view.pinned.is_none());
+                    Ok(())
+                })
+                .unwrap();
+        }
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(&dir.path().join("c.db")).unwrap();
         let taken: Vec<Connection> = (0..super::super::Readers::MAX)

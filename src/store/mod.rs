@@ -124,7 +124,10 @@ impl Store {
             std::fs::create_dir_all(dir)?;
         }
         let conn = Connection::open(path)?;
-        Self::init(conn, Some(path.to_path_buf()))
+        // SQLite's special names (":memory:", "") are a database private to one connection:
+        // no read connections can share it.
+        let shared = !matches!(path.to_str(), Some(":memory:" | ""));
+        Self::init(conn, shared.then(|| path.to_path_buf()))
     }
 
     /// An in-memory database (tests and tools).
