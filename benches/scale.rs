@@ -344,9 +344,8 @@ fn child(db: &Path, data: &Path, rounds: usize) -> anyhow::Result<()> {
         .collect();
     slowest.sort_by(|a, b| b.0.total_cmp(&a.0));
     slowest.truncate(env_or("BENCH_SLOWEST", 10));
-    let async_started = Instant::now();
-    let async_t = rt.block_on(async_rounds(&retriever, &queries, rounds))?;
-    let async_per_second = async_t.len() as f64 / async_started.elapsed().as_secs_f64();
+    let (async_t, async_per_second) =
+        rt.block_on(concurrent_rounds(&retriever, &queries, rounds, 1))?;
     let lanes = env_or("BENCH_LANES", 4usize).max(1);
     let (lanes_t, lanes_per_second) =
         rt.block_on(concurrent_rounds(&retriever, &queries, rounds, lanes))?;
@@ -412,8 +411,9 @@ fn quality(
     }))
 }
 
-/// The same rounds from `lanes` visitors at once (question `i` goes to lane `i % lanes`): each
-/// answer's wall time, and the questions answered per second.
+/// The rounds through `Retriever::search` from `lanes` visitors at once (question `i` goes to
+/// lane `i % lanes`; one lane asks them in order): each answer's wall time, and the questions
+/// answered per second.
 async fn concurrent_rounds(
     r: &EmbeddedRetriever,
     queries: &[eval::EvalQuery],
@@ -438,22 +438,6 @@ async fn concurrent_rounds(
     }
     let per_second = all.len() as f64 / started.elapsed().as_secs_f64();
     Ok((all, per_second))
-}
-
-async fn async_rounds(
-    r: &EmbeddedRetriever,
-    queries: &[eval::EvalQuery],
-    rounds: usize,
-) -> anyhow::Result<Vec<Duration>> {
-    let mut v = Vec::new();
-    for _ in 0..rounds {
-        for q in queries {
-            let t = Instant::now();
-            std::hint::black_box(r.search(&q.query, 5).await?);
-            v.push(t.elapsed());
-        }
-    }
-    Ok(v)
 }
 
 fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
