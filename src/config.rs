@@ -612,9 +612,9 @@ impl Default for SrsConfig {
             embeddings_passage_prefix: "passage: ".into(),
             embeddings_input_type: false,
             embeddings_min_similarity: 0.85,
-            rrf_k: 20.0,
-            embeddings_weight: 0.75,
-            embeddings_other_language_weight: 0.5,
+            rrf_k: 10.0,
+            embeddings_weight: 0.5,
+            embeddings_other_language_weight: 0.0,
         }
     }
 }

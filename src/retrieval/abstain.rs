@@ -26,7 +26,9 @@
 //! - `near_ties`: ln(1 + number of hits after the best within 90 % of its score), a question
 //!   matching words many records share (measured, not in the model);
 //! - `mean_idf`: the question's terms' mean IDF over the IDF of a term held by one record, how
-//!   specific the question is (measured, not in the model).
+//!   specific the question is (measured, not in the model);
+//! - `translated`: the IDF share the best hit covers only through a dictionary bridge
+//!   ([`super::dictionary`]: 义和团 ↔ Boxers), a match made by translation.
 //!
 //! With embeddings ready, three semantic signals are added ([`SEMANTIC_FEATURES`], computed by
 //! [`semantic_features`] from the calibrated dense ranking, `embeddings::dense_rankings`):
@@ -42,7 +44,9 @@
 //! full-batch gradient descent, deterministic) on questions labelled answerable (the relevant
 //! exhibit was ranked in the top 5) or not (no relevant exhibit exists). The decision
 //! threshold is the highest probability that keeps the training set's wrongly refused
-//! answerable questions at or under [`MAX_TRAIN_FALSE_ABSTENTION`]. The shipped fit
+//! answerable questions at or under [`MAX_TRAIN_FALSE_ABSTENTION`], set separately for the
+//! questions whose best hit is in their own script and for those whose best hit is in the
+//! other (`threshold_across`: a match through a translation covers fewer words). The shipped fit
 //! (`abstention.json`, from `museum-agent eval --fit --out`) is used until a museum fits its
 //! own with `museum-agent eval --fit`, which stores it with the index.
 
@@ -50,7 +54,7 @@ use serde::{Deserialize, Serialize};
 
 /// Every lexical signal `embedded::features` computes, in the order of its vector. A model
 /// reads the ones its feature list names.
-pub const SIGNALS: [&str; 17] = [
+pub const SIGNALS: [&str; 18] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -68,6 +72,7 @@ pub const SIGNALS: [&str; 17] = [
     "coverage_margin",
     "near_ties",
     "mean_idf",
+    "translated",
 ];
 
 /// The semantic signals, after the lexical ones in a hybrid signal vector.
@@ -163,6 +168,11 @@ pub struct AbstentionModel {
     pub bias: f64,
     /// Answer when the probability is at least this.
     pub threshold: f64,
+    /// The threshold instead of `threshold` when the best hit is written in the other script
+    /// (the `lang_mismatch` signal): set by the same rule on those training positives alone
+    /// (see [`fit`]). None (an older fit, or too few such positives): `threshold` for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_across: Option<f64>,
     /// What it was fitted on (free text, for humans).
     #[serde(default)]
     pub fitted_on: String,
@@ -205,7 +215,8 @@ impl AbstentionModel {
                 .chain(&m.weights)
                 .all(|x| x.is_finite())
             && m.bias.is_finite()
-            && m.threshold.is_finite();
+            && m.threshold.is_finite()
+            && m.threshold_across.is_none_or(f64::is_finite);
         ok.then_some(m)
     }
 
@@ -227,7 +238,15 @@ impl AbstentionModel {
     }
 
     pub fn answers(&self, f: &[f64]) -> bool {
-        self.probability(f) >= self.threshold
+        self.probability(f) >= self.threshold_for(f)
+    }
+
+    /// The threshold that applies to a question with these signals.
+    pub fn threshold_for(&self, f: &[f64]) -> f64 {
+        match self.threshold_across {
+            Some(t) if across_scripts(f) => t,
+            _ => self.threshold,
+        }
     }
 }
 
@@ -237,6 +256,27 @@ fn pick<S: AsRef<str>>(names: &[S], f: &[f64]) -> Option<Vec<f64>> {
         .iter()
         .map(|n| signal_index(n.as_ref()).and_then(|i| f.get(i).copied()))
         .collect()
+}
+
+/// Whether the best hit is written in the other script than the question (`lang_mismatch`).
+fn across_scripts(f: &[f64]) -> bool {
+    signal_index("lang_mismatch")
+        .and_then(|i| f.get(i))
+        .is_some_and(|v| *v > 0.0)
+}
+
+/// Training positives of one script group needed for a threshold of its own.
+const MIN_GROUP_POSITIVES: usize = 5;
+
+/// The threshold rule: refuse at most floor(MAX × positives) of the training positives, the
+/// threshold just under the next one (midway to the previous, so it is not on a training
+/// point). None without positives.
+fn threshold_of(mut p: Vec<f64>) -> Option<f64> {
+    p.sort_by(f64::total_cmp);
+    let allowed = (MAX_TRAIN_FALSE_ABSTENTION * p.len() as f64).floor() as usize;
+    let at = *p.get(allowed)?;
+    let below = if allowed == 0 { 0.0 } else { p[allowed - 1] };
+    Some((at + below) / 2.0)
 }
 
 fn sigmoid(z: f64) -> f64 {
@@ -305,20 +345,27 @@ pub fn fit(examples: &[(Features, bool)], names: &[&str], fitted_on: &str) -> Ab
         weights: w,
         bias: b,
         threshold: 0.5,
+        threshold_across: None,
         fitted_on: fitted_on.to_string(),
     };
-    let mut p: Vec<f64> = full
-        .iter()
-        .filter(|e| e.1)
-        .map(|(f, _)| model.probability(f))
-        .collect();
-    p.sort_by(f64::total_cmp);
-    // Refuse at most floor(MAX × positives) of the training positives: the threshold sits just
-    // under the next one (midway to the previous, so it is not on a training point).
-    let allowed = (MAX_TRAIN_FALSE_ABSTENTION * p.len() as f64).floor() as usize;
-    if let Some(&at) = p.get(allowed) {
-        let below = if allowed == 0 { 0.0 } else { p[allowed - 1] };
-        model.threshold = (at + below) / 2.0;
+    // One threshold for the questions whose best hit is in their own script, one for those
+    // whose best hit is in the other: a match made across scripts (a pinyin spelling or a
+    // dictionary translation) covers fewer of the question's words, and with one threshold
+    // for both those low-coverage positives pulled it down for every question, answering more
+    // lexical traps (the retrieval README, "Bilingual dictionary").
+    let positives = |across: bool| -> Vec<f64> {
+        full.iter()
+            .filter(|e| e.1 && across_scripts(&e.0) == across)
+            .map(|(f, _)| model.probability(f))
+            .collect()
+    };
+    let (same, other) = (positives(false), positives(true));
+    if other.len() >= MIN_GROUP_POSITIVES && same.len() >= MIN_GROUP_POSITIVES {
+        model.threshold = threshold_of(same).unwrap_or(model.threshold);
+        model.threshold_across = threshold_of(other);
+    } else {
+        let all: Vec<f64> = same.into_iter().chain(other).collect();
+        model.threshold = threshold_of(all).unwrap_or(model.threshold);
     }
     model
 }
@@ -387,5 +434,68 @@ mod tests {
             0.0,
             "a wrong feature count never answers"
         );
+    }
+
+    #[test]
+    fn matches_across_scripts_get_a_threshold_of_their_own() {
+        // Signal vectors in SIGNALS order: `s` for the score signals, `across` for lang_mismatch.
+        let sig = |s: f64, across: bool| {
+            let mut v = vec![0.0; SIGNALS.len()];
+            for name in [
+                "top_score",
+                "top_coverage",
+                "title_coverage",
+                "entity_coverage",
+            ] {
+                v[signal_index(name).unwrap()] = s;
+            }
+            v[signal_index("terms").unwrap()] = 1.5;
+            v[signal_index("lang_mismatch").unwrap()] = f64::from(u8::from(across));
+            v
+        };
+        let mut ex = Vec::new();
+        // Answerable questions matched in their own script: high scores.
+        for i in 0..100 {
+            ex.push((sig(0.5 + f64::from(i) / 250.0, false), true));
+        }
+        // Answerable questions matched across scripts (a translation covers fewer words).
+        for i in 0..8 {
+            ex.push((sig(0.30 + f64::from(i) / 100.0, true), true));
+        }
+        // No-answer questions (lexical traps) in their own script, between the two.
+        let traps: Vec<Features> = (0..10)
+            .map(|i| sig(0.38 + f64::from(i) / 100.0, false))
+            .collect();
+        ex.extend(traps.iter().map(|f| (f.clone(), false)));
+        let m = fit(&ex, &FEATURES, "test");
+        let across = m.threshold_across.expect("enough positives across scripts");
+        assert!(across < m.threshold, "{m:?}");
+        assert!(traps.iter().all(|f| !m.answers(f)), "{m:?}");
+        let refused = |group: bool| {
+            ex.iter()
+                .filter(|(f, y)| *y && across_scripts(f) == group && !m.answers(f))
+                .count()
+        };
+        assert!(refused(false) <= 2 && refused(true) == 0, "{m:?}");
+        // With one threshold for all, the low-scoring positives pull it under the traps.
+        let one: Vec<(Features, bool)> = ex
+            .iter()
+            .map(|(f, y)| {
+                let mut f = f.clone();
+                f[signal_index("lang_mismatch").unwrap()] = 0.0;
+                (f, *y)
+            })
+            .collect();
+        let m1 = fit(&one, &FEATURES, "test");
+        assert_eq!(m1.threshold_across, None);
+        assert!(traps.iter().any(|f| m1.answers(f)), "{m1:?}");
+        // A stored fit keeps it; an older one without it still loads.
+        let stored = AbstentionModel::from_json(&m.to_json()).unwrap();
+        assert!((stored.threshold_across.unwrap() - across).abs() < 1e-12);
+        let mut old: serde_json::Value = serde_json::from_str(&m.to_json()).unwrap();
+        old.as_object_mut().unwrap().remove("threshold_across");
+        let old = AbstentionModel::from_json(&old.to_string()).unwrap();
+        assert_eq!(old.threshold_across, None);
+        assert_eq!(old.threshold_for(&sig(0.3, true)), old.threshold);
     }
 }

@@ -430,8 +430,9 @@ pub fn examples(ranked: &[&Ranked], fusion: Option<Fusion>) -> Vec<(Features, bo
 
 /// The outcome of a ranked query under an abstention model and fusion.
 pub fn decide(model: &AbstentionModel, r: &Ranked, fusion: Option<Fusion>) -> QueryOutcome {
-    let p = r.signals().map(|f| model.probability(&f));
-    let answer = p.is_some_and(|p| p >= model.threshold);
+    let signals = r.signals();
+    let p = signals.as_ref().map(|f| model.probability(f));
+    let answer = signals.as_ref().is_some_and(|f| model.answers(f));
     let returned: Vec<(String, f64)> = if answer {
         r.ids_with(fusion)
             .into_iter()

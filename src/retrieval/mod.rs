@@ -25,6 +25,8 @@
 //! abstain.rs     the no-answer decision: logistic regression over ranking signals. Pure
 //! eval.rs        per-kind recall@1/@5, MRR, abstention figures; in-sample and cross-validated
 //! facts.rs       visitor services (toilets, hours, tickets, ...) from a TOML file: matcher. Pure
+//! translit.rs    pinyin bridge between the scripts (康熙 ↔ Kangxi): Bridge, coverage credit
+//! dictionary.rs  dictionary bridge (CC-CEDICT, compiled in from cedict/): 义和团 ↔ Boxers
 //! ```
 //!
 //! The internals (analysis, ranking, abstention, evaluation, ingest formats) follow, from
@@ -32,6 +34,7 @@
 #![doc = include_str!("README.md")]
 
 pub mod abstain;
+pub mod dictionary;
 pub mod embedded;
 pub mod embeddings;
 pub mod eval;
@@ -262,6 +265,7 @@ pub async fn build_retriever(
             let r = embedded_from_config(config, store).await?;
             r.start_background_embedding();
             load_demo_if_needed(config, &r).await;
+            dictionary::warm_up_in_background();
             if let Some(s) = r.semantic() {
                 let st = s.status();
                 tracing::info!(model = %st.model, state = ?st.state, "semantic search: vectors are computed in the background; lexical search until they are complete (see /readyz)");

@@ -735,6 +735,19 @@ pub fn index_tokens(text: &str) -> Vec<String> {
     out
 }
 
+/// The Latin/digit index tokens of a short text, in order (stop words dropped, stemmed as the
+/// index stems; CJK runs ignored): a dictionary sense read as index tokens.
+pub fn latin_tokens(text: &str) -> Vec<String> {
+    let norm = normalize(text);
+    let mut out = Vec::new();
+    for run in runs(&norm) {
+        if let Run::Word(w) = run {
+            cached_word_token(w, |t| out.push(t.to_string()));
+        }
+    }
+    out
+}
+
 /// The Latin/digit index tokens of already normalised text (no CJK segmentation: cheap).
 pub fn index_tokens_latin(normalized: &str) -> HashSet<String> {
     runs(normalized)

@@ -22,8 +22,9 @@
 //!   match scattered words. A lone one-syllable word ("Tang") bridges nothing: too many English
 //!   words are also one pinyin syllable.
 //!
-//! Not covered: Wade–Giles ("Ch'ing", "Chiang Kai-shek"), translations (Boxers ↔ 义和团, Gemini
-//! ↔ 双子星) and anything the two languages do not spell alike.
+//! Not covered: Wade–Giles ("Ch'ing", "Chiang Kai-shek") and anything the two languages do not
+//! spell alike; translations (Boxers ↔ 义和团, Gemini ↔ 双子星) are [`super::dictionary`]'s
+//! bridges, of the same [`Bridge`] type (`translated` set).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -44,6 +45,8 @@ pub struct Bridge {
     pub sources: Vec<usize>,
     /// Largest document frequency of its tokens.
     pub df: f64,
+    /// A translation from the bilingual dictionary ([`super::dictionary`]), not a spelling.
+    pub translated: bool,
 }
 
 /// Readings of one character tried (the first ones the table lists).
@@ -237,6 +240,7 @@ pub fn han_to_latin(
                                 all_of: vec![vec![tok]],
                                 sources: sources.clone(),
                                 df: d,
+                                translated: false,
                             },
                         );
                     }
@@ -267,6 +271,7 @@ pub fn han_to_latin(
                                     all_of: vec![vec![a], vec![b]],
                                     sources: sources.clone(),
                                     df: da.max(db),
+                                    translated: false,
                                 },
                             );
                         }
@@ -357,6 +362,7 @@ pub fn latin_to_han(
                         all_of,
                         sources: sources.clone(),
                         df,
+                        translated: false,
                     },
                 );
             }
@@ -493,13 +499,17 @@ pub fn credit(bridges: &[Bridge], doc: &str, found: &mut [bool]) {
 }
 
 /// The IDF share of the question's terms that `doc` covers only through bridges (the
-/// abstention signal `bridged`: a match made across scripts).
-pub fn bridged_share(w: &super::embedded::WeightedTerms, doc: &str) -> f64 {
-    let plain = super::embedded::WeightedTerms {
-        bridges: Vec::new(),
+/// abstention signal `bridged`: a match made across scripts), and the share it covers only
+/// through the dictionary's (`translated`: a match made by translation, not by spelling).
+pub fn bridged_share(w: &super::embedded::WeightedTerms, doc: &str) -> (f64, f64) {
+    let without = |keep: fn(&Bridge) -> bool| super::embedded::WeightedTerms {
+        bridges: w.bridges.iter().filter(|b| keep(b)).cloned().collect(),
         ..w.clone()
     };
-    (super::embedded::coverage(w, doc) - super::embedded::coverage(&plain, doc)).max(0.0)
+    let all = super::embedded::coverage(w, doc);
+    let plain = super::embedded::coverage(&without(|_| false), doc);
+    let spelt = super::embedded::coverage(&without(|b| !b.translated), doc);
+    ((all - plain).max(0.0), (all - spelt).max(0.0))
 }
 
 /// The bridges of `bridges` for the terms kept at `kept` (old indices, in order), renumbered.
@@ -622,6 +632,7 @@ mod tests {
             all_of: vec![vec!["qian".into()], vec!["feng".into()]],
             sources: vec![0],
             df: 1.0,
+            translated: false,
         }];
         let mut found = vec![false, false];
         credit(&b, "calligraphi qian", &mut found);
@@ -642,6 +653,7 @@ mod tests {
             all_of: toks.iter().map(|t| vec![t.to_string()]).collect(),
             sources: vec![0],
             df,
+            translated: false,
         };
         let b = vec![
             bridge(&["tang", "song"], 2_000.0),

@@ -656,21 +656,24 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
         let m = kind(k);
         assert!(m.recall_at_5.unwrap() >= 0.95, "{m:?}");
     }
-    // Reached 30/34 no-answer questions refused (target 0.90: one question short). The pinyin
-    // bridge (`retrieval::translit`) puts six more cross-lingual questions' exhibits in the top
-    // 5; fitted on them the abstention threshold sits lower, and two no-answer questions that
-    // were refused are answered (the retrieval README, "Cross-lingual bridge").
+    // Reached 29/34 no-answer questions refused (target 0.90: not reached). With the pinyin
+    // bridge alone it was 30/34 with 8/166 answerable refused and cross-lingual recall@5
+    // 0.467; the bilingual dictionary (`retrieval::dictionary`) and the threshold of its own
+    // for matches across scripts (`abstain::fit`) trade one no-answer refusal for four fewer
+    // false ones and twice the cross-lingual recall (the retrieval README, "Bilingual
+    // dictionary"; over 30 reshuffled fold assignments 27.8 / 6.0 against 29.3 / 9.7).
     let neg = kind("no-answer");
-    assert!(neg.abstention_recall.unwrap() >= 0.88, "{neg:?}");
+    assert!(neg.abstention_recall.unwrap() >= 0.85, "{neg:?}");
     assert_eq!(neg.abstention_precision, Some(1.0), "{neg:?}");
-    // Reached 8/166 answerable refused (was 12; target 0.02 overall: not reached); of the 144
-    // answerable questions whose exhibit lexical search ranks in the top 5, 3 are refused.
+    // Reached 4/166 answerable refused (target 0.02 overall: one question short); of the 149
+    // answerable questions whose exhibit lexical search ranks in the top 5, 2 are refused.
     let all = kind("all");
-    assert!(all.false_abstention_rate.unwrap() <= 0.049, "{all:?}");
-    assert!(all.recall_at_5.unwrap() >= 0.849, "{all:?}");
-    assert!(all.recall_at_1.unwrap() >= 0.819, "{all:?}");
+    assert!(all.false_abstention_rate.unwrap() <= 0.025, "{all:?}");
+    assert!(all.recall_at_5.unwrap() >= 0.885, "{all:?}");
+    assert!(all.recall_at_1.unwrap() >= 0.855, "{all:?}");
     let xl = kind("cross-lingual");
-    assert!(xl.recall_at_5.unwrap() >= 0.46, "{xl:?}");
+    assert!(xl.recall_at_5.unwrap() >= 0.93, "{xl:?}");
+    assert_eq!(xl.false_abstentions, 0, "{xl:?}");
     let outcomes = eval::cross_validate(&ranked, 5).0;
     let findable: Vec<bool> = ranked
         .iter()
@@ -687,8 +690,8 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
         .filter(|(o, f)| **f && o.returned.is_empty())
         .count();
     let n_findable = findable.iter().filter(|f| **f).count();
-    assert_eq!(n_findable, 144);
-    assert!(refused_findable <= 3, "{refused_findable}/{n_findable}");
+    assert_eq!(n_findable, 149);
+    assert!(refused_findable <= 2, "{refused_findable}/{n_findable}");
     // The Chinese and English-fact kinds lose no question to abstention.
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
         assert_eq!(kind(k).false_abstentions, 0, "{:?}", kind(k));

@@ -207,7 +207,7 @@ pub(crate) async fn search(
                     let p = model
                         .as_ref()
                         .zip(f)
-                        .map(|(m, f)| (m.probability(&f), m.threshold));
+                        .map(|(m, f)| (m.probability(&f), m.threshold_for(&f)));
                     (id, p)
                 })
             }

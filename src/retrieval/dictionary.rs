@@ -1,0 +1,513 @@
+//! A cross-lingual bridge through a bilingual dictionary, CC-CEDICT (issue 17).
+//!
+//! The pinyin bridge ([`translit`]) crosses between Chinese and English where the two spell a
+//! name alike (康熙 ↔ Kangxi). Most of what visitors ask across the languages is translated,
+//! not spelt: Boxers ↔ 义和团, gourd ↔ 葫芦, rubbing ↔ 拓本, "earliest … watch" ↔ 最早…表. This
+//! module makes the same kind of [`Bridge`] from CC-CEDICT (`cedict/`, CC BY-SA 4.0, see its
+//! NOTICE.md): index tokens of the other script standing for question terms, crediting coverage
+//! and joining the MATCH, adding no weight of their own (so a record in the question's own
+//! language scores exactly as before).
+//!
+//! - **A sense's phrases**: each sense of an entry (`/…/`) loses its parentheses and brackets and
+//!   is cut at `;`, `,` and ` or `; a piece of one to [`MAX_PHRASE_TOKENS`] English index tokens
+//!   (stop words dropped, stemmed as the index stems) is a phrase ("calabash or bottle gourd
+//!   (Lagenaria siceraria)" → `calabash`, `bottl gourd`). Cross-references, classifiers and
+//!   surnames ("variant of …", "CL:…", "surname Dai", "see …", "abbr. for …") make none.
+//! - **Chinese question → English records**: each dictionary word in the question whose every
+//!   bigram is a question term (or a one-character word that is a term itself) bridges to the
+//!   phrases of its first [`SENSES_PER_WORD`] senses: all tokens of a phrase must be in the
+//!   record, and the collection must hold each of them.
+//! - **English question → Chinese records**: a phrase all of whose tokens are terms of the
+//!   question names the headwords it is a sense of ("Boxers" is a sense of 义和团 and 义和拳,
+//!   "steelworks" of 钢铁厂). A headword of two or more characters bridges as its bigrams, all
+//!   required, when the collection holds each; at most [`HEADWORDS_PER_PHRASE`] a phrase, the
+//!   most frequent in the collection first. One-character headwords are left out: the index
+//!   holds a character inside a longer run only as bigrams, and one character reads too many
+//!   ways.
+//!
+//! The dictionary is compiled into the binary (3.8 MB compressed) and parsed at the first
+//! question ([`warm_up`] at start): ~0.5 s and ~40 MB in a release build.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::sync::OnceLock;
+
+use super::text::{self, QueryTerm, Run};
+use super::translit::Bridge;
+use crate::store::StoreError;
+use crate::store::collection::CollectionStore;
+
+/// CC-CEDICT 2023-11-07 as MDBG publishes it (gzip).
+const CEDICT_GZ: &[u8] = include_bytes!("cedict/cedict_1_0_ts_utf-8_mdbg.txt.gz");
+
+/// Most index tokens in one phrase (longer senses are descriptions, not translations).
+pub const MAX_PHRASE_TOKENS: usize = 3;
+/// Senses of a Chinese word read (CC-CEDICT lists the common ones first).
+pub const SENSES_PER_WORD: usize = 6;
+/// Headwords one English phrase bridges to.
+pub const HEADWORDS_PER_PHRASE: usize = 6;
+/// Headwords of one phrase looked up in the collection before [`HEADWORDS_PER_PHRASE`] are
+/// kept (dictionary order).
+const HEADWORDS_TRIED: usize = 24;
+/// Question terms in more than this share of the collection are not translated: their weight
+/// in the coverage is small and their translations are many (a long English question's "one",
+/// "made", "back" gave dozens of Chinese tokens). Chosen for cost; recall and abstention were
+/// the same under 5-fold CV with every term translated (retrieval README).
+pub const COMMON_SHARE: f64 = 0.1;
+/// Longest Chinese word looked up, in characters.
+const MAX_WORD_CHARS: usize = 8;
+
+/// One dictionary entry: its headword (normalised like the index: Simplified, as
+/// [`text::normalize`] writes it) and its phrases, in sense order.
+struct Entry {
+    head: Box<str>,
+    /// `(sense number, tokens)`.
+    phrases: Vec<(u16, Box<[Box<str>]>)>,
+}
+
+/// The parsed dictionary.
+pub struct Dictionary {
+    entries: Vec<Entry>,
+    /// Normalised headword → entries.
+    by_head: HashMap<Box<str>, Vec<u32>>,
+    /// First token of a phrase → `(entry, phrase index)`.
+    by_token: HashMap<Box<str>, Vec<(u32, u16)>>,
+}
+
+/// The dictionary (parsed at the first call).
+pub fn dictionary() -> &'static Dictionary {
+    static D: OnceLock<Dictionary> = OnceLock::new();
+    D.get_or_init(|| {
+        let started = std::time::Instant::now();
+        let mut raw = String::new();
+        // The bytes are compiled in: a failure here is a broken build, caught by the tests.
+        libflate::gzip::Decoder::new(CEDICT_GZ)
+            .and_then(|mut d| d.read_to_string(&mut raw))
+            .expect("the compiled-in CC-CEDICT decompresses");
+        let d = Dictionary::parse(&raw);
+        tracing::info!(
+            entries = d.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "bilingual dictionary (CC-CEDICT) loaded"
+        );
+        d
+    })
+}
+
+/// Parses the dictionary now instead of at the first question.
+pub fn warm_up() {
+    let _ = dictionary();
+}
+
+/// [`warm_up`] on a thread of its own, for a server once its start-up work is done (the parse
+/// takes ~0.6 s of a core; a question asked meanwhile waits for it to finish).
+pub fn warm_up_in_background() {
+    if let Err(e) = std::thread::Builder::new()
+        .name("dictionary".into())
+        .spawn(warm_up)
+    {
+        tracing::warn!(error = %e, "could not parse the bilingual dictionary ahead; the first question will");
+    }
+}
+
+/// A sense that is a cross-reference or a note, not a translation.
+fn is_note(sense: &str) -> bool {
+    const STARTS: [&str; 12] = [
+        "CL:",
+        "see ",
+        "see also",
+        "surname ",
+        "abbr. ",
+        "old variant",
+        "variant of",
+        "also written",
+        "used in ",
+        "pr. ",
+        "also pr.",
+        "Taiwan pr.",
+    ];
+    STARTS.iter().any(|s| sense.starts_with(s)) || sense.contains("variant of")
+}
+
+/// The sense without its parenthesised and bracketed parts.
+fn strip_notes(sense: &str) -> String {
+    let mut out = String::with_capacity(sense.len());
+    let mut depth = 0usize;
+    for c in sense.chars() {
+        match c {
+            '(' | '[' => depth += 1,
+            ')' | ']' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The phrases of one sense (see the module header).
+pub fn sense_phrases(sense: &str) -> Vec<Vec<String>> {
+    if is_note(sense) {
+        return Vec::new();
+    }
+    let plain = strip_notes(sense);
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for piece in plain.split([';', ',']).flat_map(|p| p.split(" or ")) {
+        if piece.chars().any(text::is_cjk) {
+            continue;
+        }
+        let toks = text::latin_tokens(piece);
+        if (1..=MAX_PHRASE_TOKENS).contains(&toks.len()) && !out.contains(&toks) {
+            out.push(toks);
+        }
+    }
+    out
+}
+
+impl Dictionary {
+    /// Parses CC-CEDICT's text format (`TRAD SIMP [pinyin] /sense/sense/`; `#` comments).
+    pub fn parse(raw: &str) -> Dictionary {
+        let mut d = Dictionary {
+            entries: Vec::new(),
+            by_head: HashMap::new(),
+            by_token: HashMap::new(),
+        };
+        for line in raw.lines() {
+            if line.starts_with('#') {
+                continue;
+            }
+            let Some((heads, rest)) = line.split_once(" [") else {
+                continue;
+            };
+            let Some((_, senses)) = rest.split_once("] /") else {
+                continue;
+            };
+            let Some((trad, simp)) = heads.split_once(' ') else {
+                continue;
+            };
+            let head = text::normalize(simp);
+            if !head.chars().all(text::is_cjk) || head.is_empty() {
+                continue;
+            }
+            let mut phrases: Vec<(u16, Box<[Box<str>]>)> = Vec::new();
+            for (n, sense) in senses.trim_end_matches('/').split('/').enumerate() {
+                for p in sense_phrases(sense) {
+                    phrases.push((
+                        n.min(u16::MAX as usize) as u16,
+                        p.into_iter().map(Into::into).collect(),
+                    ));
+                }
+            }
+            if phrases.is_empty() {
+                continue;
+            }
+            let id = d.entries.len() as u32;
+            for (i, (_, p)) in phrases.iter().enumerate() {
+                let list = d.by_token.entry(p[0].clone()).or_default();
+                list.push((id, i.min(u16::MAX as usize) as u16));
+            }
+            let trad = text::normalize(trad);
+            for key in [head.as_str(), trad.as_str()] {
+                let list = d.by_head.entry(key.into()).or_default();
+                if !list.contains(&id) {
+                    list.push(id);
+                }
+            }
+            d.entries.push(Entry {
+                head: head.into(),
+                phrases,
+            });
+        }
+        d
+    }
+
+    /// Entries in the dictionary.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The phrases of a (normalised) Chinese word's first [`SENSES_PER_WORD`] senses, each
+    /// entry of the word in turn.
+    pub fn english_of(&self, word: &str) -> Vec<&[Box<str>]> {
+        let mut out: Vec<&[Box<str>]> = Vec::new();
+        for &id in self
+            .by_head
+            .get(word)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            for (sense, p) in &self.entries[id as usize].phrases {
+                if (*sense as usize) < SENSES_PER_WORD && !out.contains(&&p[..]) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
+    /// Phrases all of whose tokens are in `terms`, each with the headwords it is a sense of (in
+    /// dictionary order, one-character headwords left out).
+    pub fn chinese_of<'a>(&'a self, terms: &[&str]) -> Vec<(Vec<&'a str>, Vec<&'a str>)> {
+        let mut out: Vec<(Vec<&str>, Vec<&str>)> = Vec::new();
+        for first in terms {
+            for &(id, i) in self
+                .by_token
+                .get(*first)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                let e = &self.entries[id as usize];
+                let phrase = &e.phrases[i as usize].1;
+                if !phrase.iter().all(|t| terms.contains(&&**t)) || e.head.chars().count() < 2 {
+                    continue;
+                }
+                let key: Vec<&str> = phrase.iter().map(|t| &**t).collect();
+                match out.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, heads)) => {
+                        if !heads.contains(&&*e.head) {
+                            heads.push(&e.head);
+                        }
+                    }
+                    None => out.push((key, vec![&e.head])),
+                }
+            }
+        }
+        out
+    }
+}
+
+fn term_index(terms: &[QueryTerm], text: &str) -> Option<usize> {
+    terms.iter().position(|t| t.text == text)
+}
+
+/// The bridges of a question whose terms are `terms` ([`text::query_terms_with`]), looked up
+/// in `store`.
+pub fn bridges(
+    store: &CollectionStore,
+    query: &str,
+    terms: &[QueryTerm],
+) -> Result<Vec<Bridge>, StoreError> {
+    let docs = store.exhibit_count()? as f64;
+    let mut df = |t: &str| store.doc_freq(t, false).map(|d| d as f64);
+    bridges_with(dictionary(), query, terms, docs, &mut df)
+}
+
+/// [`bridges`] with the collection's document frequencies from `df` (pure but for it).
+pub fn bridges_with(
+    dict: &Dictionary,
+    query: &str,
+    terms: &[QueryTerm],
+    docs: f64,
+    df: &mut dyn FnMut(&str) -> Result<f64, StoreError>,
+) -> Result<Vec<Bridge>, StoreError> {
+    let mut out: Vec<Bridge> = Vec::new();
+    let common = docs * COMMON_SHARE;
+    let mut memo: HashMap<String, f64> = HashMap::new();
+    let mut df_of = |t: &str| -> Result<f64, StoreError> {
+        if let Some(d) = memo.get(t) {
+            return Ok(*d);
+        }
+        let d = df(t)?;
+        memo.insert(t.to_string(), d);
+        Ok(d)
+    };
+    // Chinese words → English phrases.
+    let norm = text::normalize(query);
+    for run in text::runs(&norm) {
+        let Run::Cjk(s) = run else { continue };
+        let chars: Vec<char> = s.chars().collect();
+        for i in 0..chars.len() {
+            for n in 1..=MAX_WORD_CHARS.min(chars.len() - i) {
+                let word: String = chars[i..i + n].iter().collect();
+                let sources: Vec<usize> = if n == 1 {
+                    term_index(terms, &word).into_iter().collect()
+                } else {
+                    let bigrams: Vec<Option<usize>> = chars[i..i + n]
+                        .windows(2)
+                        .map(|w| term_index(terms, &w.iter().collect::<String>()))
+                        .collect();
+                    if bigrams.iter().any(Option::is_none) {
+                        break;
+                    }
+                    let mut s: Vec<usize> = bigrams.into_iter().flatten().collect();
+                    s.extend(term_index(terms, &word));
+                    s.sort_unstable();
+                    s.dedup();
+                    s
+                };
+                if sources.is_empty() {
+                    continue;
+                }
+                let mut rare = false;
+                for &s in &sources {
+                    rare |= df_of(&terms[s].text)? <= common;
+                }
+                if !rare {
+                    continue;
+                }
+                for phrase in dict.english_of(&word) {
+                    let mut all_of = Vec::with_capacity(phrase.len());
+                    let mut most = 0.0f64;
+                    for t in phrase {
+                        let d = df_of(t)?;
+                        if d <= 0.0 {
+                            all_of.clear();
+                            break;
+                        }
+                        most = most.max(d);
+                        all_of.push(vec![t.to_string()]);
+                    }
+                    if !all_of.is_empty() {
+                        push(&mut out, all_of, &sources, most);
+                    }
+                }
+            }
+        }
+    }
+    // English phrases → Chinese headwords.
+    let mut latin: Vec<&str> = Vec::new();
+    for t in terms {
+        if !t.prefix && !t.text.chars().any(text::is_cjk) && df_of(&t.text)? <= common {
+            latin.push(&t.text);
+        }
+    }
+    for (phrase, heads) in dict.chinese_of(&latin) {
+        let sources: Vec<usize> = phrase.iter().filter_map(|t| term_index(terms, t)).collect();
+        let mut found: Vec<(Vec<Vec<String>>, f64, f64)> = Vec::new();
+        for head in heads.into_iter().take(HEADWORDS_TRIED) {
+            let chars: Vec<char> = head.chars().collect();
+            let mut all_of = Vec::new();
+            let (mut most, mut least) = (0.0f64, f64::INFINITY);
+            for w in chars.windows(2) {
+                let b: String = w.iter().collect();
+                let d = df_of(&b)?;
+                if d <= 0.0 {
+                    all_of.clear();
+                    break;
+                }
+                most = most.max(d);
+                least = least.min(d);
+                if !all_of.contains(&vec![b.clone()]) {
+                    all_of.push(vec![b]);
+                }
+            }
+            if !all_of.is_empty() {
+                found.push((all_of, most, least));
+            }
+        }
+        // The translations this collection uses most.
+        found.sort_by(|a, b| b.2.total_cmp(&a.2));
+        for (all_of, most, _) in found.into_iter().take(HEADWORDS_PER_PHRASE) {
+            push(&mut out, all_of, &sources, most);
+        }
+    }
+    Ok(out)
+}
+
+fn push(out: &mut Vec<Bridge>, all_of: Vec<Vec<String>>, sources: &[usize], df: f64) {
+    if let Some(old) = out.iter_mut().find(|o| o.all_of == all_of) {
+        for s in sources {
+            if !old.sources.contains(s) {
+                old.sources.push(*s);
+            }
+        }
+    } else {
+        out.push(Bridge {
+            all_of,
+            sources: sources.to_vec(),
+            df,
+            translated: true,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SAMPLE: &str = "# CC-CEDICT\n\
+義和團 义和团 [Yi4 he2 tuan2] /the Righteous and Harmonious Fists/the Boxers (history)/\n\
+葫蘆 葫芦 [hu2 lu5] /calabash or bottle gourd (Lagenaria siceraria)/hoist/(poker) full house/\n\
+錶 表 [biao3] /watch (timepiece)/meter; gauge/\n\
+旗 旗 [qi2] /banner/flag/CL:面[mian4]/\n\
+旗幟 旗帜 [qi2 zhi4] /ensign/flag/\n\
+戴 戴 [Dai4] /surname Dai/\n\
+鋼鐵廠 钢铁厂 [gang1 tie3 chang3] /iron and steel works/steelworks/\n";
+
+    #[test]
+    fn senses_become_phrases_of_index_tokens() {
+        assert_eq!(
+            sense_phrases("calabash or bottle gourd (Lagenaria siceraria)"),
+            vec![
+                vec!["calabash".to_string()],
+                vec!["bottl".into(), "gourd".into()]
+            ]
+        );
+        assert_eq!(
+            sense_phrases("the Boxers (history)"),
+            vec![vec!["boxer".to_string()]]
+        );
+        assert!(sense_phrases("surname Dai").is_empty());
+        assert!(sense_phrases("CL:面[mian4]").is_empty());
+        assert!(sense_phrases("variant of 旗[qi2]").is_empty());
+        // A description is not a translation.
+        assert!(sense_phrases("long descriptions of several different kinds of things").is_empty());
+    }
+
+    #[test]
+    fn the_compiled_in_dictionary_parses() {
+        let d = dictionary();
+        assert!(d.len() > 100_000, "{}", d.len());
+        let gourd = d.english_of("葫芦");
+        assert!(
+            gourd.iter().any(|p| p.iter().any(|t| &**t == "gourd")),
+            "{gourd:?}"
+        );
+        // A Traditional headword is looked up as the index writes it (normalised).
+        let boxers = d.english_of(&text::normalize("義和團"));
+        assert!(
+            boxers.iter().any(|p| p.len() == 1 && &*p[0] == "boxer"),
+            "{boxers:?}"
+        );
+    }
+
+    #[test]
+    fn a_chinese_question_bridges_to_english_senses_the_collection_holds() {
+        let d = Dictionary::parse(SAMPLE);
+        let q = "那个葫芦做的酒瓶";
+        let t = text::query_terms(q);
+        let have = ["gourd", "bottl", "calabash"];
+        let mut df = |s: &str| Ok(if have.contains(&s) { 2.0 } else { 0.0 });
+        let b = bridges_with(&d, q, &t, 100.0, &mut df).unwrap();
+        let src = term_index(&t, "葫芦").unwrap();
+        let gourd = b
+            .iter()
+            .find(|b| b.all_of == [["bottl"], ["gourd"]])
+            .expect("bottle gourd");
+        assert_eq!(gourd.sources, vec![src]);
+        assert!(b.iter().any(|b| b.all_of == [["calabash"]]));
+        // "hoist" is not in the collection: no bridge.
+        assert!(!b.iter().any(|b| b.all_of == [["hoist"]]));
+    }
+
+    #[test]
+    fn an_english_question_bridges_to_chinese_headwords_as_bigrams() {
+        let d = Dictionary::parse(SAMPLE);
+        let q = "Do you have a flag carried by the Boxers?";
+        let t = text::query_terms(q);
+        let have = ["义和", "和团", "旗帜"];
+        let mut df = |s: &str| Ok(if have.contains(&s) { 1.0 } else { 0.0 });
+        let b = bridges_with(&d, q, &t, 100.0, &mut df).unwrap();
+        let boxers = b
+            .iter()
+            .find(|b| b.all_of == [["义和"], ["和团"]])
+            .expect("boxers");
+        assert_eq!(boxers.sources, vec![term_index(&t, "boxer").unwrap()]);
+        // "flag": 旗帜 (two characters), never the one-character 旗.
+        assert!(b.iter().any(|b| b.all_of == [["旗帜"]]), "{b:?}");
+        assert_eq!(b.len(), 2, "{b:?}");
+    }
+}
