@@ -557,8 +557,18 @@ fn features(
         None => None,
     };
     let top = lex.first();
-    let s1 = top.map_or(0.0, |l| l.score);
-    let s2 = lex.get(1).map_or(0.0, |l| l.score);
+    // The best and second-best scores, whatever the order: a "who is X" question's near ties
+    // may be reordered (`prefer_biographies`, scores unchanged), and the biography moved first
+    // then read as a weaker best hit with a negative margin: 溥心畬是谁 was refused for it.
+    let (mut s1, mut s2) = (0.0f64, 0.0f64);
+    for l in lex {
+        if l.score > s1 {
+            s2 = s1;
+            s1 = l.score;
+        } else if l.score > s2 {
+            s2 = l.score;
+        }
+    }
     let unknown: f64 = w
         .terms
         .iter()
