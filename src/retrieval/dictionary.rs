@@ -287,16 +287,27 @@ fn term_index(terms: &[QueryTerm], text: &str) -> Option<usize> {
     terms.iter().position(|t| t.text == text)
 }
 
-/// The bridges of a question whose terms are `terms` ([`text::query_terms_with`]), looked up
-/// in `store`.
+/// The bridges of a question whose weighed terms are `w` ([`text::query_terms_with`], then
+/// `embedded::weigh`), looked up in `store`. The collection's size and the document frequencies
+/// of the question's own exact terms are `w`'s (already read); other tokens are looked up.
 pub fn bridges(
     store: &CollectionStore,
     query: &str,
-    terms: &[QueryTerm],
+    w: &super::embedded::WeightedTerms,
 ) -> Result<Vec<Bridge>, StoreError> {
-    let docs = store.exhibit_count()? as f64;
-    let mut df = |t: &str| store.doc_freq(t, false).map(|d| d as f64);
-    bridges_with(dictionary(), query, terms, docs, &mut df)
+    let terms: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
+    let known: HashMap<&str, f64> = w
+        .terms
+        .iter()
+        .zip(&w.dfs)
+        .filter(|((t, _), _)| !t.prefix)
+        .map(|((t, _), df)| (t.text.as_str(), *df))
+        .collect();
+    let mut df = |t: &str| match known.get(t) {
+        Some(d) => Ok(*d),
+        None => store.doc_freq(t, false).map(|d| d as f64),
+    };
+    bridges_with(dictionary(), query, &terms, w.docs, &mut df)
 }
 
 /// [`bridges`] with the collection's document frequencies from `df` (pure but for it).

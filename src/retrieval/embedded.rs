@@ -774,29 +774,27 @@ fn lexical(
     if terms.is_empty() && !large {
         terms = w.terms.iter().map(|(t, _)| t.clone()).collect();
     }
-    let (translated, spelt): (Vec<translit::Bridge>, Vec<translit::Bridge>) =
-        w.bridges.iter().cloned().partition(|b| b.translated);
+    let (mut translated, spelt): (Vec<&translit::Bridge>, Vec<&translit::Bridge>) =
+        w.bridges.iter().partition(|b| b.translated);
     let budget = large.then_some(MATCH_DF_BUDGET);
-    for t in translit::match_terms(&spelt, half, MATCH_DF_CAP, budget) {
+    for t in translit::match_terms(spelt, half, MATCH_DF_CAP, budget) {
         if !terms.contains(&t) {
             terms.push(t);
         }
     }
     // The dictionary's translations join the MATCH within a budget of their own (the rarest
-    // within it, those of the weightiest terms first, at most TRANSLATION_MATCH_TOKENS): what
-    // they add to the BM25 stage is the cost of a translated question (measured in the
-    // retrieval README, "Bilingual dictionary").
-    // The translations of the question's weightiest terms first.
+    // within it, those of the question's weightiest terms first, at most
+    // TRANSLATION_MATCH_TOKENS): what they add to the BM25 stage is the cost of a translated
+    // question (measured in the retrieval README, "Bilingual dictionary").
     let weight = |b: &translit::Bridge| {
         b.sources
             .iter()
             .filter_map(|&s| w.terms.get(s).map(|t| t.1))
             .fold(0.0, f64::max)
     };
-    let mut translated = translated;
     translated.sort_by(|a, b| weight(b).total_cmp(&weight(a)));
     let translations: Vec<QueryTerm> = translit::match_terms(
-        &translated,
+        translated,
         half,
         MATCH_DF_CAP,
         Some(TRANSLATION_DF_BUDGET.min(budget.unwrap_or(f64::INFINITY))),
@@ -961,10 +959,11 @@ fn rank_in(
             features: None,
         });
     }
-    let mut bridges = translit::bridges(store, &query, &terms)?;
-    bridges.extend(super::dictionary::bridges(store, &query, &terms)?);
+    let spelt = translit::bridges(store, &query, &terms)?;
     let mut w = weigh(store, terms)?;
-    w.bridges = bridges;
+    let translated = super::dictionary::bridges(store, &query, &w)?;
+    w.bridges = spelt;
+    w.bridges.extend(translated);
     let near = dense
         .as_ref()
         .map(|d| dense_rankings(d.query, d.vectors, opts.candidates))

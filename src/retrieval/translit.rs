@@ -411,9 +411,14 @@ fn pair_tokens(
 /// holding any MATCH token, and a name read as pinyin several ways ("Medici": 末帝 + 地祠, 帝祠,
 /// …, 3,400 exhibits each at 500,000) added tens of thousands past the question's own budget.
 /// A bridge left out still credits coverage when its record comes from another term.
-pub fn match_terms(bridges: &[Bridge], half: f64, cap: f64, budget: Option<f64>) -> Vec<QueryTerm> {
+pub fn match_terms<'a>(
+    bridges: impl IntoIterator<Item = &'a Bridge>,
+    half: f64,
+    cap: f64,
+    budget: Option<f64>,
+) -> Vec<QueryTerm> {
     let mut eligible: Vec<&Bridge> = bridges
-        .iter()
+        .into_iter()
         .filter(|b| b.df <= half && b.df <= cap)
         .collect();
     if let Some(budget) = budget {
