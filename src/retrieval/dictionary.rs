@@ -524,5 +524,16 @@ mod tests {
         // "flag": 旗帜 (two characters), never the one-character 旗.
         assert!(b.iter().any(|b| b.all_of == [["旗帜"]]), "{b:?}");
         assert_eq!(b.len(), 2, "{b:?}");
+        // A term in over COMMON_SHARE of the collection is not translated: "flag" in 50 of 100.
+        let mut common = |s: &str| {
+            Ok(match s {
+                "flag" => 50.0,
+                _ if have.contains(&s) => 1.0,
+                _ => 0.0,
+            })
+        };
+        let b = bridges_with(&d, q, &t, 100.0, &mut common).unwrap();
+        assert!(!b.iter().any(|b| b.all_of == [["旗帜"]]), "{b:?}");
+        assert!(b.iter().any(|b| b.all_of == [["义和"], ["和团"]]), "{b:?}");
     }
 }
