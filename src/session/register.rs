@@ -23,9 +23,12 @@ use crate::request::attributes::Attributes;
 use crate::request::inflight::InFlight;
 use crate::request::replay::Limits;
 use crate::session::timers::Liveness;
+use crate::store::StoreError;
 
 /// How long a resume waits for the session's current owner to hand it over.
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a resume waits for the user store to say whether its credential was revoked.
+const REVOCATION_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Holds one unit of the server's session count and the session's registry entry.
 pub(super) struct SessionSlot(Arc<AppState>, String);
@@ -392,7 +395,13 @@ impl Unregistered {
     /// A resume of a session whose credential was revoked is refused with AUTH_FAILED; None when
     /// it may go on.
     async fn refuse_if_revoked(&self, who: &Principal, session_id: &str) -> Option<Step> {
-        match self.revoked(who).await {
+        let revoked = self.revoked(who).await;
+        self.refuse_if(revoked, session_id).await
+    }
+
+    /// The answer to a revocation check as the next step: none when the credential stands.
+    async fn refuse_if(&self, revoked: Result<bool, Flow>, session_id: &str) -> Option<Step> {
+        match revoked {
             Ok(false) => None,
             Ok(true) => {
                 tracing::info!(peer = %self.conn.peer, session = %session_id, "resume refused: credential revoked");
@@ -411,13 +420,23 @@ impl Unregistered {
         let conn = &self.conn;
         // Through the user store, so a key revoked on another node (PostgreSQL) counts too.
         let users = conn.app.auth.users().clone();
-        let ask = tokio::time::timeout(Duration::from_secs(5), users.revoked_principals());
+        let ask = tokio::time::timeout(REVOCATION_CHECK_TIMEOUT, users.revoked_principals());
         let answer = tokio::select! {
             _ = conn.token.cancelled() => {
                 return Err(Flow::Close(close_code::GOING_AWAY, "closed".into()));
             }
             a = ask => a,
         };
+        self.judge_revocations(who, answer).await
+    }
+
+    /// Reads the store's answer (revoked key ids, disabled account ids) for `who`.
+    async fn judge_revocations(
+        &self,
+        who: &Principal,
+        answer: Result<Result<(Vec<i64>, Vec<i64>), StoreError>, tokio::time::error::Elapsed>,
+    ) -> Result<bool, Flow> {
+        let conn = &self.conn;
         match answer {
             Ok(Ok((keys, accounts))) => Ok(match who {
                 Principal::ApiKey { id, .. } => keys.contains(id),
@@ -454,7 +473,21 @@ impl Unregistered {
                 "the session is held by another server, which cannot be reached right now; retry",
             )
         };
-        let (snap, token_ok) = match find_remote(&cluster, &r).await {
+        // The snapshot and the store's revocations are independent: both asked at once (each a
+        // round trip to another server, NATS and the user store).
+        let users = app.auth.users().clone();
+        let (found, revocations) = tokio::select! {
+            _ = conn.token.cancelled() => {
+                return Step::Stay(Flow::Close(close_code::GOING_AWAY, "closed".into()));
+            }
+            both = async {
+                tokio::join!(
+                    find_remote(&cluster, &r),
+                    tokio::time::timeout(REVOCATION_CHECK_TIMEOUT, users.revoked_principals()),
+                )
+            } => both,
+        };
+        let (snap, token_ok) = match found {
             Ok(s) => s,
             Err(RemoteRefused::Unknown) => {
                 conn.error(invalid(unknown)).await;
@@ -470,7 +503,8 @@ impl Unregistered {
             }
         };
         let principal = Principal::from(&snap.credential);
-        if let Some(refused) = self.refuse_if_revoked(&principal, &r.session_id).await {
+        let revoked = self.judge_revocations(&principal, revocations).await;
+        if let Some(refused) = self.refuse_if(revoked, &r.session_id).await {
             return refused;
         }
         if let Some(full) = self.refuse_if_full().await {

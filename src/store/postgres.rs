@@ -624,18 +624,26 @@ impl UserStore for PgUsers {
     async fn revoked_principals(&self) -> Result<(Vec<i64>, Vec<i64>), StoreError> {
         self.timed(async {
             let c = self.client().await?;
-            let keys = c
-                .query("SELECT id FROM api_keys WHERE revoked", &[])
+            // One cached statement, one round trip: every cross-node resume asks this.
+            let st = c
+                .prepare_cached(
+                    "SELECT FALSE, id FROM api_keys WHERE revoked \
+                     UNION ALL SELECT TRUE, id FROM accounts WHERE disabled",
+                )
                 .await
                 .map_err(pg_error)?;
-            let accounts = c
-                .query("SELECT id FROM accounts WHERE disabled", &[])
-                .await
-                .map_err(pg_error)?;
-            Ok((
-                keys.iter().map(|r| r.get(0)).collect(),
-                accounts.iter().map(|r| r.get(0)).collect(),
-            ))
+            let rows = c.query(&st, &[]).await.map_err(pg_error)?;
+            let (mut keys, mut accounts) = (Vec::new(), Vec::new());
+            for r in &rows {
+                let account: bool = r.get(0);
+                let id: i64 = r.get(1);
+                if account {
+                    accounts.push(id)
+                } else {
+                    keys.push(id)
+                }
+            }
+            Ok((keys, accounts))
         })
         .await
     }
