@@ -68,6 +68,7 @@ async fn every_scenario_runs_with_tiny_numbers() {
             away_ms: 20.0,
             voice: false,
             concurrency: 4,
+            spread: true,
         },
     )
     .await
@@ -145,6 +146,7 @@ async fn the_tool_can_spawn_the_real_binary() {
             away_ms: 60.0,
             voice: true,
             concurrency: 2,
+            spread: true,
         },
     )
     .await

@@ -168,6 +168,13 @@ enum Scenario {
         /// random offset within its first period, as visitors' questions do.
         #[arg(long)]
         lockstep: bool,
+        /// Ask every session's first question right after it registered, so that all replies
+        /// start, and end, within one chunk period of each other: a wave of reply ends (and
+        /// their snapshot writes and next questions) every reply's length. By default each
+        /// session waits a random part of one reply's length (chunks / rate) first, as visitors
+        /// do not all ask at once.
+        #[arg(long)]
+        waves: bool,
         /// Write one CSV line per resume here (start, TCP connect, upgrade, ACK, first
         /// replayed frame), to line slow resumes up in time.
         #[arg(long)]
@@ -351,6 +358,7 @@ fn main() -> anyhow::Result<()> {
                     concurrency,
                     nodes: n,
                     lockstep,
+                    waves,
                     phases,
                 } => {
                     if let Some(path) = phases {
@@ -390,11 +398,13 @@ fn main() -> anyhow::Result<()> {
                             away_ms,
                             voice,
                             concurrency,
+                            spread: !waves,
                         },
                     )
                     .await?;
                     up.set_stagger(false);
                     r.params["staggered"] = serde_json::json!(!lockstep);
+                    r.params["spread"] = serde_json::json!(!waves);
                     r
                 }
                 Scenario::Hub {

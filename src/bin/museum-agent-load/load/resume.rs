@@ -41,6 +41,9 @@ pub struct ResumeParams {
     pub voice: bool,
     /// Sessions connecting and registering at a time at the start.
     pub concurrency: usize,
+    /// Each session waits a random part of one reply's length before its first question
+    /// (`--waves` turns it off).
+    pub spread: bool,
 }
 
 /// Order checks of one numbered stream: text seqs, voice seqs or upstream chunk indices.
@@ -539,6 +542,10 @@ async fn session(
         "REGISTER_ACK has no resume_token: is resume on ([session] resume_window_seconds)?"
     );
     let (sid, mut token) = (c.session_id.clone(), c.resume_token.clone());
+    if p.spread && p.rate > 0.0 {
+        let reply = p.chunks as f64 / p.rate;
+        tokio::time::sleep(Duration::from_secs_f64(reply * rand::random::<f64>())).await;
+    }
     let mut cuts_left = p.cuts;
     let mut q = 0usize;
     while cuts_left > 0 {
