@@ -500,8 +500,13 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
             };
             end_zh(frame + &quote)
         } else {
+            let says = if is_chinese(&sentence) {
+                "is in Chinese only"
+            } else {
+                "says"
+            };
             format!(
-                "About {name}, our record of “{}” says: {}",
+                "About {name}, our record of “{}” {says}: {}",
                 e.title.trim(),
                 end_en(clip(&sentence, 280))
             )
@@ -553,9 +558,15 @@ fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&s
     };
     let title = q(e.title.trim());
     let quote = clip(&q(sentence), 140);
+    // A record written in English is quoted as it is, and the visitor told so.
+    let english = !quote.is_empty() && !is_chinese(&quote);
     let says = |out: &mut String, lead: &str| {
         if !quote.is_empty() {
-            out.push_str(&ours(lead));
+            out.push_str(&ours(if english {
+                "资料是英文的："
+            } else {
+                lead
+            }));
             out.push_str(&quote);
             if !quote.ends_with(['。', '！', '？', '…', '.', '!', '?']) {
                 out.push('。');
@@ -633,9 +644,16 @@ fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&s
 fn compose_en(e: &Exhibit, a: Asks, sentence: &str, others: &[&str]) -> String {
     let title = e.title.trim();
     let quote = clip(sentence, 280);
+    // A record written in Chinese is quoted as it is (no translation without a model), and
+    // the visitor told so.
+    let lead = if is_chinese(&quote) {
+        "Its record is in Chinese only"
+    } else {
+        "The record says"
+    };
     let says = |out: &mut String| {
         if !quote.is_empty() {
-            out.push_str(&format!(" The record says: {quote}"));
+            out.push_str(&format!(" {lead}: {quote}"));
             if !quote.ends_with(['.', '!', '?', '…', '。', '！', '？']) {
                 out.push('.');
             }
@@ -922,6 +940,35 @@ mod tests {
             fact_answer(&f, "Where are the toilets?"),
             "Next to the stairs."
         );
+    }
+
+    #[test]
+    fn a_record_in_the_other_language_is_quoted_as_such() {
+        let chinese = [record(
+            "義和團軍旗",
+            "",
+            "",
+            "",
+            "此面義和團軍旗做呈等腰三角形制。",
+        )];
+        let en = compose("Do you have a flag carried by the Boxers?", Some(&chinese));
+        assert!(
+            en.contains("Its record is in Chinese only: 此面義和團軍旗"),
+            "{en}"
+        );
+        assert!(!en.contains("The record says"), "{en}");
+        let english = [record(
+            "Camel",
+            "",
+            "",
+            "",
+            "The two-humped Bactrian camel is native to central Asia.",
+        )];
+        let zh = compose("请介绍一下这件骆驼", Some(&english));
+        assert!(zh.contains("资料是英文的：The two-humped"), "{zh}");
+        // Same language: as before.
+        let en = compose("Tell me about the camel", Some(&english));
+        assert!(en.contains("The record says: The two-humped"), "{en}");
     }
 
     #[test]
