@@ -29,6 +29,12 @@
 //!   specific the question is (measured, not in the model);
 //! - `translated`: the IDF share the best hit covers only through a dictionary bridge
 //!   ([`super::dictionary`]: 义和团 ↔ Boxers), a match made by translation.
+//! - `who_found`: 1 when the question asks who someone is ("溥儒是谁", "Who is Fabergé?",
+//!   [`super::text::who_is_subject`]) and the best hit names that person whole in its maker
+//!   field or its description. Not a feature of the model but a rule in
+//!   [`AbstentionModel::answers`]: such a question is answered (the record says something of
+//!   that person), however few words it has. The model had never seen an answerable one-term
+//!   question and refused them (ln(1 + terms) weighs heavily).
 //!
 //! With embeddings ready, three semantic signals are added ([`SEMANTIC_FEATURES`], computed by
 //! [`semantic_features`] from the calibrated dense ranking, `embeddings::dense_rankings`):
@@ -54,7 +60,7 @@ use serde::{Deserialize, Serialize};
 
 /// Every lexical signal `embedded::features` computes, in the order of its vector. A model
 /// reads the ones its feature list names.
-pub const SIGNALS: [&str; 18] = [
+pub const SIGNALS: [&str; 19] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -73,6 +79,7 @@ pub const SIGNALS: [&str; 18] = [
     "near_ties",
     "mean_idf",
     "translated",
+    "who_found",
 ];
 
 /// The semantic signals, after the lexical ones in a hybrid signal vector.
@@ -238,7 +245,7 @@ impl AbstentionModel {
     }
 
     pub fn answers(&self, f: &[f64]) -> bool {
-        self.probability(f) >= self.threshold_for(f)
+        who_found(f) || self.probability(f) >= self.threshold_for(f)
     }
 
     /// The threshold that applies to a question with these signals.
@@ -256,6 +263,13 @@ fn pick<S: AsRef<str>>(names: &[S], f: &[f64]) -> Option<Vec<f64>> {
         .iter()
         .map(|n| signal_index(n.as_ref()).and_then(|i| f.get(i).copied()))
         .collect()
+}
+
+/// Whether a "who is X" question's X is named whole by the best hit (`who_found`).
+fn who_found(f: &[f64]) -> bool {
+    signal_index("who_found")
+        .and_then(|i| f.get(i))
+        .is_some_and(|v| *v > 0.0)
 }
 
 /// Whether the best hit is written in the other script than the question (`lang_mismatch`).

@@ -607,6 +607,10 @@ fn features(
     } else {
         0.0
     };
+    let who_found = match (text::who_is_subject(query), top_exhibit.as_ref()) {
+        (Some(name), Some(e)) => f64::from(u8::from(describes(e, &name))),
+        _ => 0.0,
+    };
     // The question's specificity: its terms' mean IDF over the IDF of a term in one record.
     let mean_idf = if w.terms.is_empty() || w.docs <= 0.0 {
         0.0
@@ -636,8 +640,19 @@ fn features(
         near_ties,
         mean_idf,
         translated,
+        who_found,
     ])
 }
+
+/// Whether a record says who `name` is: its maker field names them, or its description gives
+/// their life span right after their name (a biography, "溥儒(1896－1963)，字心畬…"), not a
+/// mention in passing ("Lorenzo di Credi along with Leonardo da Vinci … studied with …").
+fn describes(e: &Exhibit, name: &str) -> bool {
+    text::names_whole(&e.maker, name) || text::life_span_follows(&e.description, name)
+}
+
+/// Hits after the best looked at for a biography of a "who is X" question's X.
+const BIOGRAPHY_DEPTH: usize = 10;
 
 /// Hits within this share of the best score may be reordered for a "who is X" question.
 const BIOGRAPHY_NEAR_TIE: f64 = 0.9;
@@ -645,15 +660,37 @@ const BIOGRAPHY_NEAR_TIE: f64 = 0.9;
 /// same share as [`BIOGRAPHY_NEAR_TIE`], not tuned).
 const NEAR_TIE: f64 = BIOGRAPHY_NEAR_TIE;
 
-/// For a "who is X" question ([`text::is_who_is`]), moves the near-tied top hits whose
-/// description reads like a biography (a life span) ahead of those that merely carry X's name
-/// (a name card, a letter), keeping their order otherwise. Scores are unchanged.
+/// For a "who is X" question ([`text::who_is_subject`]): a record of the first
+/// [`BIOGRAPHY_DEPTH`] that says who X is ([`describes`]) goes first when the first does not;
+/// otherwise the near-tied top hits whose description reads like a biography (a life span) go
+/// ahead of those that merely carry X's name (a name card, a letter), keeping their order
+/// otherwise. Scores are unchanged.
 fn prefer_biographies(
     store: &CollectionStore,
     query: &str,
     lex: &mut [Lexical],
 ) -> Result<(), StoreError> {
-    if lex.len() < 2 || !text::is_who_is(query) {
+    if lex.len() < 2 {
+        return Ok(());
+    }
+    let Some(name) = text::who_is_subject(query) else {
+        return Ok(());
+    };
+    // A record of the first ten that says who X is (`describes`) goes first, whatever its
+    // score: "溥儒是谁" ranks a couplet he wrote ("為溥儒所撰") above the book whose description
+    // gives his life, and the answer should quote the life.
+    let depth = lex.len().min(BIOGRAPHY_DEPTH);
+    let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
+    let rows = store.exhibits_by_pk(&pks)?;
+    let says_who = |pk: i64| {
+        rows.iter()
+            .find(|(p, _)| *p == pk)
+            .is_some_and(|(_, r)| describes(&Exhibit::from(r.clone()), &name))
+    };
+    if !says_who(lex[0].pk)
+        && let Some(i) = (1..depth).find(|&i| says_who(lex[i].pk))
+    {
+        lex[..=i].rotate_right(1);
         return Ok(());
     }
     let best = lex[0].score;
@@ -1462,6 +1499,54 @@ mod tests {
         // One of them rare: matched again.
         w.dfs[0] = 100.0;
         assert_eq!(lexical(&s, &w, &o, &[]).unwrap()[0].pk, 1);
+    }
+
+    #[test]
+    fn a_who_is_question_puts_the_record_that_says_who_first_and_is_answered() {
+        let s = crate::store::Store::open_in_memory().unwrap().collection();
+        let mut rows = sample();
+        rows.push(ex(
+            "p1",
+            "凝碧餘音",
+            "",
+            "《凝碧餘音》為溥儒所撰之七言聯詩。溥儒書。",
+        ));
+        rows.push(ex(
+            "p2",
+            "十三經師承略解",
+            "",
+            "受託保管之書。溥儒(1896－1963)，字心畬，號西山逸士，清道光皇帝的曾孫。",
+        ));
+        rows.push(ex(
+            "f1",
+            "Anteater",
+            "Fabergé",
+            "An animal rare in the repertory.",
+        ));
+        ingest_rows(&s, rows).unwrap();
+        let o = EmbeddedOptions::default();
+        let at = abstain::SIGNALS
+            .iter()
+            .position(|n| *n == "who_found")
+            .unwrap();
+        let (ids, f) = rank_with_features(&s, "溥儒是谁", 5, &o).unwrap();
+        assert_eq!(ids[0], "p2", "{ids:?}");
+        let f = f.unwrap();
+        assert_eq!(f[at], 1.0);
+        assert!(abstain::AbstentionModel::shipped().answers(&f));
+        // The maker field says who, too.
+        let (ids, f) = rank_with_features(&s, "Who is Fabergé?", 5, &o).unwrap();
+        assert_eq!(ids[0], "f1");
+        assert_eq!(f.unwrap()[at], 1.0);
+        // A mention in passing does not: no reorder, no rule.
+        let (_, f) = rank_with_features(&s, "Who is Ishiguro Masayoshi?", 5, &o).unwrap();
+        assert_eq!(f.unwrap()[at], 1.0, "maker field");
+        let (_, f) = rank_with_features(&s, "李斯是谁", 5, &o).unwrap();
+        assert_eq!(
+            f.unwrap()[at],
+            0.0,
+            "相傳為秦代丞相李斯所書 names him, gives no life"
+        );
     }
 
     #[test]

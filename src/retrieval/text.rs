@@ -1153,12 +1153,68 @@ pub fn who_is_subject(query: &str) -> Option<String> {
     // The rest must be a name: capitalised words.
     let rest = t[skip..].trim();
     let words: Vec<&str> = rest.split_whitespace().collect();
+    // Joining particles inside a name count ("Leonardo da Vinci", "Vincent van Gogh"), not at
+    // its ends.
+    let capital = |w: &&str| w.chars().next().is_some_and(|c| c.is_uppercase());
     let name = !words.is_empty()
         && words.len() <= 5
+        && words.first().is_some_and(capital)
+        && words.last().is_some_and(capital)
         && words
             .iter()
-            .all(|w| w.chars().next().is_some_and(|c| c.is_uppercase()));
+            .all(|w| capital(w) || NAME_JOINERS.contains(&w.to_lowercase().as_str()));
     name.then(|| rest.to_string())
+}
+
+/// Whether `text` names `name` whole ([`names_whole`]) with a life span right after it
+/// ("溥儒(1896－1963)", "Peter Carl Fabergé (Russian, 1846-1920)"): what a record that says who
+/// someone is writes, where a mention in passing does not.
+pub fn life_span_follows(text: &str, name: &str) -> bool {
+    let (text, name) = (normalize(text), normalize(name));
+    let name = name.trim();
+    if name.is_empty() {
+        return false;
+    }
+    let latin = !name.chars().any(is_cjk);
+    // The span (nine characters) may start after a bracket in Chinese ("溥儒(1896－1963)"),
+    // after a nationality in English ("Fabergé (Russian, 1846-1920)").
+    let window_chars = if latin { 24 } else { 11 };
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after_at = at + name.len();
+        let next = text[after_at..].chars().next();
+        let whole = !latin
+            || (!before.is_some_and(char::is_alphanumeric)
+                && !next.is_some_and(char::is_alphanumeric));
+        let window: String = text[after_at..].chars().take(window_chars).collect();
+        whole && has_life_span(&window)
+    })
+}
+
+/// Whether `text` names `name` whole: as a run of Chinese characters anywhere, or as whole
+/// Latin words (a name of several words in that order), compared after [`normalize`]
+/// ("Fabergé" in "Peter Carl Faberge"; "Ann" not in "Annunciation").
+pub fn names_whole(text: &str, name: &str) -> bool {
+    let (text, name) = (normalize(text), normalize(name));
+    let name = name.trim();
+    if name.is_empty() {
+        return false;
+    }
+    if name.chars().any(is_cjk) {
+        return text.contains(name);
+    }
+    let words = |s: &str| -> String {
+        let spaced: String = s
+            .chars()
+            .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+            .collect();
+        format!(
+            " {} ",
+            spaced.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
+    };
+    let name = words(name);
+    name.trim().len() > 1 && words(&text).contains(&name)
 }
 
 /// Whether a text reads like a biography: it gives a life span such as "(1896－1963)" or
@@ -1818,6 +1874,42 @@ mod tests {
         assert_eq!(in_script("臺灣通史", Script::Traditional), "臺灣通史");
         assert_eq!(in_script("臺灣通史", Script::Simplified), "台湾通史");
         assert_eq!(in_script("Inro 印籠", Script::Simplified), "Inro 印笼");
+    }
+
+    #[test]
+    fn names_are_found_whole() {
+        assert!(names_whole("溥儒(1896－1963)，字心畬", "溥儒"));
+        assert!(names_whole(
+            "Peter Carl Fabergé (Russian, 1846-1920)",
+            "Fabergé"
+        ));
+        assert!(names_whole("House of Faberge", "faberge"));
+        assert!(names_whole(
+            "Shibata Zeshin (Japanese, 1807-1891)",
+            "Shibata Zeshin"
+        ));
+        assert!(!names_whole("The Annunciation", "Ann"));
+        assert!(!names_whole("Zeshin Shibata", "Shibata Zeshin"));
+        assert!(!names_whole("anything", ""));
+        assert!(life_span_follows("…溥儒(1896－1963)，字心畬…", "溥儒"));
+        assert!(life_span_follows(
+            "by Peter Carl Fabergé (Russian, 1846-1920)",
+            "Fabergé"
+        ));
+        assert!(!life_span_follows(
+            "為溥儒所撰之七言聯詩。王澍(1668-1743)",
+            "溥儒"
+        ));
+        assert!(!life_span_follows(
+            "仿王羲之，作者王澍(1668-1743)",
+            "王羲之"
+        ));
+        assert!(!life_span_follows("Fabergéx (1846-1920)", "Fabergé"));
+        assert_eq!(
+            who_is_subject("Who is Leonardo da Vinci?").as_deref(),
+            Some("Leonardo da Vinci")
+        );
+        assert_eq!(who_is_subject("Who is da Vinci?"), None);
     }
 
     #[test]
