@@ -29,6 +29,9 @@ use crate::store::StoreError;
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a resume waits for the user store to say whether its credential was revoked.
 const REVOCATION_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+/// The user store's revoked key ids and disabled account ids, or why it could not say.
+type RevocationAnswer =
+    Result<Result<(Vec<i64>, Vec<i64>), StoreError>, tokio::time::error::Elapsed>;
 
 /// Holds one unit of the server's session count and the session's registry entry.
 pub(super) struct SessionSlot(Arc<AppState>, String);
@@ -434,7 +437,7 @@ impl Unregistered {
     async fn judge_revocations(
         &self,
         who: &Principal,
-        answer: Result<Result<(Vec<i64>, Vec<i64>), StoreError>, tokio::time::error::Elapsed>,
+        answer: RevocationAnswer,
     ) -> Result<bool, Flow> {
         let conn = &self.conn;
         match answer {
