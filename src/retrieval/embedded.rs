@@ -496,6 +496,21 @@ fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
     f64::from(u8::from(names.iter().any(|n| !doc.contains(n.as_str()))))
 }
 
+/// 1 when the question names a work by its title marks (《祭侄文稿》) that the best hit, written in
+/// the question's script, does not hold; 0 otherwise (no such title, or a best hit in the
+/// other script, whose text cannot hold it as written).
+fn work_missing(query: &str, top: Option<&Exhibit>) -> f64 {
+    let works = text::marked_titles(query);
+    let Some(e) = top else {
+        return f64::from(u8::from(!works.is_empty()));
+    };
+    if works.is_empty() || !e.title.chars().any(text::is_cjk) {
+        return 0.0;
+    }
+    let doc = exhibit_text(e);
+    f64::from(u8::from(works.iter().any(|n| !doc.contains(n.as_str()))))
+}
+
 /// The text of an exhibit's fields a visitor may name things from, normalised.
 fn exhibit_text(e: &Exhibit) -> String {
     let mut doc = String::new();
@@ -641,6 +656,7 @@ fn features(
         mean_idf,
         translated,
         who_found,
+        work_missing(query, top_exhibit.as_ref()),
     ])
 }
 

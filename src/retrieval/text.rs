@@ -1166,6 +1166,24 @@ pub fn who_is_subject(query: &str) -> Option<String> {
     name.then(|| rest.to_string())
 }
 
+/// The titles a question marks with Chinese title marks (《祭侄文稿》, 〈蘭亭序〉), normalised.
+pub fn marked_titles(query: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (open, close) in [('《', '》'), ('〈', '〉')] {
+        let mut rest = query;
+        while let Some(a) = rest.find(open) {
+            let after = &rest[a + open.len_utf8()..];
+            let Some(b) = after.find(close) else { break };
+            let inner = normalize(after[..b].trim());
+            if (1..=40).contains(&inner.chars().count()) {
+                out.push(inner);
+            }
+            rest = &after[b + close.len_utf8()..];
+        }
+    }
+    out
+}
+
 /// Whether `text` names `name` whole ([`names_whole`]) with a life span right after it
 /// ("溥儒(1896－1963)", "Peter Carl Fabergé (Russian, 1846-1920)"): what a record that says who
 /// someone is writes, where a mention in passing does not.
@@ -1874,6 +1892,20 @@ mod tests {
         assert_eq!(in_script("臺灣通史", Script::Traditional), "臺灣通史");
         assert_eq!(in_script("臺灣通史", Script::Simplified), "台湾通史");
         assert_eq!(in_script("Inro 印籠", Script::Simplified), "Inro 印笼");
+    }
+
+    #[test]
+    fn titles_between_title_marks() {
+        assert_eq!(
+            marked_titles("有没有颜真卿的《祭侄文稿》？"),
+            vec!["祭侄文稿"]
+        );
+        assert_eq!(
+            marked_titles("〈蘭亭序〉和《寒食帖》"),
+            vec!["寒食帖", "兰亭序"]
+        );
+        assert!(marked_titles("“石虎”那两个大字").is_empty());
+        assert!(marked_titles("《未闭合").is_empty());
     }
 
     #[test]

@@ -661,9 +661,11 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     // 0.467; the bilingual dictionary (`retrieval::dictionary`) and the threshold of its own
     // for matches across scripts (`abstain::fit`) trade one no-answer refusal for four fewer
     // false ones and twice the cross-lingual recall (the retrieval README, "Bilingual
-    // dictionary"; over 30 reshuffled fold assignments 27.8 / 6.0 against 29.3 / 9.7).
+    // dictionary"; over 30 reshuffled fold assignments 27.8 / 6.0 against 29.3 / 9.7). The
+    // `work_missing` rule (a work named in 《》 that the same-script best hit does not hold is
+    // refused) made it 30/34, no answerable question more refused.
     let neg = kind("no-answer");
-    assert!(neg.abstention_recall.unwrap() >= 0.85, "{neg:?}");
+    assert!(neg.abstention_recall.unwrap() >= 0.88, "{neg:?}");
     assert_eq!(neg.abstention_precision, Some(1.0), "{neg:?}");
     // Reached 4/166 answerable refused (target 0.02 overall: one question short); of the 149
     // answerable questions whose exhibit lexical search ranks in the top 5, 2 are refused.

@@ -204,10 +204,13 @@ pub(crate) async fn search(
                     .call(move |s| retrieval::embedded::rank_with_features(s, &q, 1, &opts))
                     .await?;
                 ids.first().cloned().map(|id| {
-                    let p = model
-                        .as_ref()
-                        .zip(f)
-                        .map(|(m, f)| (m.probability(&f), m.threshold_for(&f)));
+                    let p = model.as_ref().zip(f).map(|(m, f)| {
+                        (
+                            m.probability(&f),
+                            m.threshold_for(&f),
+                            retrieval::abstain::work_missing(&f),
+                        )
+                    });
                     (id, p)
                 })
             }
@@ -218,7 +221,10 @@ pub(crate) async fn search(
         );
         if let Some((id, p)) = &refused {
             match p {
-                Some((p, t)) => text.push_str(&format!(
+                Some((_, _, true)) => text.push_str(&format!(
+                    "\n  best candidate {id} refused: the question names a work (《…》) this record does not hold"
+                )),
+                Some((p, t, false)) => text.push_str(&format!(
                     "\n  best candidate {id} refused by the abstention model: p = {p:.3} < threshold {t:.3}"
                 )),
                 None => text.push_str(&format!(
