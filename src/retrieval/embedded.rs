@@ -623,7 +623,7 @@ fn features(
         0.0
     };
     let who_found = match (text::who_is_subject(query), top_exhibit.as_ref()) {
-        (Some(name), Some(e)) => f64::from(u8::from(describes(e, &name))),
+        (Some(name), Some(e)) => f64::from(u8::from(describes(&e.maker, &e.description, &name))),
         _ => 0.0,
     };
     // The question's specificity: its terms' mean IDF over the IDF of a term in one record.
@@ -663,8 +663,8 @@ fn features(
 /// Whether a record says who `name` is: its maker field names them, or its description gives
 /// their life span right after their name (a biography, "溥儒(1896－1963)，字心畬…"), not a
 /// mention in passing ("Lorenzo di Credi along with Leonardo da Vinci … studied with …").
-fn describes(e: &Exhibit, name: &str) -> bool {
-    text::names_whole(&e.maker, name) || text::life_span_follows(&e.description, name)
+fn describes(maker: &str, description: &str, name: &str) -> bool {
+    text::names_whole(maker, name) || text::life_span_follows(description, name)
 }
 
 /// Hits after the best looked at for a biography of a "who is X" question's X.
@@ -694,15 +694,13 @@ fn prefer_biographies(
     };
     // A record of the first ten that says who X is (`describes`) goes first, whatever its
     // score: "溥儒是谁" ranks a couplet he wrote ("為溥儒所撰") above the book whose description
-    // gives his life, and the answer should quote the life.
+    // gives his life, and the answer should quote the life. The near ties below are among the
+    // same first ten: their rows are read once.
     let depth = lex.len().min(BIOGRAPHY_DEPTH);
     let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
     let rows = store.exhibits_by_pk(&pks)?;
-    let says_who = |pk: i64| {
-        rows.iter()
-            .find(|(p, _)| *p == pk)
-            .is_some_and(|(_, r)| describes(&Exhibit::from(r.clone()), &name))
-    };
+    let row = |pk: i64| rows.iter().find(|(p, _)| *p == pk).map(|(_, r)| r);
+    let says_who = |pk: i64| row(pk).is_some_and(|r| describes(&r.maker, &r.description, &name));
     if !says_who(lex[0].pk)
         && let Some(i) = (1..depth).find(|&i| says_who(lex[i].pk))
     {
@@ -710,21 +708,14 @@ fn prefer_biographies(
         return Ok(());
     }
     let best = lex[0].score;
-    let n = lex
+    let n = lex[..depth]
         .iter()
-        .take(10)
         .take_while(|l| l.score >= BIOGRAPHY_NEAR_TIE * best)
         .count();
     if n < 2 {
         return Ok(());
     }
-    let pks: Vec<i64> = lex[..n].iter().map(|l| l.pk).collect();
-    let rows = store.exhibits_by_pk(&pks)?;
-    let bio = |pk: i64| {
-        rows.iter()
-            .find(|(p, _)| *p == pk)
-            .is_some_and(|(_, r)| text::has_life_span(&r.description))
-    };
+    let bio = |pk: i64| row(pk).is_some_and(|r| text::has_life_span(&r.description));
     lex[..n].sort_by_key(|l| !bio(l.pk));
     Ok(())
 }

@@ -1168,19 +1168,8 @@ pub fn who_is_subject(query: &str) -> Option<String> {
 
 /// The titles a question marks with Chinese title marks (《祭侄文稿》, 〈蘭亭序〉), normalised.
 pub fn marked_titles(query: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for (open, close) in [('《', '》'), ('〈', '〉')] {
-        let mut rest = query;
-        while let Some(a) = rest.find(open) {
-            let after = &rest[a + open.len_utf8()..];
-            let Some(b) = after.find(close) else { break };
-            let inner = normalize(after[..b].trim());
-            if (1..=40).contains(&inner.chars().count()) {
-                out.push(inner);
-            }
-            rest = &after[b + close.len_utf8()..];
-        }
-    }
+    let mut out = between(query, &[('《', '》')]);
+    out.extend(between(query, &[('〈', '〉')]));
     out
 }
 
@@ -1246,6 +1235,29 @@ pub fn has_life_span(text: &str) -> bool {
     })
 }
 
+/// What the question holds between one of the `pairs` (an opening mark and its closing one),
+/// left to right, normalised, 1 to 40 characters long.
+fn between(query: &str, pairs: &[(char, char)]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let chars: Vec<char> = query.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        if let Some(&(_, close)) = pairs.iter().find(|(o, _)| *o == chars[i])
+            && let Some(len) = chars[i + 1..].iter().position(|c| *c == close)
+        {
+            let inner: String = chars[i + 1..i + 1 + len].iter().collect();
+            let n = normalize(inner.trim());
+            if (1..=40).contains(&n.chars().count()) {
+                out.push(n);
+            }
+            i += len + 2;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
 /// Bracket and quote pairs whose content is a name or title (《寒食帖》, “石虎”, "Night Watch").
 const QUOTES: &[(char, char)] = &[
     ('《', '》'),
@@ -1266,23 +1278,7 @@ const NAME_JOINERS: &[&str] = &[
 /// capitalised Latin words that are not stop or question words ("Rembrandt's Night Watch" →
 /// `rembrandt`, `night watch`). Used to check that the best hit is about the thing named.
 pub fn named_phrases(query: &str) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    let chars: Vec<char> = query.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        if let Some(&(_, close)) = QUOTES.iter().find(|(o, _)| *o == chars[i])
-            && let Some(len) = chars[i + 1..].iter().position(|c| *c == close)
-        {
-            let inner: String = chars[i + 1..i + 1 + len].iter().collect();
-            let n = normalize(inner.trim());
-            if (1..=40).contains(&n.chars().count()) {
-                out.push(n);
-            }
-            i += len + 2;
-            continue;
-        }
-        i += 1;
-    }
+    let mut out = between(query, QUOTES);
     // Capitalised runs (Latin script only).
     let stops = &stop_sets().0;
     let mut run: Vec<String> = Vec::new();
