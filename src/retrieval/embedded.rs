@@ -484,30 +484,50 @@ fn rarest(w: &WeightedTerms, n: usize) -> WeightedTerms {
     }
 }
 
-/// 1 when any of the question's named things ([`text::named_phrases`]) is missing from the
-/// exhibit's text, else 0 (also 0 for a question naming nothing).
-fn names_missing(query: &str, top: Option<&Exhibit>) -> f64 {
-    let names = text::named_phrases(query);
+/// The best hit, and its normalised text ([`exhibit_text`]) made at the first signal that
+/// reads it: several do, each only for some questions.
+struct Top<'a> {
+    exhibit: Option<&'a Exhibit>,
+    text: std::cell::OnceCell<String>,
+}
+
+impl<'a> Top<'a> {
+    fn new(exhibit: Option<&'a Exhibit>) -> Self {
+        Top {
+            exhibit,
+            text: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The best hit's text (None: no best hit).
+    fn text(&self) -> Option<&str> {
+        let e = self.exhibit?;
+        Some(self.text.get_or_init(|| exhibit_text(e)))
+    }
+}
+
+/// 1 when any of the question's named things (`names`, [`text::named_phrases`]) is missing
+/// from the exhibit's text, else 0 (also 0 for a question naming nothing).
+fn names_missing(names: &[String], top: &Top) -> f64 {
     if names.is_empty() {
         return 0.0;
     }
-    let Some(e) = top else { return 1.0 };
-    let doc = exhibit_text(e);
+    let Some(doc) = top.text() else { return 1.0 };
     f64::from(u8::from(names.iter().any(|n| !doc.contains(n.as_str()))))
 }
 
-/// 1 when the question names a work by its title marks (《祭侄文稿》) that the best hit, written in
-/// the question's script, does not hold; 0 otherwise (no such title, or a best hit in the
-/// other script, whose text cannot hold it as written).
-fn work_missing(query: &str, top: Option<&Exhibit>) -> f64 {
-    let works = text::marked_titles(query);
-    let Some(e) = top else {
+/// 1 when the question names a work by its title marks (`works`, [`text::marked_titles`]:
+/// 《祭侄文稿》) that the best hit, written in the question's script, does not hold; 0
+/// otherwise (no such title, or a best hit in the other script, whose text cannot hold it as
+/// written).
+fn work_missing(works: &[String], top: &Top) -> f64 {
+    let Some(e) = top.exhibit else {
         return f64::from(u8::from(!works.is_empty()));
     };
     if works.is_empty() || !e.title.chars().any(text::is_cjk) {
         return 0.0;
     }
-    let doc = exhibit_text(e);
+    let doc = top.text().unwrap_or_default();
     f64::from(u8::from(works.iter().any(|n| !doc.contains(n.as_str()))))
 }
 
@@ -529,27 +549,25 @@ fn exhibit_text(e: &Exhibit) -> String {
     text::normalize(&doc)
 }
 
-/// Share of the question's named things ([`text::named_phrases`]) missing from the exhibit's
-/// text (0 for a question naming nothing, 1 with no exhibit).
-fn names_missing_share(query: &str, top: Option<&Exhibit>) -> f64 {
-    let names = text::named_phrases(query);
+/// Share of the question's named things (`names`) missing from the exhibit's text (0 for a
+/// question naming nothing, 1 with no exhibit).
+fn names_missing_share(names: &[String], top: &Top) -> f64 {
     if names.is_empty() {
         return 0.0;
     }
-    let Some(e) = top else { return 1.0 };
-    let doc = exhibit_text(e);
+    let Some(doc) = top.text() else { return 1.0 };
     names.iter().filter(|n| !doc.contains(n.as_str())).count() as f64 / names.len() as f64
 }
 
 /// 1 when the question names a maker ([`text::named_makers`]) the best hit is not by: not in its
 /// maker field, or (a record with no maker) nowhere in its text. 0 when it names none.
-fn maker_missing(makers: &[String], top: Option<&Exhibit>) -> f64 {
+fn maker_missing(makers: &[String], top: &Top) -> f64 {
     if makers.is_empty() {
         return 0.0;
     }
-    let Some(e) = top else { return 1.0 };
+    let Some(e) = top.exhibit else { return 1.0 };
     let hay = if e.maker.trim().is_empty() {
-        exhibit_text(e)
+        top.text().unwrap_or_default().to_string()
     } else {
         text::normalize(&e.maker)
     };
@@ -592,6 +610,8 @@ fn features(
         .map(|((_, idf), _)| idf)
         .sum();
     let makers = text::named_makers(query, dict);
+    let names = text::named_phrases(query);
+    let top_text = Top::new(top_exhibit.as_ref());
     let q_cjk = query.chars().any(text::is_cjk);
     let title_coverage = top_exhibit
         .as_ref()
@@ -644,9 +664,9 @@ fn features(
         top.map_or(0.0, |l| l.entity),
         f64::from(u8::from(q_cjk)),
         (1.0 + w.terms.len() as f64).ln(),
-        names_missing(query, top_exhibit.as_ref()),
-        names_missing_share(query, top_exhibit.as_ref()),
-        maker_missing(&makers, top_exhibit.as_ref()),
+        names_missing(&names, &top_text),
+        names_missing_share(&names, &top_text),
+        maker_missing(&makers, &top_text),
         f64::from(u8::from(!makers.is_empty())),
         title_coverage,
         lang_mismatch,
@@ -656,7 +676,7 @@ fn features(
         mean_idf,
         translated,
         who_found,
-        work_missing(query, top_exhibit.as_ref()),
+        work_missing(&text::marked_titles(query), &top_text),
     ])
 }
 
