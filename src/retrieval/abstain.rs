@@ -156,7 +156,7 @@ pub type Features = Vec<f64>;
 
 /// The lexical signals extended with the semantic ones: `dense` is the calibrated dense
 /// ranking (best first, with each record's calibrated similarity, not its raw cosine),
-/// `lexical_top` the lexical ranking's best record.
+/// `lexical_top` the best record of the lexical ranking by the question's own words.
 pub fn semantic_features<T: PartialEq>(
     lexical: &[f64],
     dense: &[(T, f32)],

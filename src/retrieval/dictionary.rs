@@ -37,7 +37,7 @@ use std::io::Read;
 use std::sync::OnceLock;
 
 use super::text::{self, QueryTerm, Run};
-use super::translit::Bridge;
+use super::translit::{Bridge, BridgeKind};
 use crate::store::StoreError;
 use crate::store::collection::CollectionStore;
 
@@ -98,13 +98,15 @@ pub fn dictionary() -> &'static Dictionary {
     })
 }
 
-/// Parses the dictionary now instead of at the first question.
+/// Parses the dictionary and the English thesaurus ([`super::thesaurus`]) now instead of at the
+/// first question.
 pub fn warm_up() {
     let _ = dictionary();
+    let _ = super::thesaurus::thesaurus();
 }
 
-/// [`warm_up`] on a thread of its own, for a server once its start-up work is done (the parse
-/// takes ~0.6 s of a core; a question asked meanwhile waits for it to finish).
+/// [`warm_up`] on a thread of its own, for a server once its start-up work is done (the parses
+/// take ~0.6 s and ~0.3 s of a core; a question asked meanwhile waits for them to finish).
 pub fn warm_up_in_background() {
     if let Err(e) = std::thread::Builder::new()
         .name("dictionary".into())
@@ -296,6 +298,16 @@ pub fn bridges(
     w: &super::embedded::WeightedTerms,
 ) -> Result<Vec<Bridge>, StoreError> {
     let terms: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
+    let mut df = collection_df(store, w);
+    bridges_with(dictionary(), query, &terms, w.docs, &mut df)
+}
+
+/// Document frequencies in `store`, those of the question's own exact terms from `w` (already
+/// read), for the bridges of this module and [`super::thesaurus`].
+pub(super) fn collection_df<'a>(
+    store: &'a CollectionStore,
+    w: &'a super::embedded::WeightedTerms,
+) -> impl FnMut(&str) -> Result<f64, StoreError> + 'a {
     let known: HashMap<&str, f64> = w
         .terms
         .iter()
@@ -303,11 +315,10 @@ pub fn bridges(
         .filter(|((t, _), _)| !t.prefix)
         .map(|((t, _), df)| (t.text.as_str(), *df))
         .collect();
-    let mut df = |t: &str| match known.get(t) {
+    move |t: &str| match known.get(t) {
         Some(d) => Ok(*d),
         None => store.doc_freq(t, false).map(|d| d as f64),
-    };
-    bridges_with(dictionary(), query, &terms, w.docs, &mut df)
+    }
 }
 
 /// [`bridges`] with the collection's document frequencies from `df` (pure but for it).
@@ -376,7 +387,7 @@ pub fn bridges_with(
                         all_of.push(vec![t.to_string()]);
                     }
                     if !all_of.is_empty() {
-                        push(&mut out, all_of, &sources, most);
+                        push(&mut out, all_of, &sources, most, BridgeKind::Translated);
                     }
                 }
             }
@@ -416,13 +427,19 @@ pub fn bridges_with(
         // The translations this collection uses most.
         found.sort_by(|a, b| b.2.total_cmp(&a.2));
         for (all_of, most, _) in found.into_iter().take(HEADWORDS_PER_PHRASE) {
-            push(&mut out, all_of, &sources, most);
+            push(&mut out, all_of, &sources, most, BridgeKind::Translated);
         }
     }
     Ok(out)
 }
 
-fn push(out: &mut Vec<Bridge>, all_of: Vec<Vec<String>>, sources: &[usize], df: f64) {
+pub(super) fn push(
+    out: &mut Vec<Bridge>,
+    all_of: Vec<Vec<String>>,
+    sources: &[usize],
+    df: f64,
+    kind: BridgeKind,
+) {
     if let Some(old) = out.iter_mut().find(|o| o.all_of == all_of) {
         for s in sources {
             if !old.sources.contains(s) {
@@ -434,7 +451,7 @@ fn push(out: &mut Vec<Bridge>, all_of: Vec<Vec<String>>, sources: &[usize], df: 
             all_of,
             sources: sources.to_vec(),
             df,
-            translated: true,
+            kind,
         });
     }
 }

@@ -31,7 +31,7 @@ use super::embeddings::{Embedder, VectorSet, dense_rankings, fuse_lists};
 use super::ingest::{Rejected, parse_file};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
-use super::translit;
+use super::translit::{self, BridgeKind};
 use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
 use crate::store::StoreError;
 use crate::store::collection::{CollectionStore, ExhibitRow};
@@ -762,12 +762,14 @@ pub fn rank_with_features(
     Ok((ids, r.features))
 }
 
-fn lexical(
+/// The BM25 stage: up to `opts.candidates` `(pk, bm25)`, best first, for the question's own
+/// terms, the pinyin bridges and the dictionary's translations (the thesaurus's synonyms are
+/// [`add_synonyms`]'s).
+fn candidates(
     store: &CollectionStore,
     w: &WeightedTerms,
     opts: &EmbeddedOptions,
-    extra_pks: &[i64],
-) -> Result<Vec<Lexical>, StoreError> {
+) -> Result<Vec<(i64, f64)>, StoreError> {
     // Terms found nowhere cannot match, and terms in more than half of the collection add
     // nothing to FTS5's BM25 (it floors their IDF at 1e-6) but make it score most documents:
     // leave both out of the MATCH (coverage below still counts them).
@@ -838,10 +840,8 @@ fn lexical(
     if terms.is_empty() && !large {
         terms = w.terms.iter().map(|(t, _)| t.clone()).collect();
     }
-    let (mut translated, spelt): (Vec<&translit::Bridge>, Vec<&translit::Bridge>) =
-        w.bridges.iter().partition(|b| b.translated);
-    let budget = large.then_some(MATCH_DF_BUDGET);
-    for t in translit::match_terms(spelt, half, MATCH_DF_CAP, budget) {
+    let spelt = w.bridges.iter().filter(|b| b.kind == BridgeKind::Spelt);
+    for t in translit::match_terms(spelt, half, MATCH_DF_CAP, large.then_some(MATCH_DF_BUDGET)) {
         if !terms.contains(&t) {
             terms.push(t);
         }
@@ -850,23 +850,7 @@ fn lexical(
     // within it, those of the question's weightiest terms first, at most
     // TRANSLATION_MATCH_TOKENS): what they add to the BM25 stage is the cost of a translated
     // question (measured in the retrieval README, "Bilingual dictionary").
-    let weight = |b: &translit::Bridge| {
-        b.sources
-            .iter()
-            .filter_map(|&s| w.terms.get(s).map(|t| t.1))
-            .fold(0.0, f64::max)
-    };
-    translated.sort_by(|a, b| weight(b).total_cmp(&weight(a)));
-    let translations: Vec<QueryTerm> = translit::match_terms(
-        translated,
-        half,
-        MATCH_DF_CAP,
-        Some(TRANSLATION_DF_BUDGET.min(budget.unwrap_or(f64::INFINITY))),
-    )
-    .into_iter()
-    .filter(|t| !terms.contains(t))
-    .take(TRANSLATION_MATCH_TOKENS)
-    .collect();
+    let translations = budgeted_tokens(w, BridgeKind::Translated, &terms);
     let mut cands = if terms.is_empty() {
         Vec::new()
     } else {
@@ -883,15 +867,79 @@ fn lexical(
             &WEIGHTS,
             opts.candidates,
         )?;
-        for (pk, s) in more {
-            match cands.iter_mut().find(|c| c.0 == pk) {
-                Some(c) => c.1 += s,
-                None => cands.push((pk, s)),
-            }
-        }
-        cands.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        cands.truncate(opts.candidates);
+        add_scores(&mut cands, more, opts.candidates);
     }
+    Ok(cands)
+}
+
+/// The tokens of `w`'s bridges of `kind` that join the BM25 stage: within
+/// [`TRANSLATION_DF_BUDGET`] (the rarest first, those of the question's weightiest terms first),
+/// at most [`TRANSLATION_MATCH_TOKENS`], none already in `taken`.
+fn budgeted_tokens(w: &WeightedTerms, kind: BridgeKind, taken: &[QueryTerm]) -> Vec<QueryTerm> {
+    let weight = |b: &translit::Bridge| {
+        b.sources
+            .iter()
+            .filter_map(|&s| w.terms.get(s).map(|t| t.1))
+            .fold(0.0, f64::max)
+    };
+    let mut bridges: Vec<&translit::Bridge> = w.bridges.iter().filter(|b| b.kind == kind).collect();
+    if bridges.is_empty() {
+        return Vec::new();
+    }
+    bridges.sort_by(|a, b| weight(b).total_cmp(&weight(a)));
+    let budget = if w.docs > LARGE_COLLECTION {
+        TRANSLATION_DF_BUDGET.min(MATCH_DF_BUDGET)
+    } else {
+        TRANSLATION_DF_BUDGET
+    };
+    translit::match_terms(bridges, w.docs / 2.0, MATCH_DF_CAP, Some(budget))
+        .into_iter()
+        .filter(|t| !taken.contains(t))
+        .take(TRANSLATION_MATCH_TOKENS)
+        .collect()
+}
+
+/// `more` BM25 scores added to `cands` (a sum over phrases, as one MATCH of both would give),
+/// best first, at most `n`.
+fn add_scores(cands: &mut Vec<(i64, f64)>, more: Vec<(i64, f64)>, n: usize) {
+    for (pk, s) in more {
+        match cands.iter_mut().find(|c| c.0 == pk) {
+            Some(c) => c.1 += s,
+            None => cands.push((pk, s)),
+        }
+    }
+    cands.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    cands.truncate(n);
+}
+
+/// The thesaurus's synonyms of `w` ([`BridgeKind::Synonym`]) in a MATCH of their own, within a
+/// budget of their own (so they never crowd out a translation), added to the candidates of
+/// [`candidates`]: one more BM25 query, not the whole stage again.
+fn add_synonyms(
+    store: &CollectionStore,
+    w: &WeightedTerms,
+    opts: &EmbeddedOptions,
+    cands: &mut Vec<(i64, f64)>,
+) -> Result<(), StoreError> {
+    let own: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
+    let tokens = budgeted_tokens(w, BridgeKind::Synonym, &own);
+    if !tokens.is_empty() {
+        let more =
+            store.fts_candidates(&text::match_expression(&tokens), &WEIGHTS, opts.candidates)?;
+        add_scores(cands, more, opts.candidates);
+    }
+    Ok(())
+}
+
+/// The coverage re-rank of the BM25 candidates `cands` (and of `extra_pks`, the dense
+/// candidates): each scored by its coverage of the question, bridges credited, and its BM25
+/// over the best's.
+fn rerank(
+    store: &CollectionStore,
+    w: &WeightedTerms,
+    cands: &[(i64, f64)],
+    extra_pks: &[i64],
+) -> Result<Vec<Lexical>, StoreError> {
     let best = cands.first().map_or(0.0, |c| c.1).max(f64::MIN_POSITIVE);
     let mut pks: Vec<i64> = cands.iter().map(|c| c.0).collect();
     for pk in extra_pks {
@@ -981,6 +1029,10 @@ pub struct Ranking {
     /// Lexical ranking `(pk, score)`, score > 0, best first (BM25 candidates, plus the dense
     /// candidates scored the same way).
     pub lexical: Vec<(i64, f64)>,
+    /// The lexical ranking by the question's own words (before the thesaurus's synonyms), best
+    /// first: the ranking the signals describe, and what the no-answer model is fitted on.
+    /// Equal to `lexical`'s order when the question has no synonyms.
+    pub own_words: Vec<i64>,
     /// Dense ranking `(pk, similarity)`, best first (empty without vectors): the similarity
     /// calibrated within the record's language ([`dense_rankings`]), what fusion and the
     /// semantic abstention signals read.
@@ -1017,6 +1069,7 @@ fn rank_in(
         return Ok(Ranking {
             terms: weigh(store, Vec::new())?,
             lexical: Vec::new(),
+            own_words: Vec::new(),
             dense: Vec::new(),
             dense_cosine: Vec::new(),
             dense_other: Vec::new(),
@@ -1026,6 +1079,7 @@ fn rank_in(
     let spelt = translit::bridges(store, &query, &terms)?;
     let mut w = weigh(store, terms)?;
     let translated = super::dictionary::bridges(store, &query, &w)?;
+    let synonyms = super::thesaurus::bridges(store, &query, &w)?;
     w.bridges = spelt;
     w.bridges.extend(translated);
     let near = dense
@@ -1039,15 +1093,28 @@ fn rank_in(
             dense_pks.push(*pk);
         }
     }
-    let mut lex = lexical(store, &w, opts, &dense_pks)?;
+    let mut cands = candidates(store, &w, opts)?;
+    let mut lex = rerank(store, &w, &cands, &dense_pks)?;
     prefer_biographies(store, &query, &mut lex)?;
     let f = features(store, &query, &w, &lex, &opts.dict())?;
+    // The thesaurus's synonyms reorder the answer, not the no-answer decision: the signals above
+    // are those of the question's own words. Fed to the signals, the synonyms' extra matches
+    // moved the refitted thresholds for every question (3 more answerable questions refused on
+    // the fixed CV split): retrieval README, "English thesaurus".
+    let own_words: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).map(|l| l.pk).collect();
+    if !synonyms.is_empty() {
+        w.bridges.extend(synonyms);
+        add_synonyms(store, &w, opts, &mut cands)?;
+        lex = rerank(store, &w, &cands, &dense_pks)?;
+        prefer_biographies(store, &query, &mut lex)?;
+    }
     Ok(Ranking {
         lexical: lex
             .iter()
             .filter(|l| l.score > 0.0)
             .map(|l| (l.pk, l.score))
             .collect(),
+        own_words,
         dense: dense_ranked,
         dense_cosine: near.calibrated.iter().map(|x| x.2).collect(),
         dense_other: near.other_languages,
@@ -1100,7 +1167,7 @@ pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> 
     let scaled = |(pk, s): (i64, f64)| (pk, (s / best).min(1.0));
     match &opts.semantic_abstention {
         Some(model) => {
-            let sf = abstain::semantic_features(f, &r.dense, lex_pks.first());
+            let sf = abstain::semantic_features(f, &r.dense, r.own_words.first());
             if model.answers(&sf) {
                 fused.into_iter().take(k).map(scaled).collect()
             } else {
@@ -1509,6 +1576,16 @@ mod tests {
 
     fn ids(hits: &[Hit]) -> Vec<&str> {
         hits.iter().map(|h| h.exhibit.id.as_str()).collect()
+    }
+
+    /// The lexical stage by the question's own words: BM25 candidates, then the re-rank.
+    fn lexical(
+        s: &CollectionStore,
+        w: &WeightedTerms,
+        o: &EmbeddedOptions,
+        extra: &[i64],
+    ) -> Result<Vec<Lexical>, StoreError> {
+        rerank(s, w, &candidates(s, w, o)?, extra)
     }
 
     #[test]

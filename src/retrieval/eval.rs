@@ -270,6 +270,10 @@ pub struct Ranked {
     pub query: EvalQuery,
     /// Lexical ranking, best first (up to `candidates`).
     pub ids: Vec<String>,
+    /// The lexical ranking by the question's own words, which the signals describe
+    /// (`Ranking::own_words`); empty: the same as `ids` (a report written before the thesaurus).
+    #[serde(default)]
+    pub own_ids: Vec<String>,
     /// Dense ranking `(id, similarity calibrated within the record's language)`, best first;
     /// empty without embeddings.
     pub dense: Vec<(String, f32)>,
@@ -330,11 +334,30 @@ impl Ranked {
 
     /// The ranking returned under `fusion` (lexical order without embeddings).
     pub fn ids_with(&self, fusion: Option<Fusion>) -> Vec<String> {
+        self.fused(&self.ids, fusion)
+    }
+
+    /// The lexical ranking by the question's own words (the one the signals describe).
+    pub fn own(&self) -> &[String] {
+        if self.own_ids.is_empty() {
+            &self.ids
+        } else {
+            &self.own_ids
+        }
+    }
+
+    /// [`Self::ids_with`] over the ranking by the question's own words: the ranking the no-answer
+    /// model is fitted on ([`examples`]).
+    pub fn own_with(&self, fusion: Option<Fusion>) -> Vec<String> {
+        self.fused(self.own(), fusion)
+    }
+
+    fn fused(&self, lexical: &[String], fusion: Option<Fusion>) -> Vec<String> {
         match fusion {
             Some(f) if self.hybrid() => {
                 let dense: Vec<String> = self.dense.iter().map(|d| d.0.clone()).collect();
                 let mut lists: Vec<(&[String], f64)> =
-                    vec![(&self.ids, 1.0), (&dense, f.dense_weight)];
+                    vec![(lexical, 1.0), (&dense, f.dense_weight)];
                 lists.extend(
                     self.dense_other
                         .iter()
@@ -342,7 +365,7 @@ impl Ranked {
                 );
                 fuse_lists(&lists, f.k).into_iter().map(|x| x.0).collect()
             }
-            _ => self.ids.clone(),
+            _ => lexical.to_vec(),
         }
     }
 
@@ -350,7 +373,7 @@ impl Ranked {
     pub fn signals(&self) -> Option<Features> {
         let f = self.features.as_ref()?;
         Some(if self.hybrid() {
-            abstain::semantic_features(f, &self.dense, self.ids.first())
+            abstain::semantic_features(f, &self.dense, self.own().first())
         } else {
             f.clone()
         })
@@ -375,6 +398,7 @@ pub fn rank_all(
             let d = dense.and_then(|(qv, vectors)| qv.get(i).map(|v| Dense { query: v, vectors }));
             let r = rank(store, &q.query, opts, d)?;
             let mut pks: Vec<i64> = r.lexical.iter().map(|l| l.0).collect();
+            pks.extend(&r.own_words);
             pks.extend(r.dense.iter().map(|d| d.0));
             pks.extend(r.dense_other.iter().flatten());
             let rows = store.exhibits_by_pk(&pks)?;
@@ -390,6 +414,7 @@ pub fn rank_all(
                     ..q.clone()
                 },
                 ids: r.lexical.iter().filter_map(|l| id(l.0)).collect(),
+                own_ids: r.own_words.iter().filter_map(|pk| id(*pk)).collect(),
                 dense: r
                     .dense
                     .iter()
@@ -409,7 +434,10 @@ pub fn rank_all(
 /// Training examples for the abstention model: answerable queries whose relevant exhibit is in
 /// the top 5 (answering helps) are positive, no-answer queries negative; answerable queries
 /// that search cannot find are left out (answering them would give a wrong exhibit, so
-/// neither label is right).
+/// neither label is right). "Found" is judged on the ranking the signals describe, by the
+/// question's own words ([`Ranked::own_with`]): a question found only through the thesaurus's
+/// synonyms has the signals of a question its own words do not find, and as a positive it
+/// moved the thresholds for every question (retrieval README, "English thesaurus").
 pub fn examples(ranked: &[&Ranked], fusion: Option<Fusion>) -> Vec<(Features, bool)> {
     ranked
         .iter()
@@ -419,7 +447,7 @@ pub fn examples(ranked: &[&Ranked], fusion: Option<Fusion>) -> Vec<(Features, bo
                 return Some((f, false));
             }
             let found = r
-                .ids_with(fusion)
+                .own_with(fusion)
                 .iter()
                 .take(5)
                 .any(|id| r.query.relevant_ids.contains(id));
@@ -635,6 +663,7 @@ mod tests {
             .map(|i| Ranked {
                 query: q("a", i % 2 == 0, ""),
                 ids: vec![],
+                own_ids: vec![],
                 dense: vec![],
                 dense_other: vec![],
                 features: None,

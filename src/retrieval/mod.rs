@@ -27,6 +27,7 @@
 //! facts.rs       visitor services (toilets, hours, tickets, ...) from a TOML file: matcher. Pure
 //! translit.rs    pinyin bridge between the scripts (康熙 ↔ Kangxi): Bridge, coverage credit
 //! dictionary.rs  dictionary bridge (CC-CEDICT, compiled in from cedict/): 义和团 ↔ Boxers
+//! thesaurus.rs   English synonym bridge (WordNet 3.0, compiled in from wordnet/): timepiece → watch
 //! ```
 //!
 //! The internals (analysis, ranking, abstention, evaluation, ingest formats) follow, from
@@ -43,6 +44,7 @@ pub mod ingest;
 pub mod remote;
 pub mod semantic;
 pub mod text;
+pub mod thesaurus;
 pub mod translit;
 
 use std::future::Future;

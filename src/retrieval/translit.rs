@@ -24,7 +24,8 @@
 //!
 //! Not covered: Wade–Giles ("Ch'ing", "Chiang Kai-shek") and anything the two languages do not
 //! spell alike; translations (Boxers ↔ 义和团, Gemini ↔ 双子星) are [`super::dictionary`]'s
-//! bridges, of the same [`Bridge`] type (`translated` set).
+//! bridges, of the same [`Bridge`] type ([`BridgeKind::Translated`]); English synonyms
+//! (timepiece → watch) are [`super::thesaurus`]'s ([`BridgeKind::Synonym`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::OnceLock;
@@ -45,8 +46,26 @@ pub struct Bridge {
     pub sources: Vec<usize>,
     /// Largest document frequency of its tokens.
     pub df: f64,
-    /// A translation from the bilingual dictionary ([`super::dictionary`]), not a spelling.
-    pub translated: bool,
+    /// How it was made.
+    pub kind: BridgeKind,
+}
+
+/// Where a [`Bridge`] comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BridgeKind {
+    /// The pinyin spelling of a name (this module).
+    Spelt,
+    /// A translation from the bilingual dictionary ([`super::dictionary`]).
+    Translated,
+    /// A synonym or more specific word of the question's own language ([`super::thesaurus`]).
+    Synonym,
+}
+
+impl Bridge {
+    /// Made by meaning (a translation or a synonym), not by spelling.
+    pub fn by_meaning(&self) -> bool {
+        self.kind != BridgeKind::Spelt
+    }
 }
 
 /// Readings of one character tried (the first ones the table lists).
@@ -240,7 +259,7 @@ pub fn han_to_latin(
                                 all_of: vec![vec![tok]],
                                 sources: sources.clone(),
                                 df: d,
-                                translated: false,
+                                kind: BridgeKind::Spelt,
                             },
                         );
                     }
@@ -271,7 +290,7 @@ pub fn han_to_latin(
                                     all_of: vec![vec![a], vec![b]],
                                     sources: sources.clone(),
                                     df: da.max(db),
-                                    translated: false,
+                                    kind: BridgeKind::Spelt,
                                 },
                             );
                         }
@@ -362,7 +381,7 @@ pub fn latin_to_han(
                         all_of,
                         sources: sources.clone(),
                         df,
-                        translated: false,
+                        kind: BridgeKind::Spelt,
                     },
                 );
             }
@@ -505,7 +524,8 @@ pub fn credit(bridges: &[Bridge], doc: &str, found: &mut [bool]) {
 
 /// The IDF share of the question's terms that `doc` covers only through bridges (the
 /// abstention signal `bridged`: a match made across scripts), and the share it covers only
-/// through the dictionary's (`translated`: a match made by translation, not by spelling).
+/// through the dictionary's (`translated`: a match made by translation, not by spelling). The
+/// thesaurus's synonyms never reach the signals (`embedded::rank`).
 pub fn bridged_share(w: &super::embedded::WeightedTerms, doc: &str) -> (f64, f64) {
     let without = |keep: fn(&Bridge) -> bool| super::embedded::WeightedTerms {
         bridges: w.bridges.iter().filter(|b| keep(b)).cloned().collect(),
@@ -513,7 +533,7 @@ pub fn bridged_share(w: &super::embedded::WeightedTerms, doc: &str) -> (f64, f64
     };
     let all = super::embedded::coverage(w, doc);
     let plain = super::embedded::coverage(&without(|_| false), doc);
-    let spelt = super::embedded::coverage(&without(|b| !b.translated), doc);
+    let spelt = super::embedded::coverage(&without(|b| !b.by_meaning()), doc);
     ((all - plain).max(0.0), (all - spelt).max(0.0))
 }
 
@@ -637,7 +657,7 @@ mod tests {
             all_of: vec![vec!["qian".into()], vec!["feng".into()]],
             sources: vec![0],
             df: 1.0,
-            translated: false,
+            kind: BridgeKind::Spelt,
         }];
         let mut found = vec![false, false];
         credit(&b, "calligraphi qian", &mut found);
@@ -658,7 +678,7 @@ mod tests {
             all_of: toks.iter().map(|t| vec![t.to_string()]).collect(),
             sources: vec![0],
             df,
-            translated: false,
+            kind: BridgeKind::Spelt,
         };
         let b = vec![
             bridge(&["tang", "song"], 2_000.0),

@@ -631,6 +631,43 @@ async fn dev_queries_reach_the_recall_target_on_the_demo_collection() {
     assert!(hits[0].passages.iter().any(|p| p.contains("李斯")));
 }
 
+/// A paraphrase finds the record by the record's own word through the thesaurus ("timepiece" →
+/// watch), while the ranking by the question's own words, which the no-answer signals describe,
+/// puts the record that shares more of the question's words first.
+#[tokio::test]
+async fn a_paraphrase_finds_the_record_through_the_thesaurus() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.jsonl");
+    let rows = [
+        json!({"id": "spoon", "title": "Silver spoon",
+               "description": "A silver spoon from Augsburg, silver gilt, with a silver handle."}),
+        json!({"id": "watch", "title": "Pocket watch",
+               "description": "A watch in a silver case, made in Augsburg."}),
+        json!({"id": "cup", "title": "Cup", "description": "A porcelain cup from Meissen."}),
+    ];
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&file, text).unwrap();
+    let store = Store::open_in_memory().unwrap();
+    let r = retrieval::embedded_from_config(&Config::default(), &store)
+        .await
+        .unwrap();
+    r.ingest_file(&file).await.unwrap();
+    let queries = vec![eval::EvalQuery {
+        query: "Do you have a silver timepiece from Augsburg?".into(),
+        language: "en".into(),
+        relevant_ids: vec!["watch".into()],
+        kind: "en-paraphrase".into(),
+    }];
+    let opts = r.options().clone();
+    let ranked = r
+        .collection()
+        .call(move |s| eval::rank_all(s, &queries, &opts, None))
+        .await
+        .unwrap();
+    assert_eq!(ranked[0].ids[..2], ["watch", "spoon"], "{:?}", ranked[0]);
+    assert_eq!(ranked[0].own()[..2], ["spoon", "watch"], "{:?}", ranked[0]);
+}
+
 /// The targets, cross-validated (5 folds, stratified by kind) over the 200 dev
 /// questions of both files: the abstention model of each fold is fitted on the other four.
 /// The asserted floors are what this CV reaches (README, Quality), not the in-sample figures.
@@ -667,12 +704,16 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     let neg = kind("no-answer");
     assert!(neg.abstention_recall.unwrap() >= 0.88, "{neg:?}");
     assert_eq!(neg.abstention_precision, Some(1.0), "{neg:?}");
-    // Reached 4/166 answerable refused (target 0.02 overall: one question short); of the 149
+    // Reached 4/166 answerable refused (target 0.02 overall: one question short); of the 154
     // answerable questions whose exhibit lexical search ranks in the top 5, 2 are refused.
     let all = kind("all");
     assert!(all.false_abstention_rate.unwrap() <= 0.025, "{all:?}");
-    assert!(all.recall_at_5.unwrap() >= 0.885, "{all:?}");
-    assert!(all.recall_at_1.unwrap() >= 0.855, "{all:?}");
+    // 0.886 and 0.855 before the thesaurus (`retrieval::thesaurus`), which reorders answers
+    // only: the refusals above are the same.
+    assert!(all.recall_at_5.unwrap() >= 0.915, "{all:?}");
+    assert!(all.recall_at_1.unwrap() >= 0.86, "{all:?}");
+    let para = kind("en-paraphrase");
+    assert!(para.recall_at_5.unwrap() >= 0.6, "{para:?}");
     let xl = kind("cross-lingual");
     assert!(xl.recall_at_5.unwrap() >= 0.93, "{xl:?}");
     assert_eq!(xl.false_abstentions, 0, "{xl:?}");
@@ -692,7 +733,8 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
         .filter(|(o, f)| **f && o.returned.is_empty())
         .count();
     let n_findable = findable.iter().filter(|f| **f).count();
-    assert_eq!(n_findable, 149);
+    // 149 before the thesaurus.
+    assert_eq!(n_findable, 154);
     assert!(refused_findable <= 2, "{refused_findable}/{n_findable}");
     // The Chinese and English-fact kinds lose no question to abstention.
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
