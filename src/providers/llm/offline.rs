@@ -234,11 +234,35 @@ const ASKS: &[(Asks, &[&str])] = &[
     ),
 ];
 
+/// English question words that also open relative clauses ("a princess who faints", "the
+/// year when", "somewhere"): they ask only where they open the question or a clause, or follow
+/// one of [`WH_LEADS`] ("do you know who", "tell me when").
+const WH_WORDS: [&str; 4] = ["who ", "whose ", "when ", "where "];
+/// Words after which a question word still asks (see [`WH_WORDS`]).
+const WH_LEADS: [&str; 11] = [
+    "and ", "but ", "so ", "know ", "me ", "us ", "tell ", "wonder ", "ask ", "say ", "then ",
+];
+
+/// Whether the normalised question `q` holds the cue `c` (see [`WH_WORDS`]).
+fn has_cue(q: &str, c: &str) -> bool {
+    if !WH_WORDS.contains(&c) {
+        return q.contains(c);
+    }
+    q.match_indices(c).any(|(i, _)| {
+        let before = q[..i].trim_end();
+        before.is_empty()
+            || before.ends_with([
+                '.', '?', '!', ',', ';', ':', '"', '“', '(', '？', '，', '。',
+            ])
+            || WH_LEADS.iter().any(|l| q[..i].ends_with(l))
+    })
+}
+
 /// The kind of a visitor's question (English or Chinese, either script).
 pub fn asks(question: &str) -> Asks {
     let q = format!("{} ", normalize(question));
     ASKS.iter()
-        .find(|(_, cues)| cues.iter().any(|c| q.contains(c)))
+        .find(|(_, cues)| cues.iter().any(|c| has_cue(&q, c)))
         .map_or(Asks::General, |(a, _)| *a)
 }
 
@@ -842,6 +866,15 @@ mod tests {
             ("What does the scroll depict?", Asks::Depicts),
             ("这幅画画的是什么？", Asks::Depicts),
             ("Tell me about the badger box", Asks::General),
+            // Relative clauses do not ask: the question is whether the work is here.
+            (
+                "Is there a painting of a princess who faints when she hears the news?",
+                Asks::General,
+            ),
+            ("Is there a vase from somewhere in Persia?", Asks::General),
+            ("Do you know who made the lacquer box?", Asks::Who),
+            ("The badger box, when was it made?", Asks::When),
+            ("And where is the scroll shown?", Asks::Where),
             ("请介绍一下《三希堂法帖》", Asks::General),
         ] {
             assert_eq!(asks(q), want, "{q}");
