@@ -83,12 +83,7 @@ pub fn dictionary() -> &'static Dictionary {
     static D: OnceLock<Dictionary> = OnceLock::new();
     D.get_or_init(|| {
         let started = std::time::Instant::now();
-        let mut raw = String::new();
-        // The bytes are compiled in: a failure here is a broken build, caught by the tests.
-        libflate::gzip::Decoder::new(CEDICT_GZ)
-            .and_then(|mut d| d.read_to_string(&mut raw))
-            .expect("the compiled-in CC-CEDICT decompresses");
-        let d = Dictionary::parse(&raw);
+        let d = Dictionary::parse(&gunzip(CEDICT_GZ));
         tracing::info!(
             entries = d.len(),
             ms = started.elapsed().as_millis() as u64,
@@ -96,6 +91,16 @@ pub fn dictionary() -> &'static Dictionary {
         );
         d
     })
+}
+
+/// The text of gzip data compiled into the binary.
+pub(super) fn gunzip(bytes: &[u8]) -> String {
+    let mut raw = String::new();
+    // The bytes are compiled in: a failure here is a broken build, caught by the tests.
+    libflate::gzip::Decoder::new(bytes)
+        .and_then(|mut d| d.read_to_string(&mut raw))
+        .expect("compiled-in gzip data decompresses");
+    raw
 }
 
 /// Parses the dictionary and the English thesaurus ([`super::thesaurus`]) now instead of at the
@@ -289,22 +294,32 @@ fn term_index(terms: &[QueryTerm], text: &str) -> Option<usize> {
     terms.iter().position(|t| t.text == text)
 }
 
-/// The bridges of a question whose weighed terms are `w` ([`text::query_terms_with`], then
-/// `embedded::weigh`), looked up in `store`. The collection's size and the document frequencies
-/// of the question's own exact terms are `w`'s (already read); other tokens are looked up.
+/// The bridges by meaning of a question whose weighed terms are `w` ([`text::query_terms_with`],
+/// then `embedded::weigh`), looked up in `store`: this dictionary's translations, then the
+/// English thesaurus's synonyms ([`super::thesaurus`]). The collection's size and the document
+/// frequencies of the question's own exact terms are `w`'s (already read); other tokens are
+/// looked up.
 pub fn bridges(
     store: &CollectionStore,
     query: &str,
     w: &super::embedded::WeightedTerms,
-) -> Result<Vec<Bridge>, StoreError> {
+) -> Result<(Vec<Bridge>, Vec<Bridge>), StoreError> {
     let terms: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
     let mut df = collection_df(store, w);
-    bridges_with(dictionary(), query, &terms, w.docs, &mut df)
+    let translated = bridges_with(dictionary(), query, &terms, w.docs, &mut df)?;
+    let synonyms = super::thesaurus::bridges_with(
+        super::thesaurus::thesaurus(),
+        query,
+        &terms,
+        w.docs,
+        &mut df,
+    )?;
+    Ok((translated, synonyms))
 }
 
 /// Document frequencies in `store`, those of the question's own exact terms from `w` (already
-/// read), for the bridges of this module and [`super::thesaurus`].
-pub(super) fn collection_df<'a>(
+/// read).
+fn collection_df<'a>(
     store: &'a CollectionStore,
     w: &'a super::embedded::WeightedTerms,
 ) -> impl FnMut(&str) -> Result<f64, StoreError> + 'a {
@@ -402,38 +417,65 @@ pub fn bridges_with(
     }
     for (phrase, heads) in dict.chinese_of(&latin) {
         let sources: Vec<usize> = phrase.iter().filter_map(|t| term_index(terms, t)).collect();
-        let mut found: Vec<(Vec<Vec<String>>, f64, f64)> = Vec::new();
+        let mut found: Vec<Held> = Vec::new();
         for head in heads.into_iter().take(HEADWORDS_TRIED) {
             let chars: Vec<char> = head.chars().collect();
-            let mut all_of = Vec::new();
-            let (mut most, mut least) = (0.0f64, f64::INFINITY);
-            for w in chars.windows(2) {
-                let b: String = w.iter().collect();
-                let d = df_of(&b)?;
-                if d <= 0.0 {
-                    all_of.clear();
-                    break;
-                }
-                most = most.max(d);
-                least = least.min(d);
-                if !all_of.contains(&vec![b.clone()]) {
-                    all_of.push(vec![b]);
-                }
-            }
-            if !all_of.is_empty() {
-                found.push((all_of, most, least));
-            }
+            let bigrams = chars.windows(2).map(|w| w.iter().collect::<String>());
+            found.extend(held(bigrams, &mut df_of)?);
         }
         // The translations this collection uses most.
-        found.sort_by(|a, b| b.2.total_cmp(&a.2));
-        for (all_of, most, _) in found.into_iter().take(HEADWORDS_PER_PHRASE) {
-            push(&mut out, all_of, &sources, most, BridgeKind::Translated);
-        }
+        push_most_used(
+            &mut out,
+            found,
+            &sources,
+            HEADWORDS_PER_PHRASE,
+            BridgeKind::Translated,
+        );
     }
     Ok(out)
 }
 
-pub(super) fn push(
+/// Tokens every one of which the collection holds, as a bridge's clauses, with their largest and
+/// smallest document frequencies.
+pub(super) type Held = (Vec<Vec<String>>, f64, f64);
+
+/// `tokens` as a [`Held`] (each once), or None when the collection lacks one of them.
+pub(super) fn held(
+    tokens: impl IntoIterator<Item = String>,
+    df: &mut dyn FnMut(&str) -> Result<f64, StoreError>,
+) -> Result<Option<Held>, StoreError> {
+    let mut all_of: Vec<Vec<String>> = Vec::new();
+    let (mut most, mut least) = (0.0f64, f64::INFINITY);
+    for t in tokens {
+        let d = df(&t)?;
+        if d <= 0.0 {
+            return Ok(None);
+        }
+        most = most.max(d);
+        least = least.min(d);
+        if !all_of.iter().any(|c| c[0] == t) {
+            all_of.push(vec![t]);
+        }
+    }
+    Ok((!all_of.is_empty()).then_some((all_of, most, least)))
+}
+
+/// The `n` of `found` the collection uses most (by their rarest token) as bridges of `kind`
+/// standing for `sources`.
+pub(super) fn push_most_used(
+    out: &mut Vec<Bridge>,
+    mut found: Vec<Held>,
+    sources: &[usize],
+    n: usize,
+    kind: BridgeKind,
+) {
+    found.sort_by(|a, b| b.2.total_cmp(&a.2));
+    for (all_of, most, _) in found.into_iter().take(n) {
+        push(out, all_of, sources, most, kind);
+    }
+}
+
+fn push(
     out: &mut Vec<Bridge>,
     all_of: Vec<Vec<String>>,
     sources: &[usize],

@@ -1078,8 +1078,7 @@ fn rank_in(
     }
     let spelt = translit::bridges(store, &query, &terms)?;
     let mut w = weigh(store, terms)?;
-    let translated = super::dictionary::bridges(store, &query, &w)?;
-    let synonyms = super::thesaurus::bridges(store, &query, &w)?;
+    let (translated, synonyms) = super::dictionary::bridges(store, &query, &w)?;
     w.bridges = spelt;
     w.bridges.extend(translated);
     let near = dense

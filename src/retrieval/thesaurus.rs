@@ -26,13 +26,12 @@
 //! process grows by ~43 MB).
 
 use std::collections::HashMap;
-use std::io::Read;
 use std::sync::OnceLock;
 
+use super::dictionary::{held, push_most_used};
 use super::text::{self, QueryTerm};
 use super::translit::{Bridge, BridgeKind};
 use crate::store::StoreError;
-use crate::store::collection::CollectionStore;
 
 /// WordNet 3.0's nouns, verbs and adjectives, one synset a line (`scripts/wordnet/build.py`).
 const WORDNET_GZ: &[u8] = include_bytes!("wordnet/wordnet-3.0-synsets.txt.gz");
@@ -259,12 +258,7 @@ pub fn thesaurus() -> &'static Thesaurus {
     static T: OnceLock<Thesaurus> = OnceLock::new();
     T.get_or_init(|| {
         let started = std::time::Instant::now();
-        let mut raw = String::new();
-        // The bytes are compiled in: a failure here is a broken build, caught by the tests.
-        libflate::gzip::Decoder::new(WORDNET_GZ)
-            .and_then(|mut d| d.read_to_string(&mut raw))
-            .expect("the compiled-in WordNet decompresses");
-        let t = Thesaurus::parse(&raw);
+        let t = Thesaurus::parse(&super::dictionary::gunzip(WORDNET_GZ));
         tracing::info!(
             lemmas = t.len(),
             ms = started.elapsed().as_millis() as u64,
@@ -272,18 +266,6 @@ pub fn thesaurus() -> &'static Thesaurus {
         );
         t
     })
-}
-
-/// The bridges of a question whose weighed terms are `w` (`embedded::weigh`), looked up in
-/// `store`.
-pub fn bridges(
-    store: &CollectionStore,
-    query: &str,
-    w: &super::embedded::WeightedTerms,
-) -> Result<Vec<Bridge>, StoreError> {
-    let terms: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
-    let mut df = super::dictionary::collection_df(store, w);
-    bridges_with(thesaurus(), query, &terms, w.docs, &mut df)
 }
 
 /// The index tokens of the names in `query`: words written with a capital inside a sentence
@@ -331,29 +313,18 @@ pub fn bridges_with(
             .iter()
             .filter_map(|t| terms.iter().position(|q| q.text == *t))
             .collect();
-        let mut found: Vec<(Vec<Vec<String>>, f64, f64)> = Vec::new();
+        let mut found = Vec::new();
         for r in related.into_iter().take(RELATED_TRIED) {
-            let mut all_of = Vec::with_capacity(r.len());
-            let (mut most, mut least) = (0.0f64, f64::INFINITY);
-            for t in r {
-                let d = df(t)?;
-                if d <= 0.0 {
-                    all_of.clear();
-                    break;
-                }
-                most = most.max(d);
-                least = least.min(d);
-                all_of.push(vec![t.to_string()]);
-            }
-            if !all_of.is_empty() {
-                found.push((all_of, most, least));
-            }
+            found.extend(held(r.into_iter().map(str::to_string), df)?);
         }
         // The words this collection uses most.
-        found.sort_by(|a, b| b.2.total_cmp(&a.2));
-        for (all_of, most, _) in found.into_iter().take(RELATED_PER_LEMMA) {
-            super::dictionary::push(&mut out, all_of, &sources, most, BridgeKind::Synonym);
-        }
+        push_most_used(
+            &mut out,
+            found,
+            &sources,
+            RELATED_PER_LEMMA,
+            BridgeKind::Synonym,
+        );
     }
     Ok(out)
 }

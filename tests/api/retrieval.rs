@@ -631,6 +631,15 @@ async fn dev_queries_reach_the_recall_target_on_the_demo_collection() {
     assert!(hits[0].passages.iter().any(|p| p.contains("李斯")));
 }
 
+/// `eval`'s rankings of `queries` (lexical, no embeddings).
+async fn rank_lexically(r: &EmbeddedRetriever, queries: Vec<eval::EvalQuery>) -> Vec<eval::Ranked> {
+    let opts = r.options().clone();
+    r.collection()
+        .call(move |s| eval::rank_all(s, &queries, &opts, None))
+        .await
+        .unwrap()
+}
+
 /// A paraphrase finds the record by the record's own word through the thesaurus ("timepiece" →
 /// watch), while the ranking by the question's own words, which the no-answer signals describe,
 /// puts the record that shares more of the question's words first.
@@ -658,12 +667,7 @@ async fn a_paraphrase_finds_the_record_through_the_thesaurus() {
         relevant_ids: vec!["watch".into()],
         kind: "en-paraphrase".into(),
     }];
-    let opts = r.options().clone();
-    let ranked = r
-        .collection()
-        .call(move |s| eval::rank_all(s, &queries, &opts, None))
-        .await
-        .unwrap();
+    let ranked = rank_lexically(&r, queries).await;
     assert_eq!(ranked[0].ids[..2], ["watch", "spoon"], "{:?}", ranked[0]);
     assert_eq!(ranked[0].own()[..2], ["spoon", "watch"], "{:?}", ranked[0]);
 }
@@ -681,12 +685,7 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     let mut queries = eval::load_queries(&fixture("dev_queries.jsonl")).unwrap();
     queries.extend(eval::load_queries(&fixture("dev_queries_v2.jsonl")).unwrap());
     assert_eq!(queries.len(), 200);
-    let opts = r.options().clone();
-    let ranked = r
-        .collection()
-        .call(move |s| eval::rank_all(s, &queries, &opts, None))
-        .await
-        .unwrap();
+    let ranked = rank_lexically(&r, queries).await;
     let cv = eval::by_kind(&eval::cross_validate(&ranked, 5).0);
     let kind = |k: &str| cv.iter().find(|m| m.kind == k).unwrap().clone();
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
