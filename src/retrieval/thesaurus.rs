@@ -6,7 +6,9 @@
 //! wrong record. This module makes the same kind of [`Bridge`] as the bilingual dictionary
 //! ([`super::dictionary`]) from Princeton WordNet 3.0 (`wordnet/`, the WordNet 3.0 licence, see
 //! its NOTICE.md): index tokens of the question's own language standing for a question term,
-//! crediting coverage and joining the translations' MATCH.
+//! crediting coverage and adding a BM25 MATCH of their own (`embedded::add_synonyms`). They
+//! reorder the answer only: the no-answer signals are those of the ranking by the question's own
+//! words (`embedded::Ranking::own_words`).
 //!
 //! - **A question lemma**: a WordNet lemma (one to three words, as index tokens: stop words
 //!   dropped, stemmed as the index stems) all of whose tokens are terms of the question, each
