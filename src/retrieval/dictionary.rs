@@ -294,32 +294,9 @@ fn term_index(terms: &[QueryTerm], text: &str) -> Option<usize> {
     terms.iter().position(|t| t.text == text)
 }
 
-/// The bridges by meaning of a question whose weighed terms are `w` ([`text::query_terms_with`],
-/// then `embedded::weigh`), looked up in `store`: this dictionary's translations, then the
-/// English thesaurus's synonyms ([`super::thesaurus`]). The collection's size and the document
-/// frequencies of the question's own exact terms are `w`'s (already read); other tokens are
-/// looked up.
-pub fn bridges(
-    store: &CollectionStore,
-    query: &str,
-    w: &super::embedded::WeightedTerms,
-) -> Result<(Vec<Bridge>, Vec<Bridge>), StoreError> {
-    let terms: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
-    let mut df = collection_df(store, w);
-    let translated = bridges_with(dictionary(), query, &terms, w.docs, &mut df)?;
-    let synonyms = super::thesaurus::bridges_with(
-        super::thesaurus::thesaurus(),
-        query,
-        &terms,
-        w.docs,
-        &mut df,
-    )?;
-    Ok((translated, synonyms))
-}
-
 /// Document frequencies in `store`, those of the question's own exact terms from `w` (already
-/// read).
-fn collection_df<'a>(
+/// read), for [`bridges_with`] and the thesaurus's.
+pub(super) fn collection_df<'a>(
     store: &'a CollectionStore,
     w: &'a super::embedded::WeightedTerms,
 ) -> impl FnMut(&str) -> Result<f64, StoreError> + 'a {
@@ -336,7 +313,8 @@ fn collection_df<'a>(
     }
 }
 
-/// [`bridges`] with the collection's document frequencies from `df` (pure but for it).
+/// The dictionary's bridges for a question of `terms` over a collection of `docs` exhibits, with
+/// document frequencies from `df` (pure but for it; `embedded::bridges_by_meaning` calls it).
 pub fn bridges_with(
     dict: &Dictionary,
     query: &str,

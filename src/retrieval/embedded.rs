@@ -1078,7 +1078,7 @@ fn rank_in(
     }
     let spelt = translit::bridges(store, &query, &terms)?;
     let mut w = weigh(store, terms)?;
-    let (translated, synonyms) = super::dictionary::bridges(store, &query, &w)?;
+    let (translated, synonyms) = bridges_by_meaning(store, &query, &w)?;
     w.bridges = spelt;
     w.bridges.extend(translated);
     let near = dense
@@ -1120,6 +1120,24 @@ fn rank_in(
         features: Some(f),
         terms: w,
     })
+}
+
+/// The bridges by meaning of a question whose weighed terms are `w`: the dictionary's
+/// translations ([`super::dictionary`]) and the English thesaurus's synonyms
+/// ([`super::thesaurus`]), their document frequencies looked up in `store` (those of the
+/// question's own exact terms are `w`'s, already read).
+fn bridges_by_meaning(
+    store: &CollectionStore,
+    query: &str,
+    w: &WeightedTerms,
+) -> Result<(Vec<translit::Bridge>, Vec<translit::Bridge>), StoreError> {
+    let terms: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
+    let mut df = super::dictionary::collection_df(store, w);
+    let dict = super::dictionary::dictionary();
+    let translated = super::dictionary::bridges_with(dict, query, &terms, w.docs, &mut df)?;
+    let th = super::thesaurus::thesaurus();
+    let synonyms = super::thesaurus::bridges_with(th, query, &terms, w.docs, &mut df)?;
+    Ok((translated, synonyms))
 }
 
 /// The answer of a ranking: up to `k` `(pk, score)` best first, or nothing ("the collection

@@ -271,8 +271,7 @@ pub struct Ranked {
     /// Lexical ranking, best first (up to `candidates`).
     pub ids: Vec<String>,
     /// The lexical ranking by the question's own words, which the signals describe
-    /// (`Ranking::own_words`); empty: the same as `ids` (a report written before the thesaurus).
-    #[serde(default)]
+    /// (`Ranking::own_words`; the same as `ids` for a question without synonyms).
     pub own_ids: Vec<String>,
     /// Dense ranking `(id, similarity calibrated within the record's language)`, best first;
     /// empty without embeddings.
@@ -339,11 +338,7 @@ impl Ranked {
 
     /// The lexical ranking by the question's own words (the one the signals describe).
     pub fn own(&self) -> &[String] {
-        if self.own_ids.is_empty() {
-            &self.ids
-        } else {
-            &self.own_ids
-        }
+        &self.own_ids
     }
 
     /// [`Self::ids_with`] over the ranking by the question's own words: the ranking the no-answer

@@ -270,22 +270,14 @@ pub fn thesaurus() -> &'static Thesaurus {
     })
 }
 
-/// The index tokens of the names in `query`: words written with a capital inside a sentence
-/// ("the Boxers", "the Hope Diamond"). A name is not paraphrased: WordNet's "boxers" are
-/// shorts, its "hope" a feeling.
+/// The index tokens of the names in `query` ([`text::named_phrases`]: capitalised runs and
+/// quoted spans, "the Boxers", "the Hope Diamond"). A name is not paraphrased: WordNet's
+/// "boxers" are shorts, its "hope" a feeling.
 pub fn name_tokens(query: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut sentence_start = true;
-    for word in query.split_whitespace() {
-        let bare = word.trim_matches(|c: char| !c.is_alphanumeric());
-        if !sentence_start && bare.chars().next().is_some_and(char::is_uppercase) {
-            out.extend(text::latin_tokens(bare));
-        }
-        if !bare.is_empty() {
-            sentence_start = word.ends_with(['.', '?', '!', ':']);
-        }
-    }
-    out
+    text::named_phrases(query)
+        .iter()
+        .flat_map(|n| text::latin_tokens(n))
+        .collect()
 }
 
 /// The thesaurus's bridges for a question of `terms` over a collection of `docs` exhibits,

@@ -61,13 +61,6 @@ pub enum BridgeKind {
     Synonym,
 }
 
-impl Bridge {
-    /// Made by meaning (a translation or a synonym), not by spelling.
-    pub fn by_meaning(&self) -> bool {
-        self.kind != BridgeKind::Spelt
-    }
-}
-
 /// Readings of one character tried (the first ones the table lists).
 const MAX_READINGS: usize = 3;
 /// Segmentations of one Latin word into syllables tried.
@@ -533,7 +526,7 @@ pub fn bridged_share(w: &super::embedded::WeightedTerms, doc: &str) -> (f64, f64
     };
     let all = super::embedded::coverage(w, doc);
     let plain = super::embedded::coverage(&without(|_| false), doc);
-    let spelt = super::embedded::coverage(&without(|b| !b.by_meaning()), doc);
+    let spelt = super::embedded::coverage(&without(|b| b.kind == BridgeKind::Spelt), doc);
     ((all - plain).max(0.0), (all - spelt).max(0.0))
 }
 
