@@ -392,6 +392,32 @@ n\tpot:1\t\n";
         assert!(name_tokens("Is there a timepiece? Where is it?").is_empty());
     }
 
+    /// The memory figure of the retrieval README ("English thesaurus"): the process's resident
+    /// size before and after the parse, the dictionary already loaded. A measurement, not a
+    /// check: `cargo test --release --lib thesaurus_memory -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn thesaurus_memory() {
+        let rss_kib = || -> u64 {
+            let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+            s.lines()
+                .find(|l| l.starts_with("VmRSS"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        let _ = super::super::dictionary::dictionary();
+        let before = rss_kib();
+        let started = std::time::Instant::now();
+        let th = thesaurus();
+        eprintln!(
+            "thesaurus: {} lemmas in {:?}; VmRSS {before} → {} KiB",
+            th.len(),
+            started.elapsed(),
+            rss_kib()
+        );
+    }
+
     #[test]
     fn the_compiled_in_thesaurus_parses_and_knows_museum_words() {
         let th = thesaurus();

@@ -661,15 +661,23 @@ async fn a_paraphrase_finds_the_record_through_the_thesaurus() {
         .await
         .unwrap();
     r.ingest_file(&file).await.unwrap();
-    let queries = vec![eval::EvalQuery {
-        query: "Do you have a silver timepiece from Augsburg?".into(),
+    let q = |text: &str| eval::EvalQuery {
+        query: text.into(),
         language: "en".into(),
         relevant_ids: vec!["watch".into()],
         kind: "en-paraphrase".into(),
-    }];
+    };
+    let queries = vec![
+        q("Do you have a silver timepiece from Augsburg?"),
+        q("Do you have a timepiece?"),
+    ];
     let ranked = rank_lexically(&r, queries).await;
     assert_eq!(ranked[0].ids[..2], ["watch", "spoon"], "{:?}", ranked[0]);
     assert_eq!(ranked[0].own()[..2], ["spoon", "watch"], "{:?}", ranked[0]);
+    // Its own words match nothing: the ranking the no-answer signals describe is empty, not
+    // the synonyms' (eval once fell back to it; the server never did).
+    assert_eq!(ranked[1].ids, ["watch"], "{:?}", ranked[1]);
+    assert!(ranked[1].own().is_empty(), "{:?}", ranked[1]);
 }
 
 /// The targets, cross-validated (5 folds, stratified by kind) over the 200 dev
