@@ -29,7 +29,7 @@ impl Client {
     pub async fn connect(url: &str) -> anyhow::Result<Client> {
         let (ws, _) = tokio::time::timeout(
             IO_TIMEOUT,
-            tokio_tungstenite::connect_async_with_config(url, None, true),
+            tokio_tungstenite::connect_async_with_config(url, super::ws_config(), true),
         )
         .await??;
         Ok(Client {

@@ -156,7 +156,7 @@ pub async fn hub(targets: &[Target], p: HubParams) -> anyhow::Result<Report> {
                 .insert("authorization", format!("Bearer {key}").parse()?);
             let (mut ws, _) = tokio::time::timeout(
                 Duration::from_secs(30),
-                tokio_tungstenite::connect_async_with_config(req, None, true),
+                tokio_tungstenite::connect_async_with_config(req, super::ws_config(), true),
             )
             .await??;
             // The welcome heartbeat and the resume report.

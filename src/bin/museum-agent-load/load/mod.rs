@@ -25,6 +25,15 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+/// The generator's WebSocket settings: a 4 KiB read buffer. tungstenite's default (128 KiB) is
+/// zero-filled up to its capacity before every read, which was ~4 % of the generator's CPU in
+/// the hub scenario (perf, 2026-11-24): cost that is the tool's, not the server's.
+pub fn ws_config() -> Option<tokio_tungstenite::tungstenite::protocol::WebSocketConfig> {
+    Some(
+        tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default().read_buffer_size(4096),
+    )
+}
+
 /// What a scenario measured.
 #[derive(Debug, Clone)]
 pub struct Report {

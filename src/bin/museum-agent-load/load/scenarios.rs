@@ -103,7 +103,8 @@ pub async fn echo(conns: usize, messages: usize) -> anyhow::Result<Report> {
         tasks.push(tokio::spawn(async move {
             let mut s = Samples::default();
             let (mut ws, _) =
-                tokio_tungstenite::connect_async_with_config(&url, None, true).await?;
+                tokio_tungstenite::connect_async_with_config(&url, super::ws_config(), true)
+                    .await?;
             let payload = "x".repeat(100);
             for _ in 0..messages {
                 let t = Instant::now();
