@@ -45,7 +45,8 @@
 //! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC
 //!                folding, the makers' user dictionary), ingest, embedded FTS5 ranking with
 //!                bridges across the two languages (pinyin, CC-CEDICT) and to
-//!                English synonyms (WordNet), the semantic path (semantic.rs: embedding in the background, fusion), the
+//!                English synonyms (WordNet), the semantic path (semantic.rs: embedding in the
+//!                background, fusion; vectors from a server or in process, local_e5.rs), the
 //!                no-answer model (abstain.rs), visitor-service facts, the remote SRS client,
 //!                eval; reaches SQL only through the store's CollectionStore and VectorStore
 //! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
