@@ -587,6 +587,19 @@ pub struct SrsConfig {
     pub rrf_k: f64,
     pub embeddings_weight: f64,
     pub embeddings_other_language_weight: f64,
+    /// Which signals decide "no answer" once embeddings are ready: the lexical ones (the
+    /// embeddings reorder the answer only) or the lexical and semantic ones together.
+    pub embeddings_abstention: EmbeddingsAbstention,
+}
+
+/// The no-answer signals of hybrid search ([`SrsConfig::embeddings_abstention`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EmbeddingsAbstention {
+    /// The lexical model on the question's own words (`abstention.json`): measured better.
+    Lexical,
+    /// The lexical signals plus the cosine ones (`abstention_semantic.json`).
+    Semantic,
 }
 
 impl Default for SrsConfig {
@@ -614,9 +627,10 @@ impl Default for SrsConfig {
             embeddings_passage_prefix: "passage: ".into(),
             embeddings_input_type: false,
             embeddings_min_similarity: 0.85,
-            rrf_k: 10.0,
+            rrf_k: 1.0,
             embeddings_weight: 0.5,
             embeddings_other_language_weight: 0.0,
+            embeddings_abstention: EmbeddingsAbstention::Lexical,
         }
     }
 }

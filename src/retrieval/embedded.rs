@@ -83,8 +83,12 @@ pub struct EmbeddedOptions {
     pub other_language_weight: f64,
     /// The no-answer decision of lexical search (None: drop hits under `no_answer_threshold`).
     pub abstention: Option<Arc<AbstentionModel>>,
-    /// The no-answer decision of hybrid search (None: the thresholds).
+    /// The no-answer decision of hybrid search with `semantic_signals` (None: the thresholds).
     pub semantic_abstention: Option<Arc<AbstentionModel>>,
+    /// Hybrid search decides "no answer" on the semantic signals too (`[srs]
+    /// embeddings_abstention = "semantic"`); otherwise on the lexical model, as without
+    /// embeddings.
+    pub semantic_signals: bool,
     /// The collection's names kept whole by query analysis (shared by every clone: updated
     /// at ingest, loaded with the index).
     pub names: SharedDict,
@@ -177,9 +181,11 @@ impl From<&crate::config::SrsConfig> for EmbeddedOptions {
                 .abstention_model
                 .then(|| Arc::new(AbstentionModel::shipped())),
             names: SharedDict::default(),
-            semantic_abstention: c
-                .abstention_model
+            semantic_abstention: (c.abstention_model
+                && c.embeddings_abstention == crate::config::EmbeddingsAbstention::Semantic)
                 .then(|| Arc::new(AbstentionModel::shipped_semantic())),
+            semantic_signals: c.embeddings_abstention
+                == crate::config::EmbeddingsAbstention::Semantic,
         }
     }
 }
@@ -1144,10 +1150,11 @@ fn bridges_by_meaning(
 /// has no answer"). Pure.
 ///
 /// Lexical only: the abstention model on the lexical signals (or `no_answer_threshold` per hit).
-/// With a dense ranking: the rankings are fused ([`fuse_ranked`]), and the
-/// semantic abstention model decides on the lexical and semantic signals; without a model, a hit
-/// is kept when its lexical score clears `no_answer_threshold` or its cosine clears
-/// `embedding_min_similarity`. The score of a fused hit is its fused score over the best
+/// With a dense ranking: the rankings are fused ([`fuse_ranked`]), and the lexical model
+/// decides on the lexical signals, so the embeddings reorder the answer only (the default,
+/// `embeddings_abstention = "lexical"`), or with `semantic_signals` the semantic model on the
+/// lexical and semantic signals; without a model, a hit is kept when its lexical score clears
+/// `no_answer_threshold` or its cosine clears `embedding_min_similarity`. The score of a fused hit is its fused score over the best
 /// possible one (first in both lists).
 pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> {
     if k == 0 {
@@ -1182,15 +1189,20 @@ pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> 
     let best = (1.0 + opts.dense_weight + opts.other_language_weight * r.dense_other.len() as f64)
         / (opts.rrf_k + 1.0);
     let scaled = |(pk, s): (i64, f64)| (pk, (s / best).min(1.0));
-    match &opts.semantic_abstention {
-        Some(model) => {
-            let sf = abstain::semantic_features(f, &r.dense, r.own_words.first());
-            if model.answers(&sf) {
-                fused.into_iter().take(k).map(scaled).collect()
-            } else {
-                Vec::new()
-            }
-        }
+    // The no-answer model: the semantic one (lexical and cosine signals), or the lexical one on
+    // the question's own words, the embeddings then reordering the answer only.
+    let answers = match (&opts.semantic_abstention, &opts.abstention) {
+        (Some(model), _) => Some(model.answers(&abstain::semantic_features(
+            f,
+            &r.dense,
+            r.own_words.first(),
+        ))),
+        (None, Some(model)) if !opts.semantic_signals => Some(model.answers(f)),
+        _ => None,
+    };
+    match answers {
+        Some(true) => fused.into_iter().take(k).map(scaled).collect(),
+        Some(false) => Vec::new(),
         None => fused
             .into_iter()
             .filter(|(pk, _)| {
@@ -1546,6 +1558,69 @@ impl Retriever for EmbeddedRetriever {
 mod tests {
     use super::*;
 
+    /// A lexical model on one signal (`top_score`): answers when it is at least `at`.
+    fn model_on_top_score(at: f64) -> AbstentionModel {
+        AbstentionModel {
+            features: vec!["top_score".into()],
+            mean: vec![0.0],
+            scale: vec![1.0],
+            weights: vec![50.0],
+            bias: -50.0 * at,
+            threshold: 0.5,
+            threshold_across: None,
+            fitted_on: "test".into(),
+        }
+    }
+
+    #[test]
+    fn with_vectors_the_lexical_model_decides_and_the_embeddings_reorder_the_answer() {
+        let mut features = vec![0.0; abstain::FEATURES.len()];
+        let top = abstain::FEATURES
+            .iter()
+            .position(|f| *f == "top_score")
+            .unwrap();
+        features[top] = 0.6;
+        let ranking = Ranking {
+            terms: WeightedTerms {
+                terms: vec![],
+                dfs: vec![],
+                docs: 3.0,
+                total: 0.0,
+                bridges: vec![],
+            },
+            lexical: vec![(1, 0.6), (2, 0.5), (3, 0.4)],
+            own_words: vec![1, 2, 3],
+            dense: vec![(3, 2.5), (2, 1.0), (1, 0.1)],
+            dense_cosine: vec![0.9, 0.8, 0.7],
+            dense_other: vec![],
+            features: Some(features),
+        };
+        let mut opts = EmbeddedOptions {
+            abstention: Some(Arc::new(model_on_top_score(0.5))),
+            semantic_abstention: None,
+            semantic_signals: false,
+            dense_weight: 2.0,
+            rrf_k: 1.0,
+            ..EmbeddedOptions::default()
+        };
+        // The lexical model answers (top_score 0.6 ≥ 0.5); the fused order puts the record the
+        // vectors rank first ahead of the lexical first.
+        let ids: Vec<i64> = decide(&ranking, 3, &opts).iter().map(|h| h.0).collect();
+        assert_eq!(ids[0], 3, "{ids:?}");
+        // The same signals under a stricter lexical model: no answer, whatever the vectors say.
+        opts.abstention = Some(Arc::new(model_on_top_score(0.7)));
+        assert!(decide(&ranking, 3, &opts).is_empty());
+        // Without embeddings the same model decides the same way.
+        let lexical_only = Ranking {
+            dense: vec![],
+            dense_cosine: vec![],
+            ..ranking.clone()
+        };
+        assert!(decide(&lexical_only, 3, &opts).is_empty());
+        opts.abstention = Some(Arc::new(model_on_top_score(0.5)));
+        assert_eq!(decide(&lexical_only, 3, &opts)[0].0, 1);
+    }
+
     fn ex(id: &str, title: &str, maker: &str, description: &str) -> Exhibit {
         Exhibit {
             id: id.into(),
@@ -1873,6 +1948,7 @@ mod tests {
         let o = EmbeddedOptions {
             abstention: None,
             semantic_abstention: None,
+            semantic_signals: false,
             embedding_min_similarity: 0.5,
             ..EmbeddedOptions::default()
         };

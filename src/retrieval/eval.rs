@@ -281,6 +281,10 @@ pub struct Ranked {
     pub dense_other: Vec<Vec<String>>,
     /// None: the question has no searchable term (always refused).
     pub features: Option<Features>,
+    /// The no-answer model reads the semantic signals too (`embeddings_abstention =
+    /// "semantic"`); otherwise the lexical ones, with or without embeddings.
+    #[serde(default)]
+    pub semantic_signals: bool,
 }
 
 /// The cosine ranking's inputs for [`rank_all`]: every query's vector and every record's, from
@@ -364,10 +368,16 @@ impl Ranked {
         }
     }
 
-    /// The abstention signals: lexical, plus the semantic ones with embeddings.
+    /// Whether the no-answer model reads the semantic signals for this query.
+    pub fn semantic(&self) -> bool {
+        self.hybrid() && self.semantic_signals
+    }
+
+    /// The abstention signals: lexical, plus the semantic ones with embeddings and
+    /// `embeddings_abstention = "semantic"`.
     pub fn signals(&self) -> Option<Features> {
         let f = self.features.as_ref()?;
-        Some(if self.hybrid() {
+        Some(if self.semantic() {
             abstain::semantic_features(f, &self.dense, self.own().first())
         } else {
             f.clone()
@@ -421,6 +431,7 @@ pub fn rank_all(
                     .map(|l| l.iter().filter_map(|pk| id(*pk)).collect())
                     .collect(),
                 features: r.features,
+                semantic_signals: opts.semantic_signals,
             })
         })
         .collect()
@@ -441,8 +452,14 @@ pub fn examples(ranked: &[&Ranked], fusion: Option<Fusion>) -> Vec<(Features, bo
             if r.query.relevant_ids.is_empty() {
                 return Some((f, false));
             }
-            let found = r
-                .own_with(fusion)
+            // Labelled on the ranking the signals describe: the fused one with the semantic
+            // signals, else the question's own words (as without embeddings).
+            let ranking = if r.semantic() {
+                r.own_with(fusion)
+            } else {
+                r.own().to_vec()
+            };
+            let found = ranking
                 .iter()
                 .take(5)
                 .any(|id| r.query.relevant_ids.contains(id));
@@ -541,7 +558,7 @@ pub fn choose_fusion(ranked: &[&Ranked]) -> Option<Fusion> {
 }
 
 fn feature_names(ranked: &[&Ranked]) -> &'static [&'static str] {
-    if ranked.iter().any(|r| r.hybrid()) {
+    if ranked.iter().any(|r| r.semantic()) {
         &abstain::SEMANTIC_FEATURES
     } else {
         &abstain::FEATURES
@@ -662,6 +679,7 @@ mod tests {
                 dense: vec![],
                 dense_other: vec![],
                 features: None,
+                semantic_signals: false,
             })
             .collect();
         let f = folds(&ranked, 5);

@@ -136,7 +136,10 @@ pub(crate) async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     // The museum's own fit, when one is stored in the configured database.
     // (Only an existing database: eval never creates one.)
-    let key = if hybrid {
+    // The semantic fit only when the no-answer decision reads the cosine signals too.
+    let semantic = hybrid
+        && config.srs.embeddings_abstention == museum_agent::config::EmbeddingsAbstention::Semantic;
+    let key = if semantic {
         retrieval::embedded::SEMANTIC_ABSTENTION_META_KEY
     } else {
         retrieval::embedded::ABSTENTION_META_KEY
@@ -152,7 +155,7 @@ pub(crate) async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
         _ => None,
     }
     .unwrap_or_else(|| {
-        if hybrid {
+        if semantic {
             retrieval::abstain::AbstentionModel::shipped_semantic()
         } else {
             retrieval::abstain::AbstentionModel::shipped()
