@@ -42,7 +42,9 @@
 //!   166 against 4); as the rule, 30 of 34 no-answer questions refused against 29, no answerable
 //!   one more (5-fold CV; 28.2 against 27.4 over 20 reshuffled fold assignments).
 //!
-//! With embeddings ready, three semantic signals are added ([`SEMANTIC_FEATURES`], computed by
+//! With embeddings ready the lexical model still decides by default (`[srs]
+//! embeddings_abstention = "lexical"`: the embeddings reorder the answer only, measured better).
+//! With `"semantic"`, three semantic signals are added ([`SEMANTIC_FEATURES`], computed by
 //! [`semantic_features`] from the calibrated dense ranking, `embeddings::dense_rankings`):
 //! `best_cosine` (the best record's **calibrated** similarity to the question: its cosine
 //! standardised within its language group, `(cosine − mean) / sd`, not the raw cosine),
