@@ -1340,7 +1340,9 @@ impl EmbeddedRetriever {
             .and_then(AbstentionModel::from_json)
             && m.is_semantic()
         {
-            tracing::info!(fitted_on = %m.fitted_on, "using the museum's own semantic abstention fit");
+            if self.opts.semantic_signals {
+                tracing::info!(fitted_on = %m.fitted_on, "using the museum's own semantic abstention fit");
+            }
             *self
                 .fitted_semantic
                 .lock()

@@ -150,6 +150,12 @@ impl Embedder {
             let vectors = tokio::task::spawn_blocking(move || model.embed(&texts, threads))
                 .await
                 .map_err(|e| RetrievalError::Failed(format!("in-process embedding: {e}")))?;
+            // A model file with non-finite weights would rank NaN first: refuse it.
+            if vectors.iter().flatten().any(|x| !x.is_finite()) {
+                return Err(RetrievalError::Failed(
+                    "the e5 model file gave non-finite values".into(),
+                ));
+            }
             Ok(Embedded {
                 vectors,
                 reported_model: Some(reported),

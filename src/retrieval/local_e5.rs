@@ -39,6 +39,8 @@ const Q4_BLOCK: usize = 18;
 /// Tokens run through the encoder in one pass (several texts' sequences together; a longer
 /// batch is split). Bounds the activations: ~4,096 × (3 × 384 + 1,536 + 3 × 384) floats, 60 MB.
 const BATCH_TOKENS: usize = 4096;
+/// The largest model file read (e5-small's is 72 MB).
+const MAX_FILE_BYTES: u64 = 1 << 30;
 /// The SentencePiece word-boundary mark (U+2581).
 const META: char = '\u{2581}';
 
@@ -266,6 +268,15 @@ struct Tensor {
 impl LocalE5 {
     /// Reads and checks the model file (~0.5 s for the 72 MB file: call it off the runtime).
     pub fn load(path: &Path) -> Result<LocalE5, ModelError> {
+        let meta = std::fs::metadata(path)
+            .map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+        if !meta.is_file() || meta.len() > MAX_FILE_BYTES {
+            return Err(bad(format!(
+                "{} is not a regular file of at most {} MiB",
+                path.display(),
+                MAX_FILE_BYTES >> 20
+            )));
+        }
         let bytes =
             std::fs::read(path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
         Self::parse(&bytes)
@@ -305,10 +316,10 @@ impl LocalE5 {
         }
         // Tokenizer.
         let n_pieces = r.count("piece count", vocab)?;
-        let bos = r.count("<s> id", n_pieces)? as u32;
-        let eos = r.count("</s> id", n_pieces)? as u32;
-        let _pad = r.count("<pad> id", n_pieces)?;
-        let unk = r.count("<unk> id", n_pieces)? as u32;
+        let bos = r.count("<s> id", n_pieces.saturating_sub(1))? as u32;
+        let eos = r.count("</s> id", n_pieces.saturating_sub(1))? as u32;
+        let _pad = r.count("<pad> id", n_pieces.saturating_sub(1))?;
+        let unk = r.count("<unk> id", n_pieces.saturating_sub(1))? as u32;
         let blob_len = usize::try_from(r.u64("piece bytes")?).map_err(|_| bad("piece bytes"))?;
         let offs_raw = r.take((n_pieces + 1) * 4, "piece offsets")?;
         let offs: Vec<usize> = offs_raw
@@ -337,10 +348,11 @@ impl LocalE5 {
             // The first of two equal pieces wins, as a lookup that stops at the first would.
             pieces.entry(p.into()).or_insert(i as u32);
         }
-        let min_score = scores.iter().copied().fold(f32::INFINITY, f32::min);
-        if !min_score.is_finite() && n_pieces > 0 {
-            return Err(bad("piece scores are not finite"));
+        // Log-probabilities: finite and far from f32's range, so no path total overflows.
+        if scores.iter().any(|x| !(-1e6..=0.0).contains(x)) {
+            return Err(bad("piece scores outside -1e6..=0"));
         }
+        let min_score = scores.iter().copied().fold(0.0, f32::min);
         let n_norm = r.count("normalisation entries", 1 << 21)?;
         let norm_len = r.u32("normalisation bytes")? as usize;
         let mut nr = Reader {
@@ -378,6 +390,16 @@ impl LocalE5 {
                 },
             );
         }
+        // Tensors may not share bytes: what they expand to is then bounded by the file's size
+        // (a small file cannot make the loader allocate gigabytes).
+        let mut spans: Vec<(usize, usize)> = dir.values().map(|t| (t.off, t.nbytes)).collect();
+        spans.sort_unstable();
+        if spans
+            .windows(2)
+            .any(|w| w[0].0.saturating_add(w[0].1) > w[1].0)
+        {
+            return Err(bad("tensors overlap"));
+        }
         let raw = |name: &str, dtype: u8, n: usize| -> Result<&[u8], ModelError> {
             let t = dir
                 .get(name)
@@ -386,7 +408,7 @@ impl LocalE5 {
                 0 => n * 4,
                 _ => n / QK * Q4_BLOCK,
             };
-            if t.dtype != dtype || t.n != n || (t.nbytes != 0 && t.nbytes != want) {
+            if t.dtype != dtype || t.n != n || t.nbytes != want {
                 return Err(bad(format!(
                     "tensor {name}: type {} with {} values, expected type {dtype} with {n}",
                     t.dtype, t.n
@@ -405,8 +427,9 @@ impl LocalE5 {
                 .collect())
         };
         let q4 = |name: &str, rows: usize, cols: usize| -> Result<Vec<f32>, ModelError> {
+            let blocks = raw(name, 1, rows * cols)?;
             let mut out = vec![0.0; rows * cols];
-            dequantize(raw(name, 1, rows * cols)?, &mut out);
+            dequantize(blocks, &mut out);
             Ok(out)
         };
         let h = hidden;
@@ -650,17 +673,35 @@ fn gemm(
 ) {
     let last = |rows: usize, cols: usize, rs: usize, cs: usize| {
         if rows == 0 || cols == 0 {
-            0
+            Some(0)
         } else {
-            (rows - 1) * rs + (cols - 1) * cs + 1
+            (rows - 1)
+                .checked_mul(rs)?
+                .checked_add((cols - 1).checked_mul(cs)?)?
+                .checked_add(1)
         }
     };
-    assert!(a.0.len() >= last(m, k, a.1, a.2), "gemm: a out of bounds");
-    assert!(b.0.len() >= last(k, n, b.1, b.2), "gemm: b out of bounds");
-    assert!(c.0.len() >= last(m, n, c.1, c.2), "gemm: c out of bounds");
+    let fits = |len: usize, need: Option<usize>| need.is_some_and(|need| len >= need);
+    assert!(
+        fits(a.0.len(), last(m, k, a.1, a.2)),
+        "gemm: a out of bounds"
+    );
+    assert!(
+        fits(b.0.len(), last(k, n, b.1, b.2)),
+        "gemm: b out of bounds"
+    );
+    assert!(
+        fits(c.0.len(), last(m, n, c.1, c.2)),
+        "gemm: c out of bounds"
+    );
+    assert!(
+        c.2 == 1 && (m <= 1 || c.1 >= n),
+        "gemm: c's elements would alias"
+    );
     // SAFETY: the asserts above keep every element matrixmultiply reads or writes, at
     // `row · row stride + column · column stride` for rows < m (k) and columns < k (n), inside
-    // its slice; `c` is a unique borrow distinct from `a` and `b`.
+    // its slice, and give every element of `c` its own place (row-major, rows at least `n`
+    // apart); `c` is a unique borrow distinct from `a` and `b`.
     unsafe {
         matrixmultiply::sgemm(
             m,
@@ -951,6 +992,19 @@ mod tests {
                 .0
                 .contains("version 9")
         );
+        // Two tensors on the same bytes (a small file expanding to a large model) are refused.
+        let at = |img: &[u8], name: &[u8]| img.windows(name.len()).position(|w| w == name).unwrap();
+        let word_off = at(&good, b"emb.word") + 8 + 1 + 4;
+        let pos_off = at(&good, b"emb.pos") + 7 + 1 + 4;
+        let mut overlap = good.clone();
+        let word_at: [u8; 8] = good[word_off..word_off + 8].try_into().unwrap();
+        overlap[pos_off..pos_off + 8].copy_from_slice(&word_at);
+        assert!(LocalE5::parse(&overlap).unwrap_err().0.contains("overlap"));
+        // A score out of a log-probability's range.
+        let mut p = pieces();
+        p[5].1 = 1.0;
+        let e = LocalE5::parse(&tiny_model(&p, &[])).unwrap_err();
+        assert!(e.0.contains("scores"), "{e}");
     }
 
     #[test]

@@ -54,7 +54,11 @@ impl Client {
         let t1 = std::time::Instant::now();
         let (ws, _) = tokio::time::timeout(
             IO_TIMEOUT,
-            tokio_tungstenite::client_async_with_config(url, MaybeTlsStream::Plain(tcp), None),
+            tokio_tungstenite::client_async_with_config(
+                url,
+                MaybeTlsStream::Plain(tcp),
+                super::ws_config(),
+            ),
         )
         .await??;
         let t2 = std::time::Instant::now();
