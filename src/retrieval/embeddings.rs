@@ -65,8 +65,15 @@ pub struct Embedder {
 /// The in-process model behind a `file:` URL.
 struct LocalModel {
     path: PathBuf,
-    model: tokio::sync::OnceCell<Arc<LocalE5>>,
+    /// The load, started by the first call and shared by every caller; a failed one is cleared
+    /// so the next call tries again.
+    loading: std::sync::Mutex<Option<Loading>>,
 }
+
+/// A model load on the blocking pool that any number of callers can wait for.
+type Loading = futures_util::future::Shared<
+    futures_util::future::BoxFuture<'static, Result<Arc<LocalE5>, String>>,
+>;
 
 /// The path of a `file:` embeddings URL (`file:///abs/path` or `file:path`), else None.
 pub fn local_model_path(url: &str) -> Option<PathBuf> {
@@ -107,27 +114,41 @@ impl Embedder {
         let local = local_model_path(&opts.base_url).map(|path| {
             Arc::new(LocalModel {
                 path,
-                model: tokio::sync::OnceCell::new(),
+                loading: std::sync::Mutex::new(None),
             })
         });
         Ok(Embedder { http, opts, local })
     }
 
-    /// The in-process model, loaded (on the blocking pool) by the first call.
+    /// The in-process model, loaded on the blocking pool by the first call. The load runs to its
+    /// end even when its callers stop waiting (their timeouts), and the next call waits for it
+    /// instead of starting another.
     async fn local_model(&self, m: &LocalModel) -> Result<Arc<LocalE5>, RetrievalError> {
-        m.model
-            .get_or_try_init(|| async {
+        use futures_util::FutureExt;
+        let loading = m
+            .loading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| {
                 let path = m.path.clone();
-                let started = std::time::Instant::now();
-                let loaded = tokio::task::spawn_blocking(move || LocalE5::load(&path))
-                    .await
-                    .map_err(|e| RetrievalError::Failed(format!("loading the e5 model: {e}")))?
-                    .map_err(|e| RetrievalError::Unavailable(e.to_string()))?;
-                tracing::info!(path = %m.path.display(), digest = %loaded.digest, seconds = started.elapsed().as_secs_f64(), "in-process embeddings model loaded");
-                Ok(Arc::new(loaded))
+                let task = tokio::task::spawn_blocking(move || {
+                    let started = std::time::Instant::now();
+                    let loaded = LocalE5::load(&path).map_err(|e| e.to_string())?;
+                    tracing::info!(path = %path.display(), digest = %loaded.digest, seconds = started.elapsed().as_secs_f64(), "in-process embeddings model loaded");
+                    Ok(Arc::new(loaded))
+                });
+                async move {
+                    task.await
+                        .map_err(|e| format!("loading the e5 model: {e}"))?
+                }
+                .boxed()
+                .shared()
             })
-            .await
-            .cloned()
+            .clone();
+        loading.await.map_err(|e| {
+            m.loading.lock().unwrap_or_else(|p| p.into_inner()).take();
+            RetrievalError::Unavailable(e)
+        })
     }
 
     /// `embed_kind` for a `file:` URL: the texts embedded here, on the blocking pool, a question
@@ -516,6 +537,58 @@ pub fn fuse_lists<T: Clone + Eq + std::hash::Hash>(lists: &[(&[T], f64)], k: f64
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn local_embedder(path: &std::path::Path) -> Embedder {
+        Embedder::new(EmbedderOptions {
+            base_url: format!("file://{}", path.display()),
+            model: "e5".into(),
+            api_key: None,
+            timeout: Duration::from_secs(10),
+            batch: 4,
+            query_prefix: "query: ".into(),
+            passage_prefix: "passage: ".into(),
+            send_input_type: false,
+        })
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_file_url_embeds_in_process_and_a_failed_load_is_tried_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("e5.bin");
+        let e = local_embedder(&path);
+        // Missing: both callers are told why, and nothing is cached.
+        let texts = vec!["ab".to_string()];
+        let (a, b) = tokio::join!(
+            e.embed_kind(&texts, Kind::Query, Duration::from_secs(5)),
+            e.embed_kind(&texts, Kind::Passage, Duration::from_secs(5)),
+        );
+        for r in [a, b] {
+            let err = r.unwrap_err().to_string();
+            assert!(err.contains("cannot read"), "{err}");
+        }
+        // The file appears: the next call loads it.
+        let pieces = crate::retrieval::local_e5::tests::pieces();
+        std::fs::write(
+            &path,
+            crate::retrieval::local_e5::tests::tiny_model(&pieces, &[]),
+        )
+        .unwrap();
+        let got = e
+            .embed_kind(&texts, Kind::Query, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(got.vectors.len(), 1);
+        assert!(got.reported_model.unwrap().starts_with("e5-small-q4@"));
+        // A question and a record of the same text differ by their prefixes.
+        let p = e.embed(&texts).await.unwrap();
+        assert_ne!(p[0], got.vectors[0]);
+        assert_eq!(local_model_path("http://x/v1"), None);
+        assert_eq!(
+            local_model_path("file:rel/e5.bin"),
+            Some(PathBuf::from("rel/e5.bin"))
+        );
+    }
 
     #[test]
     fn weighted_fusion_follows_the_weight() {

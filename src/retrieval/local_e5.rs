@@ -791,7 +791,7 @@ fn erf(x: f32) -> f32 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Writes a tiny model image in the E5S1 format: `pieces` with scores, a normalisation
@@ -907,7 +907,7 @@ mod tests {
         out
     }
 
-    fn pieces() -> Vec<(&'static str, f32)> {
+    pub(crate) fn pieces() -> Vec<(&'static str, f32)> {
         vec![
             ("<s>", 0.0),
             ("<pad>", 0.0),
