@@ -1197,7 +1197,7 @@ pub fn decide(r: &Ranking, k: usize, opts: &EmbeddedOptions) -> Vec<(i64, f64)> 
             &r.dense,
             r.own_words.first(),
         ))),
-        (None, Some(model)) if !opts.semantic_signals => Some(model.answers(f)),
+        (None, Some(model)) => Some(model.answers(f)),
         _ => None,
     };
     match answers {

@@ -70,6 +70,78 @@ struct LocalModel {
     loading: std::sync::Mutex<Option<Loading>>,
 }
 
+impl LocalModel {
+    /// The in-process model, loaded on the blocking pool by the first call. The load runs to its
+    /// end even when its callers stop waiting (their timeouts), and the next call waits for it
+    /// instead of starting another.
+    async fn model(&self) -> Result<Arc<LocalE5>, RetrievalError> {
+        use futures_util::FutureExt;
+        let loading = self
+            .loading
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| {
+                let path = self.path.clone();
+                let task = tokio::task::spawn_blocking(move || {
+                    let started = std::time::Instant::now();
+                    let loaded = LocalE5::load(&path).map_err(|e| e.to_string())?;
+                    tracing::info!(path = %path.display(), digest = %loaded.digest, seconds = started.elapsed().as_secs_f64(), "in-process embeddings model loaded");
+                    Ok(Arc::new(loaded))
+                });
+                async move {
+                    task.await
+                        .map_err(|e| format!("loading the e5 model: {e}"))?
+                }
+                .boxed()
+                .shared()
+            })
+            .clone();
+        loading.await.map_err(|e| {
+            self.loading
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            RetrievalError::Unavailable(e)
+        })
+    }
+
+    /// `embed_kind` for a `file:` URL: the texts embedded here, on the blocking pool, a question
+    /// on one thread, a batch of records on all cores but one (the visitors keep one).
+    async fn embed(
+        &self,
+        texts: Vec<String>,
+        kind: Kind,
+        timeout: Duration,
+    ) -> Result<Embedded, RetrievalError> {
+        let call = async {
+            let model = self.model().await?;
+            let threads = match kind {
+                Kind::Query => 1,
+                Kind::Passage => std::thread::available_parallelism()
+                    .map_or(1, |n| n.get().saturating_sub(1).max(1)),
+            };
+            let reported = format!("e5-small-q4@{}", model.digest);
+            let vectors = tokio::task::spawn_blocking(move || model.embed(&texts, threads))
+                .await
+                .map_err(|e| RetrievalError::Failed(format!("in-process embedding: {e}")))?;
+            // A model file with non-finite weights would rank NaN first: refuse it.
+            if vectors.iter().flatten().any(|x| !x.is_finite()) {
+                return Err(RetrievalError::Failed(
+                    "the e5 model file gave non-finite values".into(),
+                ));
+            }
+            Ok(Embedded {
+                vectors,
+                reported_model: Some(reported),
+            })
+        };
+        // A batch still running when this gives up finishes on the blocking pool; nothing waits.
+        tokio::time::timeout(timeout, call)
+            .await
+            .map_err(|_| RetrievalError::Timeout)?
+    }
+}
+
 /// A model load on the blocking pool that any number of callers can wait for.
 type Loading = futures_util::future::Shared<
     futures_util::future::BoxFuture<'static, Result<Arc<LocalE5>, String>>,
@@ -118,74 +190,6 @@ impl Embedder {
             })
         });
         Ok(Embedder { http, opts, local })
-    }
-
-    /// The in-process model, loaded on the blocking pool by the first call. The load runs to its
-    /// end even when its callers stop waiting (their timeouts), and the next call waits for it
-    /// instead of starting another.
-    async fn local_model(&self, m: &LocalModel) -> Result<Arc<LocalE5>, RetrievalError> {
-        use futures_util::FutureExt;
-        let loading = m
-            .loading
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get_or_insert_with(|| {
-                let path = m.path.clone();
-                let task = tokio::task::spawn_blocking(move || {
-                    let started = std::time::Instant::now();
-                    let loaded = LocalE5::load(&path).map_err(|e| e.to_string())?;
-                    tracing::info!(path = %path.display(), digest = %loaded.digest, seconds = started.elapsed().as_secs_f64(), "in-process embeddings model loaded");
-                    Ok(Arc::new(loaded))
-                });
-                async move {
-                    task.await
-                        .map_err(|e| format!("loading the e5 model: {e}"))?
-                }
-                .boxed()
-                .shared()
-            })
-            .clone();
-        loading.await.map_err(|e| {
-            m.loading.lock().unwrap_or_else(|p| p.into_inner()).take();
-            RetrievalError::Unavailable(e)
-        })
-    }
-
-    /// `embed_kind` for a `file:` URL: the texts embedded here, on the blocking pool, a question
-    /// on one thread, a batch of records on all cores but one (the visitors keep one).
-    async fn embed_local(
-        &self,
-        m: &LocalModel,
-        texts: Vec<String>,
-        kind: Kind,
-        timeout: Duration,
-    ) -> Result<Embedded, RetrievalError> {
-        let call = async {
-            let model = self.local_model(m).await?;
-            let threads = match kind {
-                Kind::Query => 1,
-                Kind::Passage => std::thread::available_parallelism()
-                    .map_or(1, |n| n.get().saturating_sub(1).max(1)),
-            };
-            let reported = format!("e5-small-q4@{}", model.digest);
-            let vectors = tokio::task::spawn_blocking(move || model.embed(&texts, threads))
-                .await
-                .map_err(|e| RetrievalError::Failed(format!("in-process embedding: {e}")))?;
-            // A model file with non-finite weights would rank NaN first: refuse it.
-            if vectors.iter().flatten().any(|x| !x.is_finite()) {
-                return Err(RetrievalError::Failed(
-                    "the e5 model file gave non-finite values".into(),
-                ));
-            }
-            Ok(Embedded {
-                vectors,
-                reported_model: Some(reported),
-            })
-        };
-        // A batch still running when this gives up finishes on the blocking pool; nothing waits.
-        tokio::time::timeout(timeout, call)
-            .await
-            .map_err(|_| RetrievalError::Timeout)?
     }
 
     pub fn model(&self) -> &str {
@@ -246,7 +250,7 @@ impl Embedder {
         };
         let texts: Vec<String> = inputs.iter().map(|t| format!("{prefix}{t}")).collect();
         if let Some(m) = &self.local {
-            return self.embed_local(m, texts, kind, timeout).await;
+            return m.embed(texts, kind, timeout).await;
         }
         let mut body = json!({"model": self.opts.model, "input": texts});
         if self.opts.send_input_type {

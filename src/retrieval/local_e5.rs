@@ -530,13 +530,9 @@ impl LocalE5 {
         let window = self.max_positions - 2;
         let mut segments: Vec<(usize, Vec<u32>)> = Vec::new();
         for (i, text) in texts.iter().enumerate() {
+            // Never empty: the encoding starts with a word mark (or an unknown character).
             let content = self.tok.encode(text);
-            let windows: Vec<&[u32]> = if content.is_empty() {
-                vec![&[]]
-            } else {
-                content.chunks(window).collect()
-            };
-            for w in windows {
+            for w in content.chunks(window) {
                 let mut ids = Vec::with_capacity(w.len() + 2);
                 ids.push(self.tok.bos);
                 ids.extend_from_slice(w);

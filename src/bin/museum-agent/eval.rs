@@ -137,8 +137,7 @@ pub(crate) async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
     // The museum's own fit, when one is stored in the configured database.
     // (Only an existing database: eval never creates one.)
     // The semantic fit only when the no-answer decision reads the cosine signals too.
-    let semantic = hybrid
-        && config.srs.embeddings_abstention == museum_agent::config::EmbeddingsAbstention::Semantic;
+    let semantic = hybrid && r.options().semantic_signals;
     let key = if semantic {
         retrieval::embedded::SEMANTIC_ABSTENTION_META_KEY
     } else {
