@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use museum_agent::retrieval::{embedded::analyze, ingest};
+use museum_agent::store::collection::FTS_COLUMNS;
 use tantivy::schema::{
     FAST, INDEXED, IndexRecordOption, STORED, Schema, TextFieldIndexing, TextOptions,
 };
@@ -96,18 +97,10 @@ fn main() -> anyhow::Result<()> {
     if env_or("TV_STORED", 0) == 1 {
         opts = opts.set_stored();
     }
-    let fields: Vec<_> = [
-        "title",
-        "maker",
-        "period",
-        "medium",
-        "description",
-        "extra",
-        "meta",
-    ]
-    .iter()
-    .map(|f| sb.add_text_field(f, opts.clone()))
-    .collect();
+    let fields: Vec<_> = FTS_COLUMNS
+        .iter()
+        .map(|f| sb.add_text_field(f, opts.clone()))
+        .collect();
     let pk_field = sb.add_u64_field("pk", INDEXED | FAST | STORED);
     let index = tantivy::Index::create_in_dir(dir.join("tantivy"), sb.build())?;
     index.tokenizers().register(
