@@ -56,10 +56,16 @@ pub struct Embedded {
 
 #[derive(Clone)]
 pub struct Embedder {
-    http: reqwest::Client,
+    backend: Backend,
     opts: EmbedderOptions,
-    /// Set for a `file:` URL: the in-process model, loaded on first use.
-    local: Option<Arc<LocalModel>>,
+}
+
+/// Where the vectors come from: an OpenAI-compatible endpoint, or (a `file:` URL) the
+/// in-process model, loaded on first use.
+#[derive(Clone)]
+enum Backend {
+    Http(reqwest::Client),
+    Local(Arc<LocalModel>),
 }
 
 /// The in-process model behind a `file:` URL.
@@ -178,18 +184,20 @@ impl std::fmt::Debug for Embedder {
 
 impl Embedder {
     pub fn new(opts: EmbedderOptions) -> Result<Embedder, RetrievalError> {
-        let http = crate::util::http_client_builder()
-            .connect_timeout(opts.timeout)
-            .timeout(opts.timeout)
-            .build()
-            .map_err(|e| RetrievalError::Unavailable(format!("embeddings client: {e}")))?;
-        let local = local_model_path(&opts.base_url).map(|path| {
-            Arc::new(LocalModel {
+        let backend = match local_model_path(&opts.base_url) {
+            Some(path) => Backend::Local(Arc::new(LocalModel {
                 path,
                 loading: std::sync::Mutex::new(None),
-            })
-        });
-        Ok(Embedder { http, opts, local })
+            })),
+            None => Backend::Http(
+                crate::util::http_client_builder()
+                    .connect_timeout(opts.timeout)
+                    .timeout(opts.timeout)
+                    .build()
+                    .map_err(|e| RetrievalError::Unavailable(format!("embeddings client: {e}")))?,
+            ),
+        };
+        Ok(Embedder { backend, opts })
     }
 
     pub fn model(&self) -> &str {
@@ -243,20 +251,21 @@ impl Embedder {
                 reported_model: None,
             });
         }
-        let url = format!("{}/embeddings", self.opts.base_url.trim_end_matches('/'));
         let (prefix, kind_name) = match kind {
             Kind::Query => (&self.opts.query_prefix, "query"),
             Kind::Passage => (&self.opts.passage_prefix, "passage"),
         };
         let texts: Vec<String> = inputs.iter().map(|t| format!("{prefix}{t}")).collect();
-        if let Some(m) = &self.local {
-            return m.embed(texts, kind, timeout).await;
-        }
+        let http = match &self.backend {
+            Backend::Local(m) => return m.embed(texts, kind, timeout).await,
+            Backend::Http(http) => http,
+        };
+        let url = format!("{}/embeddings", self.opts.base_url.trim_end_matches('/'));
         let mut body = json!({"model": self.opts.model, "input": texts});
         if self.opts.send_input_type {
             body["input_type"] = json!(kind_name);
         }
-        let mut req = self.http.post(&url).timeout(timeout).json(&body);
+        let mut req = http.post(&url).timeout(timeout).json(&body);
         if let Some(k) = &self.opts.api_key {
             req = req.bearer_auth(k);
         }

@@ -398,14 +398,7 @@ n\tpot:1\t\n";
     #[test]
     #[ignore]
     fn thesaurus_memory() {
-        let rss_kib = || -> u64 {
-            let s = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-            s.lines()
-                .find(|l| l.starts_with("VmRSS"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)
-        };
+        let rss_kib = || crate::util::rss_kib(std::process::id()).unwrap_or(0);
         let _ = super::super::dictionary::dictionary();
         let before = rss_kib();
         let started = std::time::Instant::now();
