@@ -28,7 +28,7 @@ use serde_json::Value;
 
 use super::abstain::{self, AbstentionModel, Features};
 use super::embeddings::{Embedder, VectorSet, dense_rankings, fuse_lists};
-use super::ingest::{Rejected, parse_file};
+use super::ingest::{FileRows, Rejected};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
 use super::translit::{self, BridgeKind};
@@ -125,6 +125,29 @@ fn names_of(rows: &[Exhibit]) -> UserDict {
         .map(|e| e.maker.as_str())
         .filter(|m| !m.is_empty() && seen.insert(*m));
     UserDict::build(makers, std::iter::empty())
+}
+
+/// The exhibits of a file's rows as they are taken, counted, their makers kept (each once, in
+/// file order) for the user dictionary as [`names_of`] keeps them.
+struct Taking {
+    rows: FileRows,
+    taken: usize,
+    seen: rustc_hash::FxHashSet<String>,
+    makers: Vec<String>,
+}
+
+impl Iterator for Taking {
+    type Item = Exhibit;
+
+    fn next(&mut self) -> Option<Exhibit> {
+        let (_, e) = self.rows.next()?;
+        self.taken += 1;
+        if !e.maker.is_empty() && !self.seen.contains(&e.maker) {
+            self.seen.insert(e.maker.clone());
+            self.makers.push(e.maker.clone());
+        }
+        Some(e)
+    }
 }
 
 /// Adds `names` to the stored user dictionary and returns the whole of it.
@@ -1418,6 +1441,70 @@ impl EmbeddedRetriever {
                 Ok((counts, grow_dict(s, names)?))
             })
             .await?;
+        Ok(self
+            .after_ingest(source, n, counts, dict, rejected, started)
+            .await)
+    }
+
+    /// Ingests a JSONL or CSV file as it is read ([`super::ingest::open_rows`]: a JSONL file
+    /// is never whole in memory, and its parsing overlaps the analysis). Returns the report
+    /// and the file's SHA-256. An I/O error part-way leaves the rows before it stored (each
+    /// transaction is whole, and a second ingest of the same file is idempotent) and is
+    /// returned.
+    async fn ingest_stream(
+        &self,
+        source: &str,
+        path: &Path,
+    ) -> Result<(IngestReport, String), String> {
+        let started = Instant::now();
+        let p = path.to_path_buf();
+        let (counts, dict, n, finished) = self
+            .store
+            .call(move |s| {
+                text::warm_up();
+                let rows = match super::ingest::open_rows(&p) {
+                    Ok(rows) => rows,
+                    Err(e) => return Ok(Err(e)),
+                };
+                let taking = Taking {
+                    rows,
+                    taken: 0,
+                    seen: Default::default(),
+                    makers: Vec::new(),
+                };
+                let (counts, taken) = super::ingest::store_rows_from(s, taking)?;
+                let names =
+                    UserDict::build(taken.makers.iter().map(String::as_str), std::iter::empty());
+                let dict = grow_dict(s, names)?;
+                Ok(Ok((counts, dict, taken.taken, taken.rows.finish())))
+            })
+            .await
+            .map_err(|e| e.to_string())??;
+        let (rejected, sha256) = match finished {
+            Ok(done) => done,
+            Err(e) => {
+                // What was stored is searchable; the dictionary covers it.
+                self.opts.set_dict(dict);
+                return Err(e);
+            }
+        };
+        let report = self
+            .after_ingest(source, n, counts, dict, rejected, started)
+            .await;
+        Ok((report, sha256))
+    }
+
+    /// The report of an ingest, after the user dictionary is in use and the embeddings are
+    /// told (or, with no background worker, computed inline).
+    async fn after_ingest(
+        &self,
+        source: &str,
+        n: usize,
+        counts: RowCounts,
+        dict: UserDict,
+        rejected: Vec<Rejected>,
+        started: Instant,
+    ) -> IngestReport {
         self.opts.set_dict(dict);
         let mut report = IngestReport {
             source: source.to_string(),
@@ -1443,19 +1530,14 @@ impl EmbeddedRetriever {
             }
         }
         report.seconds = started.elapsed().as_secs_f64();
-        Ok(report)
+        report
     }
 
-    /// Parses and ingests one JSONL or CSV file.
+    /// Parses and ingests one JSONL or CSV file, as it is read.
     pub async fn ingest_file(&self, path: &Path) -> Result<IngestReport, String> {
-        let p = path.to_path_buf();
-        let parsed = tokio::task::spawn_blocking(move || parse_file(&p))
+        self.ingest_stream(&path.display().to_string(), path)
             .await
-            .map_err(|e| e.to_string())??;
-        let rows = parsed.rows.into_iter().map(|(_, e)| e).collect();
-        self.ingest_exhibits(&path.display().to_string(), rows, parsed.rejected)
-            .await
-            .map_err(|e| e.to_string())
+            .map(|(report, _)| report)
     }
 
     /// Loads `path` when the collection is empty, or when this file was loaded before and has
@@ -1470,15 +1552,11 @@ impl EmbeddedRetriever {
             tokio::task::spawn_blocking(move || super::ingest::check_source(&store, &src, &p))
                 .await
                 .map_err(|e| e.to_string())??;
-        let Some(load) = load else {
+        let Some(stat) = load else {
             return Ok(None);
         };
-        let rows = load.parsed.rows.into_iter().map(|(_, e)| e).collect();
-        let report = self
-            .ingest_exhibits(&source, rows, load.parsed.rejected)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (sha, stat, n) = (load.sha256, load.stat, report.rows as i64);
+        let (report, sha) = self.ingest_stream(&source, path).await?;
+        let n = report.rows as i64;
         self.store
             .call(move |s| super::ingest::record_source(s, &source, &sha, &stat, n))
             .await

@@ -6,17 +6,17 @@
 //! (`artist_or_maker`, `culture_or_period`, `gallery_or_department`) and a few common aliases.
 //! Any other field goes to `extra` (its string values are indexed, e.g. `aliases`, `tags`).
 //!
-//! Also the bulk path that writes parsed rows to the store ([`store_rows`]: content hashes skip
-//! unchanged rows, analysis on every core, large transactions written in file order), the
-//! start-up check of the index ([`check_index`]: a stored fingerprint instead of a full
-//! integrity check when nothing changed) and of an automatically loaded file
-//! ([`check_source`]: its size and times, hashed and parsed in one read only when they changed).
+//! Also the bulk path that writes rows to the store ([`store_rows`], [`store_rows_from`]:
+//! content hashes skip unchanged rows, analysis on every core, large transactions written in
+//! file order; a JSONL file is parsed as the analysis threads take its rows, [`open_rows`],
+//! never whole in memory), the start-up check of the index ([`check_index`]: a stored
+//! fingerprint instead of a full integrity check when nothing changed) and of an automatically
+//! loaded file ([`check_source`]: its size and times; hashed only when they changed).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, Read};
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
@@ -219,61 +219,129 @@ fn keep(parsed: &mut Parsed, seen: &mut HashMap<String, u64>, line: u64, e: Exhi
 }
 
 /// One JSON object a line; blank lines are skipped. Only an I/O error fails the whole file.
-pub fn parse_jsonl(mut reader: impl BufRead) -> std::io::Result<Parsed> {
-    let mut parsed = Parsed::default();
-    let mut seen = HashMap::new();
-    let mut buf = Vec::new();
-    let mut line_no = 0u64;
-    loop {
-        buf.clear();
-        // Read at most one byte past the limit, so a huge line costs bounded memory.
-        let n = (&mut reader)
-            .take(MAX_LINE_BYTES as u64 + 1)
-            .read_until(b'\n', &mut buf)?;
-        if n == 0 {
-            break;
+pub fn parse_jsonl(reader: impl BufRead) -> std::io::Result<Parsed> {
+    let mut rows = JsonlRows::new(reader);
+    let good: Vec<(u64, Exhibit)> = rows.by_ref().collect();
+    let (reader, rejected) = rows.finish()?;
+    drop(reader);
+    Ok(Parsed {
+        rows: good,
+        rejected,
+    })
+}
+
+/// The good rows of a JSONL stream with their line numbers, in file order, read as they are
+/// taken (the whole file is never in memory): bad lines and duplicate ids are collected for
+/// [`JsonlRows::finish`], and an I/O error ends the rows and is returned there.
+pub struct JsonlRows<R> {
+    reader: R,
+    seen: HashMap<String, u64>,
+    rejected: Vec<Rejected>,
+    buf: Vec<u8>,
+    line_no: u64,
+    error: Option<std::io::Error>,
+}
+
+impl<R: BufRead> JsonlRows<R> {
+    pub fn new(reader: R) -> Self {
+        JsonlRows {
+            reader,
+            seen: HashMap::new(),
+            rejected: Vec::new(),
+            buf: Vec::new(),
+            line_no: 0,
+            error: None,
         }
-        line_no += 1;
-        if buf.len() > MAX_LINE_BYTES && !buf.ends_with(b"\n") {
+    }
+
+    /// The reader (positioned where the rows stopped) and the rejected lines, or the I/O error
+    /// that ended the rows.
+    pub fn finish(self) -> std::io::Result<(R, Vec<Rejected>)> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok((self.reader, self.rejected)),
+        }
+    }
+
+    fn reject(&mut self, reason: String) {
+        self.rejected.push(Rejected {
+            line: self.line_no,
+            reason,
+        });
+    }
+
+    fn read_line(&mut self) -> std::io::Result<usize> {
+        self.buf.clear();
+        // Read at most one byte past the limit, so a huge line costs bounded memory.
+        let n = (&mut self.reader)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut self.buf)?;
+        if n > 0 && self.buf.len() > MAX_LINE_BYTES && !self.buf.ends_with(b"\n") {
             // Skip the rest of the over-long line.
             loop {
                 let mut rest = Vec::new();
-                let m = (&mut reader).take(64 * 1024).read_until(b'\n', &mut rest)?;
+                let m = (&mut self.reader)
+                    .take(64 * 1024)
+                    .read_until(b'\n', &mut rest)?;
                 if m == 0 || rest.ends_with(b"\n") {
                     break;
                 }
             }
-            parsed.rejected.push(Rejected {
-                line: line_no,
-                reason: format!("line longer than {MAX_LINE_BYTES} bytes"),
-            });
-            continue;
         }
-        let Ok(text) = std::str::from_utf8(&buf) else {
-            parsed.rejected.push(Rejected {
-                line: line_no,
-                reason: "not valid UTF-8".into(),
-            });
-            continue;
-        };
-        let text = text.trim_start_matches('\u{feff}').trim();
-        if text.is_empty() {
-            continue;
+        Ok(n)
+    }
+}
+
+impl<R: BufRead> Iterator for JsonlRows<R> {
+    type Item = (u64, Exhibit);
+
+    fn next(&mut self) -> Option<(u64, Exhibit)> {
+        if self.error.is_some() {
+            return None;
         }
-        let row = match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(m)) => exhibit_from_map(m),
-            Ok(_) => Err("not a JSON object".to_string()),
-            Err(e) => Err(format!("invalid JSON: {e}")),
-        };
-        match row {
-            Ok(e) => keep(&mut parsed, &mut seen, line_no, e),
-            Err(reason) => parsed.rejected.push(Rejected {
-                line: line_no,
-                reason,
-            }),
+        loop {
+            let n = match self.read_line() {
+                Ok(n) => n,
+                Err(e) => {
+                    self.error = Some(e);
+                    return None;
+                }
+            };
+            if n == 0 {
+                return None;
+            }
+            self.line_no += 1;
+            if self.buf.len() > MAX_LINE_BYTES && !self.buf.ends_with(b"\n") {
+                self.reject(format!("line longer than {MAX_LINE_BYTES} bytes"));
+                continue;
+            }
+            let Ok(text) = std::str::from_utf8(&self.buf) else {
+                self.reject("not valid UTF-8".into());
+                continue;
+            };
+            let text = text.trim_start_matches('\u{feff}').trim();
+            if text.is_empty() {
+                continue;
+            }
+            let row = match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(m)) => exhibit_from_map(m),
+                Ok(_) => Err("not a JSON object".to_string()),
+                Err(e) => Err(format!("invalid JSON: {e}")),
+            };
+            match row {
+                Ok(e) => {
+                    if let Some(first) = self.seen.get(&e.id) {
+                        let reason = format!("duplicate id `{}` (first on line {first})", e.id);
+                        self.reject(reason);
+                        continue;
+                    }
+                    self.seen.insert(e.id.clone(), self.line_no);
+                    return Some((self.line_no, e));
+                }
+                Err(reason) => self.reject(reason),
+            }
         }
     }
-    Ok(parsed)
 }
 
 /// A header row, then one exhibit a record. Empty cells are absent fields; columns that are not
@@ -372,7 +440,7 @@ pub fn parse_file(path: &Path) -> Result<Parsed, String> {
 }
 
 /// A reader that hashes what passes through it.
-struct Hashing<R> {
+pub struct Hashing<R> {
     inner: R,
     hash: Sha256,
 }
@@ -410,6 +478,80 @@ pub fn parse_file_hashed(path: &Path) -> Result<(Parsed, String), String> {
     .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let sha = hex::encode(reader.into_inner().hash.finalize());
     Ok((parsed, sha))
+}
+
+/// The rows of a collection file as they are read and hashed ([`open_rows`]): a JSONL file is
+/// parsed as the rows are taken (never whole in memory); a CSV file is parsed whole first.
+pub enum FileRows {
+    Jsonl {
+        rows: Box<JsonlRows<std::io::BufReader<Hashing<std::fs::File>>>>,
+        path: std::path::PathBuf,
+    },
+    Parsed {
+        rows: std::vec::IntoIter<(u64, Exhibit)>,
+        rejected: Vec<Rejected>,
+        sha256: String,
+    },
+}
+
+/// Opens a collection file by its extension for [`store_rows_from`].
+pub fn open_rows(path: &Path) -> Result<FileRows, String> {
+    match Format::for_path(path)? {
+        Format::Jsonl => {
+            let file = std::fs::File::open(path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            let reader = std::io::BufReader::with_capacity(
+                256 * 1024,
+                Hashing {
+                    inner: file,
+                    hash: Sha256::new(),
+                },
+            );
+            Ok(FileRows::Jsonl {
+                rows: Box::new(JsonlRows::new(reader)),
+                path: path.to_path_buf(),
+            })
+        }
+        Format::Csv => {
+            let (parsed, sha256) = parse_file_hashed(path)?;
+            Ok(FileRows::Parsed {
+                rows: parsed.rows.into_iter(),
+                rejected: parsed.rejected,
+                sha256,
+            })
+        }
+    }
+}
+
+impl Iterator for FileRows {
+    type Item = (u64, Exhibit);
+
+    fn next(&mut self) -> Option<(u64, Exhibit)> {
+        match self {
+            FileRows::Jsonl { rows, .. } => rows.next(),
+            FileRows::Parsed { rows, .. } => rows.next(),
+        }
+    }
+}
+
+impl FileRows {
+    /// After the rows: the rejected lines and the SHA-256 (hex) of the whole file, or the I/O
+    /// error that ended the rows early (the rows before it have been taken).
+    pub fn finish(self) -> Result<(Vec<Rejected>, String), String> {
+        match self {
+            FileRows::Jsonl { rows, path } => {
+                let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+                let (mut reader, rejected) = rows.finish().map_err(cannot)?;
+                // The rows stop at the end of the file; make sure every byte is in the hash.
+                std::io::copy(&mut reader, &mut std::io::sink()).map_err(cannot)?;
+                let sha = hex::encode(reader.into_inner().hash.finalize());
+                Ok((rejected, sha))
+            }
+            FileRows::Parsed {
+                rejected, sha256, ..
+            } => Ok((rejected, sha256)),
+        }
+    }
 }
 
 /// A digest of the exhibit's content and the analyzer version: re-ingesting an unchanged row
@@ -470,45 +612,51 @@ fn into_row(e: Exhibit) -> ExhibitRow {
 /// pool. When the index was trusted before (its fingerprint stored), the fingerprint is
 /// renewed afterwards, so the next start does not re-check what this ingest wrote.
 pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCounts, StoreError> {
-    let mut counts = RowCounts::default();
     if rows.is_empty() {
-        return Ok(counts);
+        return Ok(RowCounts::default());
     }
+    store_rows_from(store, rows.into_iter()).map(|(counts, _)| counts)
+}
+
+/// [`store_rows`] over rows as they come (a file being parsed: [`JsonlRows`]): the analysis
+/// threads take them [`ANALYSIS_BATCH`] at a time, so reading and parsing overlap the analysis
+/// and at most a few batches are in memory. Returns the iterator, drained, for what it
+/// collected on the way.
+pub fn store_rows_from<I>(store: &CollectionStore, rows: I) -> Result<(RowCounts, I), StoreError>
+where
+    I: Iterator<Item = Exhibit> + Send,
+{
+    let mut counts = RowCounts::default();
     let empty = store.exhibit_count()? == 0;
     let existing = if empty {
         HashMap::new()
     } else {
         store.exhibit_hashes()?
     };
-    // A load of more than one transaction into an empty collection writes the document
-    // frequencies once at the end instead of in every transaction (`upsert_counted`).
-    let defer_dfs = empty && rows.len() > WRITE_BATCH;
     let trusted = index_trusted(store);
-    let mut batches = Vec::with_capacity(rows.len().div_ceil(ANALYSIS_BATCH));
-    let mut rows = rows.into_iter().peekable();
-    while rows.peek().is_some() {
-        batches.push(Mutex::new(
-            rows.by_ref().take(ANALYSIS_BATCH).collect::<Vec<_>>(),
-        ));
-    }
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .clamp(1, MAX_WORKERS)
-        .min(batches.len());
-    let next = AtomicUsize::new(0);
+        .clamp(1, MAX_WORKERS);
+    // (next batch number, the rows): a worker takes the next batch under the lock.
+    let source = Mutex::new((0usize, rows));
     // (batch number, rows to write, their document frequencies, unchanged rows)
     let (tx, rx) =
         std::sync::mpsc::sync_channel::<(usize, Vec<IndexedExhibit>, TermDfs, usize)>(workers);
     let result = std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
-            let (batches, next, existing) = (&batches, &next, &existing);
+            let (source, existing) = (&source, &existing);
             scope.spawn(move || {
                 loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(batch) = batches.get(i) else { break };
-                    let batch =
-                        std::mem::take(&mut *batch.lock().unwrap_or_else(|p| p.into_inner()));
+                    let (i, batch) = {
+                        let mut s = source.lock().unwrap_or_else(|p| p.into_inner());
+                        let batch: Vec<Exhibit> = s.1.by_ref().take(ANALYSIS_BATCH).collect();
+                        s.0 += 1;
+                        (s.0 - 1, batch)
+                    };
+                    if batch.is_empty() {
+                        break;
+                    }
                     let mut unchanged = 0;
                     let mut docs = Vec::with_capacity(batch.len());
                     for e in batch {
@@ -541,6 +689,11 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
         fn counted(dfs: &TermDfs, defer: bool) -> Option<&TermDfs> {
             (!defer).then_some(dfs)
         }
+        // A load of more than one transaction into an empty collection writes the document
+        // frequencies once at the end instead of in every transaction (`upsert_counted`).
+        // The rows are counted as they come, so a load into an empty collection defers from
+        // its first full transaction on (one of exactly WRITE_BATCH rows too: the same result).
+        let mut defer_dfs = false;
         for (i, docs, batch_dfs, unchanged) in rx {
             counts.unchanged += unchanged;
             waiting.insert(i, (docs, batch_dfs));
@@ -549,6 +702,7 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
                 buf.extend(docs);
                 dfs.merge(batch_dfs);
                 if buf.len() >= WRITE_BATCH {
+                    defer_dfs |= empty && counts.inserted + counts.updated == 0;
                     let c = store
                         .upsert_counted(&std::mem::take(&mut buf), counted(&dfs, defer_dfs))?;
                     if !defer_dfs {
@@ -571,7 +725,8 @@ pub fn store_rows(store: &CollectionStore, rows: Vec<Exhibit>) -> Result<RowCoun
     if trusted && counts.inserted + counts.updated > 0 {
         record_index_stamp(store)?;
     }
-    Ok(counts)
+    let rows = source.into_inner().unwrap_or_else(|p| p.into_inner()).1;
+    Ok((counts, rows))
 }
 
 // ---- start-up: the index and the automatically loaded file ----
@@ -720,29 +875,22 @@ pub fn file_stat(path: &Path) -> std::io::Result<String> {
     ))
 }
 
-/// A file start-up has to load: its rows, parsed in the same read that hashed it.
-#[derive(Debug)]
-pub struct SourceLoad {
-    pub parsed: Parsed,
-    pub sha256: String,
-    /// [`file_stat`] taken before the file was read.
-    pub stat: String,
-}
-
 fn stat_key(source: &str) -> String {
     format!("file_stat:{source}")
 }
 
 /// Whether the automatically loaded file `path` (recorded as `source`) must be loaded: when the
-/// collection is empty, or this file was loaded before and its content changed since. Cheap
+/// collection is empty, or this file was loaded before and its content changed since. Returns
+/// the file's [`file_stat`] (taken before any read, for [`record_source`]) when it must. Cheap
 /// when nothing changed: the file's size and times are compared with those stored at its last
-/// load, and it is not read at all. When they differ it is hashed and parsed in one read; an
-/// unchanged hash (the file was only touched) stores the new times and loads nothing.
+/// load, and it is not read at all. When they differ for a file loaded before, it is hashed:
+/// an unchanged hash (the file was only touched) stores the new times and loads nothing. The
+/// load itself streams the file ([`open_rows`]) and hashes it again on the way.
 pub fn check_source(
     store: &CollectionStore,
     source: &str,
     path: &Path,
-) -> Result<Option<SourceLoad>, String> {
+) -> Result<Option<String>, String> {
     let stat = file_stat(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let count = store.exhibit_count().map_err(|e| e.to_string())?;
     let last = store.collection_load(source).map_err(|e| e.to_string())?;
@@ -755,26 +903,22 @@ pub fn check_source(
         .map_err(|e| e.to_string())?;
     if let Some(l) = &last
         && count > 0
-        && !stat.ends_with(" racy")
-        && stored_stat.as_deref() == Some(format!("{stat} sha256 {}", l.sha256).as_str())
     {
-        return Ok(None);
+        if !stat.ends_with(" racy")
+            && stored_stat.as_deref() == Some(format!("{stat} sha256 {}", l.sha256).as_str())
+        {
+            return Ok(None);
+        }
+        let sha256 =
+            file_sha256(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        if l.sha256 == sha256 {
+            store
+                .set_collection_meta(&stat_key(source), &format!("{stat} sha256 {sha256}"))
+                .map_err(|e| e.to_string())?;
+            return Ok(None);
+        }
     }
-    let (parsed, sha256) = parse_file_hashed(path)?;
-    if let Some(l) = &last
-        && count > 0
-        && l.sha256 == sha256
-    {
-        store
-            .set_collection_meta(&stat_key(source), &format!("{stat} sha256 {sha256}"))
-            .map_err(|e| e.to_string())?;
-        return Ok(None);
-    }
-    Ok(Some(SourceLoad {
-        parsed,
-        sha256,
-        stat,
-    }))
+    Ok(Some(stat))
 }
 
 /// Records a loaded file (its hash, row count and the [`file_stat`] taken before reading it).
@@ -810,6 +954,46 @@ mod tests {
 
     fn memory_store() -> CollectionStore {
         crate::store::Store::open_in_memory().unwrap().collection()
+    }
+
+    #[test]
+    fn a_streamed_file_gives_the_rows_rejections_and_hash_of_a_whole_parse() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.jsonl");
+        let mut text = String::new();
+        for i in 0..(3 * ANALYSIS_BATCH + 5) {
+            text.push_str(&format!("{{\"id\": \"s{i}\", \"title\": \"Jar {i}\"}}\n"));
+        }
+        text.push_str("{not json\n{\"id\": \"s7\", \"title\": \"again\"}\n\n");
+        std::fs::write(&path, &text).unwrap();
+        let whole = parse_file(&path).unwrap();
+        let s = memory_store();
+        let (counts, rows) =
+            store_rows_from(&s, open_rows(&path).unwrap().map(|(_, e)| e)).unwrap();
+        drop(rows);
+        assert_eq!(counts.inserted, whole.rows.len());
+        assert_eq!(s.exhibit_count().unwrap(), whole.rows.len() as i64);
+        let mut rows = open_rows(&path).unwrap();
+        let streamed: Vec<(u64, Exhibit)> = rows.by_ref().collect();
+        let (rejected, sha) = rows.finish().unwrap();
+        assert_eq!(streamed.len(), whole.rows.len());
+        assert!(
+            streamed
+                .iter()
+                .zip(&whole.rows)
+                .all(|(a, b)| a.0 == b.0 && a.1.id == b.1.id)
+        );
+        assert_eq!(rejected, whole.rejected);
+        assert_eq!(
+            rejected.len(),
+            2,
+            "bad JSON and a duplicate id: {rejected:?}"
+        );
+        assert_eq!(sha, file_sha256(&path).unwrap());
+        // Taken only in part: the hash still covers the whole file.
+        let mut part = open_rows(&path).unwrap();
+        assert!(part.next().is_some());
+        assert_eq!(part.finish().unwrap().1, file_sha256(&path).unwrap());
     }
 
     #[test]
@@ -956,28 +1140,32 @@ mod tests {
         let line = |t: &str| format!("{{\"id\": \"d1\", \"title\": \"{t}\"}}\n");
         std::fs::write(&path, line("Jar")).unwrap();
         let s = memory_store();
-        let load = check_source(&s, "demo", &path)
+        let stat = check_source(&s, "demo", &path)
             .unwrap()
             .expect("empty collection: load");
-        assert_eq!(load.parsed.rows.len(), 1);
-        assert_eq!(
-            load.sha256,
-            file_sha256(&path).unwrap(),
-            "hashed in the same read"
-        );
-        let rows = load.parsed.rows.into_iter().map(|(_, e)| e).collect();
-        store_rows(&s, rows).unwrap();
-        record_source(&s, "demo", &load.sha256, &load.stat, 1).unwrap();
+        let (counts, rows) =
+            store_rows_from(&s, open_rows(&path).unwrap().map(|(_, e)| e)).unwrap();
+        assert_eq!(counts.inserted, 1);
+        drop(rows);
+        let (rejected, sha) = {
+            // The rows were read as they were stored; the file is hashed on the way.
+            let mut rows = open_rows(&path).unwrap();
+            assert_eq!(rows.by_ref().count(), 1);
+            rows.finish().unwrap()
+        };
+        assert!(rejected.is_empty());
+        assert_eq!(sha, file_sha256(&path).unwrap(), "hashed in the same read");
+        record_source(&s, "demo", &sha, &stat, 1).unwrap();
         assert!(check_source(&s, "demo", &path).unwrap().is_none());
         // Rewritten with the same bytes: its times changed, its hash did not.
         std::fs::write(&path, line("Jar")).unwrap();
         assert!(check_source(&s, "demo", &path).unwrap().is_none());
         // The same size, other content: loaded.
         std::fs::write(&path, line("Cup")).unwrap();
-        let load = check_source(&s, "demo", &path)
-            .unwrap()
-            .expect("changed: load");
-        assert_eq!(load.parsed.rows[0].1.title, "Cup");
+        assert!(
+            check_source(&s, "demo", &path).unwrap().is_some(),
+            "changed: load"
+        );
         // A collection loaded by other means is not replaced by the demo.
         let other = memory_store();
         store_rows(&other, numbered(1)).unwrap();
