@@ -1446,8 +1446,8 @@ impl EmbeddedRetriever {
             .await)
     }
 
-    /// Ingests a JSONL or CSV file as it is read ([`super::ingest::open_rows`]: a JSONL file
-    /// is never whole in memory, and its parsing overlaps the analysis). Returns the report
+    /// Ingests a JSONL or CSV file as it is read ([`super::ingest::open_rows`]: the file is
+    /// never whole in memory, and its parsing overlaps the analysis). Returns the report
     /// and the file's SHA-256. An I/O error part-way leaves the rows before it stored (each
     /// transaction is whole, and a second ingest of the same file is idempotent) and is
     /// returned.

@@ -8,8 +8,8 @@
 //!
 //! Also the bulk path that writes rows to the store ([`store_rows`], [`store_rows_from`]:
 //! content hashes skip unchanged rows, analysis on every core, large transactions written in
-//! file order; a JSONL file is parsed as the analysis threads take its rows, [`open_rows`],
-//! never whole in memory), the start-up check of the index ([`check_index`]: a stored
+//! file order; a JSONL or CSV file is parsed as the analysis threads take its rows,
+//! [`open_rows`], never whole in memory), the start-up check of the index ([`check_index`]: a stored
 //! fingerprint instead of a full integrity check when nothing changed) and of an automatically
 //! loaded file ([`check_source`]: its size and times; hashed only when they changed).
 
@@ -206,18 +206,6 @@ pub fn exhibit_from_map(mut map: Map<String, Value>) -> Result<Exhibit, String> 
     Ok(e)
 }
 
-fn keep(parsed: &mut Parsed, seen: &mut HashMap<String, u64>, line: u64, e: Exhibit) {
-    if let Some(first) = seen.get(&e.id) {
-        parsed.rejected.push(Rejected {
-            line,
-            reason: format!("duplicate id `{}` (first on line {first})", e.id),
-        });
-        return;
-    }
-    seen.insert(e.id.clone(), line);
-    parsed.rows.push((line, e));
-}
-
 /// One JSON object a line; blank lines are skipped. Only an I/O error fails the whole file.
 pub fn parse_jsonl(reader: impl BufRead) -> std::io::Result<Parsed> {
     let mut rows = JsonlRows::new(reader);
@@ -331,7 +319,7 @@ impl<R: BufRead> Iterator for JsonlRows<R> {
             match row {
                 Ok(e) => {
                     if let Some(first) = self.seen.get(&e.id) {
-                        let reason = format!("duplicate id `{}` (first on line {first})", e.id);
+                        let reason = duplicate(&e.id, *first);
                         self.reject(reason);
                         continue;
                     }
@@ -347,67 +335,133 @@ impl<R: BufRead> Iterator for JsonlRows<R> {
 /// A header row, then one exhibit a record. Empty cells are absent fields; columns that are not
 /// exhibit fields go to `extra`. A malformed record is rejected; an I/O error fails the file.
 pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
-    let mut parsed = Parsed::default();
-    let mut seen = HashMap::new();
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .flexible(false)
-        .from_reader(reader);
-    let headers = match rdr.headers() {
-        Ok(h) => h
-            .iter()
-            // "Date made", "Date-made" and "date_made" are one header.
-            .map(|h| {
-                h.trim_start_matches('\u{feff}')
-                    .trim()
-                    .to_ascii_lowercase()
-                    .replace([' ', '-'], "_")
-            })
-            .collect::<Vec<_>>(),
-        Err(e) => return Err(csv_io(e, 1, &mut parsed)),
-    };
-    if headers.is_empty() || headers.iter().all(|h| h.is_empty()) {
-        parsed.rejected.push(Rejected {
-            line: 1,
-            reason: "no header row".into(),
-        });
-        return Ok(parsed);
+    let mut rows = CsvRows::new(reader)?;
+    let good: Vec<(u64, Exhibit)> = rows.by_ref().collect();
+    let (_, rejected) = rows.finish()?;
+    Ok(Parsed {
+        rows: good,
+        rejected,
+    })
+}
+
+/// The good rows of a CSV stream with their line numbers (the line a record starts on), in
+/// file order, read as they are taken, as [`JsonlRows`] does for JSONL.
+pub struct CsvRows<R> {
+    rdr: csv::Reader<R>,
+    headers: Vec<String>,
+    record: csv::StringRecord,
+    seen: HashMap<String, u64>,
+    rejected: Vec<Rejected>,
+    error: Option<std::io::Error>,
+    done: bool,
+}
+
+impl<R: Read> CsvRows<R> {
+    /// Reads the header row ("Date made", "Date-made" and "date_made" are one header). An I/O
+    /// error or an unreadable header row fails the file.
+    pub fn new(reader: R) -> std::io::Result<Self> {
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(true)
+            .flexible(false)
+            .buffer_capacity(256 * 1024)
+            .from_reader(reader);
+        let headers = match rdr.headers() {
+            Ok(h) => h
+                .iter()
+                .map(|h| {
+                    h.trim_start_matches('\u{feff}')
+                        .trim()
+                        .to_ascii_lowercase()
+                        .replace([' ', '-'], "_")
+                })
+                .collect::<Vec<_>>(),
+            Err(e) => return Err(csv_io(e)),
+        };
+        let mut rows = CsvRows {
+            rdr,
+            headers,
+            record: csv::StringRecord::new(),
+            seen: HashMap::new(),
+            rejected: Vec::new(),
+            error: None,
+            done: false,
+        };
+        if rows.headers.is_empty() || rows.headers.iter().all(|h| h.is_empty()) {
+            rows.rejected.push(Rejected {
+                line: 1,
+                reason: "no header row".into(),
+            });
+            rows.done = true;
+        }
+        Ok(rows)
     }
-    let mut record = csv::StringRecord::new();
-    loop {
-        let line = rdr.position().line() + 1;
-        match rdr.read_record(&mut record) {
-            Ok(false) => break,
-            Ok(true) => {
-                let line = record.position().map_or(line, |p| p.line());
-                let mut map = Map::new();
-                for (h, v) in headers.iter().zip(record.iter()) {
-                    if !h.is_empty() && !v.trim().is_empty() {
-                        map.insert(h.clone(), Value::String(v.to_string()));
-                    }
-                }
-                if map.is_empty() {
-                    continue;
-                }
-                match exhibit_from_map(map) {
-                    Ok(e) => keep(&mut parsed, &mut seen, line, e),
-                    Err(reason) => parsed.rejected.push(Rejected { line, reason }),
-                }
-            }
-            Err(e) => {
-                let at = e.position().map_or(line, |p| p.line());
-                if let csv::ErrorKind::Io(_) = e.kind() {
-                    return Err(csv_io(e, at, &mut parsed));
-                }
-                parsed.rejected.push(Rejected {
-                    line: at,
-                    reason: csv_reason(&e),
-                });
-                // After a UTF-8 or length error the reader continues with the next record.
-            }
+
+    /// The reader (where the rows stopped) and the rejected records, or the I/O error that
+    /// ended the rows.
+    pub fn finish(self) -> std::io::Result<(R, Vec<Rejected>)> {
+        match self.error {
+            Some(e) => Err(e),
+            None => Ok((self.rdr.into_inner(), self.rejected)),
         }
     }
-    Ok(parsed)
+}
+
+impl<R: Read> Iterator for CsvRows<R> {
+    type Item = (u64, Exhibit);
+
+    fn next(&mut self) -> Option<(u64, Exhibit)> {
+        while !self.done {
+            let line = self.rdr.position().line() + 1;
+            match self.rdr.read_record(&mut self.record) {
+                Ok(false) => self.done = true,
+                Ok(true) => {
+                    let line = self.record.position().map_or(line, |p| p.line());
+                    let mut map = Map::new();
+                    for (h, v) in self.headers.iter().zip(self.record.iter()) {
+                        if !h.is_empty() && !v.trim().is_empty() {
+                            map.insert(h.clone(), Value::String(v.to_string()));
+                        }
+                    }
+                    if map.is_empty() {
+                        continue;
+                    }
+                    match exhibit_from_map(map) {
+                        Ok(e) => {
+                            if let Some(first) = self.seen.get(&e.id) {
+                                self.rejected.push(Rejected {
+                                    line,
+                                    reason: duplicate(&e.id, *first),
+                                });
+                                continue;
+                            }
+                            self.seen.insert(e.id.clone(), line);
+                            return Some((line, e));
+                        }
+                        Err(reason) => self.rejected.push(Rejected { line, reason }),
+                    }
+                }
+                Err(e) => {
+                    let at = e.position().map_or(line, |p| p.line());
+                    if let csv::ErrorKind::Io(_) = e.kind() {
+                        self.error = Some(csv_io(e));
+                        self.done = true;
+                        return None;
+                    }
+                    self.rejected.push(Rejected {
+                        line: at,
+                        reason: csv_reason(&e),
+                    });
+                    // After a UTF-8 or length error the reader continues with the next record.
+                }
+            }
+        }
+        None
+    }
+}
+
+/// The reason given for a second row with an id already seen.
+fn duplicate(id: &str, first: u64) -> String {
+    format!("duplicate id `{id}` (first on line {first})")
 }
 
 fn csv_reason(e: &csv::Error) -> String {
@@ -420,17 +474,10 @@ fn csv_reason(e: &csv::Error) -> String {
     }
 }
 
-fn csv_io(e: csv::Error, line: u64, parsed: &mut Parsed) -> std::io::Error {
+fn csv_io(e: csv::Error) -> std::io::Error {
     match e.into_kind() {
         csv::ErrorKind::Io(io) => io,
-        other => {
-            let reason = format!("{other:?}");
-            parsed.rejected.push(Rejected {
-                line,
-                reason: reason.clone(),
-            });
-            std::io::Error::new(std::io::ErrorKind::InvalidData, reason)
-        }
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, format!("{other:?}")),
     }
 }
 
@@ -480,17 +527,16 @@ pub fn parse_file_hashed(path: &Path) -> Result<(Parsed, String), String> {
     Ok((parsed, sha))
 }
 
-/// The rows of a collection file as they are read and hashed ([`open_rows`]): a JSONL file is
-/// parsed as the rows are taken (never whole in memory); a CSV file is parsed whole first.
+/// The rows of a collection file as they are read and hashed ([`open_rows`]), parsed as they
+/// are taken: the file is never whole in memory.
 pub enum FileRows {
     Jsonl {
         rows: Box<JsonlRows<std::io::BufReader<Hashing<std::fs::File>>>>,
         path: std::path::PathBuf,
     },
-    Parsed {
-        rows: std::vec::IntoIter<(u64, Exhibit)>,
-        rejected: Vec<Rejected>,
-        sha256: String,
+    Csv {
+        rows: Box<CsvRows<Hashing<std::fs::File>>>,
+        path: std::path::PathBuf,
     },
 }
 
@@ -513,11 +559,16 @@ pub fn open_rows(path: &Path) -> Result<FileRows, String> {
             })
         }
         Format::Csv => {
-            let (parsed, sha256) = parse_file_hashed(path)?;
-            Ok(FileRows::Parsed {
-                rows: parsed.rows.into_iter(),
-                rejected: parsed.rejected,
-                sha256,
+            let file = std::fs::File::open(path)
+                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+            let rows = CsvRows::new(Hashing {
+                inner: file,
+                hash: Sha256::new(),
+            })
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            Ok(FileRows::Csv {
+                rows: Box::new(rows),
+                path: path.to_path_buf(),
             })
         }
     }
@@ -529,7 +580,7 @@ impl Iterator for FileRows {
     fn next(&mut self) -> Option<(u64, Exhibit)> {
         match self {
             FileRows::Jsonl { rows, .. } => rows.next(),
-            FileRows::Parsed { rows, .. } => rows.next(),
+            FileRows::Csv { rows, .. } => rows.next(),
         }
     }
 }
@@ -547,9 +598,12 @@ impl FileRows {
                 let sha = hex::encode(reader.into_inner().hash.finalize());
                 Ok((rejected, sha))
             }
-            FileRows::Parsed {
-                rejected, sha256, ..
-            } => Ok((rejected, sha256)),
+            FileRows::Csv { rows, path } => {
+                let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+                let (mut reader, rejected) = rows.finish().map_err(cannot)?;
+                std::io::copy(&mut reader, &mut std::io::sink()).map_err(cannot)?;
+                Ok((rejected, hex::encode(reader.hash.finalize())))
+            }
         }
     }
 }
@@ -958,6 +1012,7 @@ mod tests {
 
     #[test]
     fn a_streamed_file_gives_the_rows_rejections_and_hash_of_a_whole_parse() {
+        // JSONL (and CSV below): the rows, rejections and hash of `parse_file`, read as taken.
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.jsonl");
         let mut text = String::new();
@@ -994,6 +1049,32 @@ mod tests {
         let mut part = open_rows(&path).unwrap();
         assert!(part.next().is_some());
         assert_eq!(part.finish().unwrap().1, file_sha256(&path).unwrap());
+        // CSV streams the same way.
+        let csv = dir.path().join("c.csv");
+        let mut text = String::from("id,title,maker\n");
+        for i in 0..(2 * ANALYSIS_BATCH + 3) {
+            text.push_str(&format!("c{i},\"Bowl, {i}\",Anon\n"));
+        }
+        text.push_str("c9,dup,x\nc10\n");
+        std::fs::write(&csv, &text).unwrap();
+        let whole = parse_file(&csv).unwrap();
+        let mut rows = open_rows(&csv).unwrap();
+        let streamed: Vec<(u64, Exhibit)> = rows.by_ref().collect();
+        let (rejected, sha) = rows.finish().unwrap();
+        assert_eq!(streamed.len(), 2 * ANALYSIS_BATCH + 3);
+        assert!(
+            streamed
+                .iter()
+                .zip(&whole.rows)
+                .all(|(a, b)| a.0 == b.0 && a.1.title == b.1.title)
+        );
+        assert_eq!(rejected, whole.rejected);
+        assert_eq!(
+            rejected.len(),
+            2,
+            "a duplicate id and a short record: {rejected:?}"
+        );
+        assert_eq!(sha, file_sha256(&csv).unwrap());
     }
 
     #[test]
