@@ -171,8 +171,10 @@ async fn a_simplified_page_gets_traditional_records_in_simplified_and_english_as
         None,
     )
     .await;
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
+    let status = r.status();
+    let body = r.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
     let hits = v["hits"].as_array().unwrap();
     assert!(!hits.is_empty(), "{v}");
     for h in hits {
