@@ -1028,23 +1028,12 @@ mod tests {
         drop(rows);
         assert_eq!(counts.inserted, whole.rows.len());
         assert_eq!(s.exhibit_count().unwrap(), whole.rows.len() as i64);
-        let mut rows = open_rows(&path).unwrap();
-        let streamed: Vec<(u64, Exhibit)> = rows.by_ref().collect();
-        let (rejected, sha) = rows.finish().unwrap();
-        assert_eq!(streamed.len(), whole.rows.len());
-        assert!(
-            streamed
-                .iter()
-                .zip(&whole.rows)
-                .all(|(a, b)| a.0 == b.0 && a.1.id == b.1.id)
-        );
-        assert_eq!(rejected, whole.rejected);
+        let rejected = streams_as_parsed(&path);
         assert_eq!(
             rejected.len(),
             2,
             "bad JSON and a duplicate id: {rejected:?}"
         );
-        assert_eq!(sha, file_sha256(&path).unwrap());
         // Taken only in part: the hash still covers the whole file.
         let mut part = open_rows(&path).unwrap();
         assert!(part.next().is_some());
@@ -1057,24 +1046,32 @@ mod tests {
         }
         text.push_str("c9,dup,x\nc10\n");
         std::fs::write(&csv, &text).unwrap();
-        let whole = parse_file(&csv).unwrap();
-        let mut rows = open_rows(&csv).unwrap();
-        let streamed: Vec<(u64, Exhibit)> = rows.by_ref().collect();
-        let (rejected, sha) = rows.finish().unwrap();
-        assert_eq!(streamed.len(), 2 * ANALYSIS_BATCH + 3);
-        assert!(
-            streamed
-                .iter()
-                .zip(&whole.rows)
-                .all(|(a, b)| a.0 == b.0 && a.1.title == b.1.title)
-        );
-        assert_eq!(rejected, whole.rejected);
+        assert_eq!(parse_file(&csv).unwrap().rows.len(), 2 * ANALYSIS_BATCH + 3);
+        let rejected = streams_as_parsed(&csv);
         assert_eq!(
             rejected.len(),
             2,
             "a duplicate id and a short record: {rejected:?}"
         );
-        assert_eq!(sha, file_sha256(&csv).unwrap());
+    }
+
+    /// Checks that `open_rows` gives `parse_file`'s rows (line, id, title), rejections and
+    /// the file's SHA-256; returns the rejections.
+    fn streams_as_parsed(path: &Path) -> Vec<Rejected> {
+        let whole = parse_file(path).unwrap();
+        let mut rows = open_rows(path).unwrap();
+        let streamed: Vec<(u64, Exhibit)> = rows.by_ref().collect();
+        let (rejected, sha) = rows.finish().unwrap();
+        assert_eq!(streamed.len(), whole.rows.len());
+        assert!(
+            streamed
+                .iter()
+                .zip(&whole.rows)
+                .all(|(a, b)| a.0 == b.0 && a.1.id == b.1.id && a.1.title == b.1.title)
+        );
+        assert_eq!(rejected, whole.rejected);
+        assert_eq!(sha, file_sha256(path).unwrap());
+        rejected
     }
 
     #[test]
