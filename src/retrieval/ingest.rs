@@ -210,8 +210,7 @@ pub fn exhibit_from_map(mut map: Map<String, Value>) -> Result<Exhibit, String> 
 pub fn parse_jsonl(reader: impl BufRead) -> std::io::Result<Parsed> {
     let mut rows = JsonlRows::new(reader);
     let good: Vec<(u64, Exhibit)> = rows.by_ref().collect();
-    let (reader, rejected) = rows.finish()?;
-    drop(reader);
+    let (_, rejected) = rows.finish()?;
     Ok(Parsed {
         rows: good,
         rejected,
@@ -318,13 +317,11 @@ impl<R: BufRead> Iterator for JsonlRows<R> {
             };
             match row {
                 Ok(e) => {
-                    if let Some(first) = self.seen.get(&e.id) {
-                        let reason = duplicate(&e.id, *first);
-                        self.reject(reason);
-                        continue;
+                    if let Some(row) =
+                        first_of_id(&mut self.seen, &mut self.rejected, self.line_no, e)
+                    {
+                        return Some(row);
                     }
-                    self.seen.insert(e.id.clone(), self.line_no);
-                    return Some((self.line_no, e));
                 }
                 Err(reason) => self.reject(reason),
             }
@@ -427,15 +424,11 @@ impl<R: Read> Iterator for CsvRows<R> {
                     }
                     match exhibit_from_map(map) {
                         Ok(e) => {
-                            if let Some(first) = self.seen.get(&e.id) {
-                                self.rejected.push(Rejected {
-                                    line,
-                                    reason: duplicate(&e.id, *first),
-                                });
-                                continue;
+                            if let Some(row) =
+                                first_of_id(&mut self.seen, &mut self.rejected, line, e)
+                            {
+                                return Some(row);
                             }
-                            self.seen.insert(e.id.clone(), line);
-                            return Some((line, e));
                         }
                         Err(reason) => self.rejected.push(Rejected { line, reason }),
                     }
@@ -459,9 +452,23 @@ impl<R: Read> Iterator for CsvRows<R> {
     }
 }
 
-/// The reason given for a second row with an id already seen.
-fn duplicate(id: &str, first: u64) -> String {
-    format!("duplicate id `{id}` (first on line {first})")
+/// The row, when its id is the first of its kind in the file; else rejects it, naming the
+/// line of the first.
+fn first_of_id(
+    seen: &mut HashMap<String, u64>,
+    rejected: &mut Vec<Rejected>,
+    line: u64,
+    e: Exhibit,
+) -> Option<(u64, Exhibit)> {
+    if let Some(first) = seen.get(&e.id) {
+        rejected.push(Rejected {
+            line,
+            reason: format!("duplicate id `{}` (first on line {first})", e.id),
+        });
+        return None;
+    }
+    seen.insert(e.id.clone(), line);
+    Some((line, e))
 }
 
 fn csv_reason(e: &csv::Error) -> String {
@@ -481,9 +488,15 @@ fn csv_io(e: csv::Error) -> std::io::Error {
     }
 }
 
-/// Parses a file by its extension.
+/// Parses a file by its extension, whole (the ingest streams it instead: [`open_rows`]).
 pub fn parse_file(path: &Path) -> Result<Parsed, String> {
-    parse_file_hashed(path).map(|(parsed, _)| parsed)
+    let mut rows = open_rows(path)?;
+    let good: Vec<(u64, Exhibit)> = rows.by_ref().collect();
+    let (rejected, _) = rows.finish()?;
+    Ok(Parsed {
+        rows: good,
+        rejected,
+    })
 }
 
 /// A reader that hashes what passes through it.
@@ -500,87 +513,57 @@ impl<R: Read> Read for Hashing<R> {
     }
 }
 
-/// Parses a file by its extension and returns the SHA-256 (hex) of the bytes parsed, in one
-/// read of the file.
-pub fn parse_file_hashed(path: &Path) -> Result<(Parsed, String), String> {
-    let format = Format::for_path(path)?;
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    let mut reader = std::io::BufReader::with_capacity(
-        256 * 1024,
-        Hashing {
-            inner: file,
-            hash: Sha256::new(),
-        },
-    );
-    let parsed = match format {
-        Format::Jsonl => parse_jsonl(&mut reader),
-        Format::Csv => parse_csv(&mut reader),
+impl<R: Read> Hashing<R> {
+    /// Reads what is left, so every byte is in the hash, and returns it (hex SHA-256).
+    fn finish(mut self) -> std::io::Result<String> {
+        std::io::copy(&mut self, &mut std::io::sink())?;
+        Ok(hex::encode(self.hash.finalize()))
     }
-    .and_then(|p| {
-        // The parsers stop at the end of the file; make sure every byte is in the hash.
-        std::io::copy(&mut reader, &mut std::io::sink())?;
-        Ok(p)
-    })
-    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let sha = hex::encode(reader.into_inner().hash.finalize());
-    Ok((parsed, sha))
 }
 
 /// The rows of a collection file as they are read and hashed ([`open_rows`]), parsed as they
 /// are taken: the file is never whole in memory.
-pub enum FileRows {
-    Jsonl {
-        rows: Box<JsonlRows<std::io::BufReader<Hashing<std::fs::File>>>>,
-        path: std::path::PathBuf,
-    },
-    Csv {
-        rows: Box<CsvRows<Hashing<std::fs::File>>>,
-        path: std::path::PathBuf,
-    },
+pub struct FileRows {
+    path: std::path::PathBuf,
+    rows: Rows,
+}
+
+enum Rows {
+    Jsonl(Box<JsonlRows<std::io::BufReader<Hashing<std::fs::File>>>>),
+    Csv(Box<CsvRows<Hashing<std::fs::File>>>),
 }
 
 /// Opens a collection file by its extension for [`store_rows_from`].
 pub fn open_rows(path: &Path) -> Result<FileRows, String> {
-    match Format::for_path(path)? {
-        Format::Jsonl => {
-            let file = std::fs::File::open(path)
-                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-            let reader = std::io::BufReader::with_capacity(
-                256 * 1024,
-                Hashing {
-                    inner: file,
-                    hash: Sha256::new(),
-                },
-            );
-            Ok(FileRows::Jsonl {
-                rows: Box::new(JsonlRows::new(reader)),
-                path: path.to_path_buf(),
-            })
-        }
-        Format::Csv => {
-            let file = std::fs::File::open(path)
-                .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-            let rows = CsvRows::new(Hashing {
-                inner: file,
-                hash: Sha256::new(),
-            })
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            Ok(FileRows::Csv {
-                rows: Box::new(rows),
-                path: path.to_path_buf(),
-            })
-        }
-    }
+    let format = Format::for_path(path)?;
+    let file =
+        std::fs::File::open(path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let hashing = Hashing {
+        inner: file,
+        hash: Sha256::new(),
+    };
+    let rows = match format {
+        Format::Jsonl => Rows::Jsonl(Box::new(JsonlRows::new(std::io::BufReader::with_capacity(
+            256 * 1024,
+            hashing,
+        )))),
+        Format::Csv => Rows::Csv(Box::new(
+            CsvRows::new(hashing).map_err(|e| format!("cannot read {}: {e}", path.display()))?,
+        )),
+    };
+    Ok(FileRows {
+        path: path.to_path_buf(),
+        rows,
+    })
 }
 
 impl Iterator for FileRows {
     type Item = (u64, Exhibit);
 
     fn next(&mut self) -> Option<(u64, Exhibit)> {
-        match self {
-            FileRows::Jsonl { rows, .. } => rows.next(),
-            FileRows::Csv { rows, .. } => rows.next(),
+        match &mut self.rows {
+            Rows::Jsonl(rows) => rows.next(),
+            Rows::Csv(rows) => rows.next(),
         }
     }
 }
@@ -589,22 +572,15 @@ impl FileRows {
     /// After the rows: the rejected lines and the SHA-256 (hex) of the whole file, or the I/O
     /// error that ended the rows early (the rows before it have been taken).
     pub fn finish(self) -> Result<(Vec<Rejected>, String), String> {
-        match self {
-            FileRows::Jsonl { rows, path } => {
-                let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
-                let (mut reader, rejected) = rows.finish().map_err(cannot)?;
-                // The rows stop at the end of the file; make sure every byte is in the hash.
-                std::io::copy(&mut reader, &mut std::io::sink()).map_err(cannot)?;
-                let sha = hex::encode(reader.into_inner().hash.finalize());
-                Ok((rejected, sha))
-            }
-            FileRows::Csv { rows, path } => {
-                let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
-                let (mut reader, rejected) = rows.finish().map_err(cannot)?;
-                std::io::copy(&mut reader, &mut std::io::sink()).map_err(cannot)?;
-                Ok((rejected, hex::encode(reader.hash.finalize())))
-            }
+        let path = self.path;
+        let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+        // The bytes a buffer had read are in the hash already; the rest is read by `finish`.
+        let (hashing, rejected) = match self.rows {
+            Rows::Jsonl(rows) => rows.finish().map(|(r, rej)| (r.into_inner(), rej)),
+            Rows::Csv(rows) => rows.finish(),
         }
+        .map_err(cannot)?;
+        Ok((rejected, hashing.finish().map_err(cannot)?))
     }
 }
 
@@ -756,7 +732,7 @@ where
                 buf.extend(docs);
                 dfs.merge(batch_dfs);
                 if buf.len() >= WRITE_BATCH {
-                    defer_dfs |= empty && counts.inserted + counts.updated == 0;
+                    defer_dfs = empty;
                     let c = store
                         .upsert_counted(&std::mem::take(&mut buf), counted(&dfs, defer_dfs))?;
                     if !defer_dfs {
@@ -929,6 +905,11 @@ pub fn file_stat(path: &Path) -> std::io::Result<String> {
     ))
 }
 
+/// The size in a [`file_stat`] ("size N mtime …").
+fn stat_size(stat: &str) -> Option<&str> {
+    stat.strip_prefix("size ")?.split(' ').next()
+}
+
 fn stat_key(source: &str) -> String {
     format!("file_stat:{source}")
 }
@@ -937,9 +918,9 @@ fn stat_key(source: &str) -> String {
 /// collection is empty, or this file was loaded before and its content changed since. Returns
 /// the file's [`file_stat`] (taken before any read, for [`record_source`]) when it must. Cheap
 /// when nothing changed: the file's size and times are compared with those stored at its last
-/// load, and it is not read at all. When they differ for a file loaded before, it is hashed:
-/// an unchanged hash (the file was only touched) stores the new times and loads nothing. The
-/// load itself streams the file ([`open_rows`]) and hashes it again on the way.
+/// load, and it is not read at all. When only its times differ for a file loaded before, it is
+/// hashed: an unchanged hash (the file was only touched) stores the new times and loads
+/// nothing. The load itself streams the file ([`open_rows`]) and hashes it on the way.
 pub fn check_source(
     store: &CollectionStore,
     source: &str,
@@ -962,6 +943,10 @@ pub fn check_source(
             && stored_stat.as_deref() == Some(format!("{stat} sha256 {}", l.sha256).as_str())
         {
             return Ok(None);
+        }
+        // Another size is another content: load it, without reading it once more to hash it.
+        if stat_size(&stat) != stored_stat.as_deref().and_then(stat_size) {
+            return Ok(Some(stat));
         }
         let sha256 =
             file_sha256(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
