@@ -206,20 +206,10 @@ pub fn exhibit_from_map(mut map: Map<String, Value>) -> Result<Exhibit, String> 
     Ok(e)
 }
 
-/// One JSON object a line; blank lines are skipped. Only an I/O error fails the whole file.
-pub fn parse_jsonl(reader: impl BufRead) -> std::io::Result<Parsed> {
-    let mut rows = JsonlRows::new(reader);
-    let good: Vec<(u64, Exhibit)> = rows.by_ref().collect();
-    let (_, rejected) = rows.finish()?;
-    Ok(Parsed {
-        rows: good,
-        rejected,
-    })
-}
-
-/// The good rows of a JSONL stream with their line numbers, in file order, read as they are
-/// taken (the whole file is never in memory): bad lines and duplicate ids are collected for
-/// [`JsonlRows::finish`], and an I/O error ends the rows and is returned there.
+/// The good rows of a JSONL stream (one JSON object a line; blank lines are skipped) with their
+/// line numbers, in file order, read as they are taken (the whole file is never in memory): bad
+/// lines and duplicate ids are collected for [`JsonlRows::finish`], and an I/O error ends the
+/// rows and is returned there (only an I/O error fails the whole file).
 pub struct JsonlRows<R> {
     reader: R,
     seen: HashMap<String, u64>,
@@ -329,20 +319,10 @@ impl<R: BufRead> Iterator for JsonlRows<R> {
     }
 }
 
-/// A header row, then one exhibit a record. Empty cells are absent fields; columns that are not
-/// exhibit fields go to `extra`. A malformed record is rejected; an I/O error fails the file.
-pub fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
-    let mut rows = CsvRows::new(reader)?;
-    let good: Vec<(u64, Exhibit)> = rows.by_ref().collect();
-    let (_, rejected) = rows.finish()?;
-    Ok(Parsed {
-        rows: good,
-        rejected,
-    })
-}
-
-/// The good rows of a CSV stream with their line numbers (the line a record starts on), in
-/// file order, read as they are taken, as [`JsonlRows`] does for JSONL.
+/// The good rows of a CSV stream (a header row, then one exhibit a record; empty cells are
+/// absent fields, columns that are not exhibit fields go to `extra`) with their line numbers
+/// (the line a record starts on), in file order, read as they are taken, as [`JsonlRows`] does
+/// for JSONL: a malformed record is rejected, an I/O error fails the file.
 pub struct CsvRows<R> {
     rdr: csv::Reader<R>,
     headers: Vec<String>,
@@ -975,6 +955,24 @@ pub fn record_source(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_jsonl(reader: impl BufRead) -> std::io::Result<Parsed> {
+        let mut rows = JsonlRows::new(reader);
+        let good = rows.by_ref().collect();
+        Ok(Parsed {
+            rows: good,
+            rejected: rows.finish()?.1,
+        })
+    }
+
+    fn parse_csv(reader: impl Read) -> std::io::Result<Parsed> {
+        let mut rows = CsvRows::new(reader)?;
+        let good = rows.by_ref().collect();
+        Ok(Parsed {
+            rows: good,
+            rejected: rows.finish()?.1,
+        })
+    }
 
     fn numbered(n: usize) -> Vec<Exhibit> {
         (0..n)
