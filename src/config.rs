@@ -1171,6 +1171,22 @@ mod tests {
     }
 
     #[test]
+    fn the_embedded_passage_length_is_read_checked_and_reaches_the_embedder() {
+        let toml =
+            "[srs]\nembeddings_url = \"http://127.0.0.1:9/v1\"\nembeddings_passage_chars = 300\n";
+        let c = Config::from_sources(toml, vec![]).unwrap();
+        let e = crate::retrieval::embedder_from_config(&c.srs)
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.options().passage_chars, 300);
+        assert!(Config::from_sources("[srs]\nembeddings_passage_chars = 0\n", vec![]).is_err());
+        assert_eq!(
+            Config::default().srs.embeddings_passage_chars,
+            crate::retrieval::semantic::PASSAGE_CHARS
+        );
+    }
+
+    #[test]
     fn relative_paths_follow_the_config_file() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("museum.toml");
