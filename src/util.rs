@@ -104,6 +104,24 @@ fn process_cpu_ticks() -> Option<u64> {
     Some(utime + stime)
 }
 
+/// CPU seconds (user + system) a process has used, from `/proc/<pid>/stat`.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    cpu_times(pid).map(|(user, system)| user + system)
+}
+
+/// CPU seconds a process has used in user space and in the kernel, from `/proc/<pid>/stat`.
+pub fn cpu_times(pid: u32) -> Option<(f64, f64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let user: u64 = f.get(11)?.parse().ok()?;
+    let system: u64 = f.get(12)?.parse().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    let hz = if hz > 0 { hz as f64 } else { 100.0 };
+    Some((user as f64 / hz, system as f64 / hz))
+}
+
 /// Resident set size of a process in KiB, from `/proc/<pid>/status`.
 pub fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

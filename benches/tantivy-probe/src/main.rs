@@ -30,15 +30,7 @@ use tantivy::schema::{
 
 /// This process's CPU seconds (user + system).
 fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let f: Vec<&str> = stat
-        .rsplit(')')
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .collect();
-    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (tick(11) + tick(12)) / 100.0
+    museum_agent::util::cpu_seconds(std::process::id()).unwrap_or(0.0)
 }
 
 fn env_or(key: &str, default: usize) -> usize {
