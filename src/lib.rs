@@ -68,7 +68,9 @@
 //!                revocations behind UserStore (users.rs: SQLite; postgres.rs: PostgreSQL with
 //!                [database] url, shared by several nodes), the collection (CollectionStore:
 //!                plain rows, no retrieval types; a question reads on a pooled read connection
-//!                of its own, CollectionStore::reading), document vectors (vectors.rs), hub streams,
+//!                of its own, CollectionStore::reading), lexical.rs: the collection's inverted
+//!                index on tantivy, scored as FTS5's bm25() (built and tested beside FTS5; the
+//!                search does not use it yet), document vectors (vectors.rs), hub streams,
 //!                inboxes and society (SQLite only); migrations/*.sql and migrations/postgres/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
 //! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder

@@ -1194,6 +1194,199 @@ mod tests {
         assert_eq!(s.term_df_mismatches().unwrap(), vec![]);
     }
 
+    /// The MATCH expression `"a" OR "b"*` back as its terms (`text::match_expression`).
+    fn parse_match(expr: &str) -> Vec<(String, bool)> {
+        let mut out = Vec::new();
+        let mut rest = expr;
+        while let Some(r) = rest.strip_prefix('"') {
+            let mut text = String::new();
+            let mut chars = r.char_indices();
+            let end = loop {
+                match chars.next() {
+                    Some((i, '"')) if r[i + 1..].starts_with('"') => {
+                        text.push('"');
+                        chars.next();
+                    }
+                    Some((i, '"')) => break i + 1,
+                    Some((_, c)) => text.push(c),
+                    None => panic!("unterminated {expr:?}"),
+                }
+            };
+            let r = &r[end..];
+            let prefix = r.starts_with('*');
+            out.push((text, prefix));
+            rest = r.trim_start_matches('*');
+            rest = rest.strip_prefix(" OR ").unwrap_or(rest);
+        }
+        assert!(rest.is_empty(), "{expr:?}");
+        out
+    }
+
+    #[test]
+    fn the_tantivy_index_ranks_as_fts5_does() {
+        // The demo collection in both indexes; every BM25 query the search makes for the 200
+        // dev questions (their own words, prefixes, transliterations, translations and
+        // synonyms): the same rows in the same order with the same scores. Then after rows
+        // are replaced and deleted.
+        use crate::retrieval::embedded::{EmbeddedOptions, WEIGHTS, rank};
+        use crate::store::collection::MATCHES_ISSUED;
+        use crate::store::lexical::{LexicalIndex, MatchTerm};
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection");
+        let rows: Vec<Exhibit> = parse_file(&root.join("exhibits.jsonl"))
+            .unwrap()
+            .rows
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect();
+        let s = memory_store();
+        check_index(&s).unwrap();
+        store_rows(&s, rows.clone()).unwrap();
+        let ix = LexicalIndex::in_memory().unwrap();
+        // Two commits: the index is read over more than one segment.
+        let cols = s.indexed_columns().unwrap();
+        ix.upsert(&cols[..1000]).unwrap();
+        ix.commit(1).unwrap();
+        ix.upsert(&cols[1000..]).unwrap();
+        ix.commit(2).unwrap();
+        let mut questions: Vec<String> = Vec::new();
+        for f in ["dev_queries.jsonl", "dev_queries_v2.jsonl"] {
+            for line in std::fs::read_to_string(root.join(f)).unwrap().lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                questions.push(v["query"].as_str().unwrap().to_string());
+            }
+        }
+        let compare = |questions: &[String]| {
+            let opts = EmbeddedOptions::default();
+            let mut queries = 0;
+            for q in questions {
+                MATCHES_ISSUED.with(|m| m.borrow_mut().clear());
+                rank(&s, q, &opts, None).unwrap();
+                for expr in MATCHES_ISSUED.with(|m| m.take()) {
+                    let terms = parse_match(&expr);
+                    let terms: Vec<MatchTerm> = terms
+                        .iter()
+                        .map(|(text, prefix)| {
+                            assert_eq!(text.split_ascii_whitespace().count(), 1, "{text:?}");
+                            MatchTerm {
+                                text,
+                                prefix: *prefix,
+                            }
+                        })
+                        .collect();
+                    let want = s.fts_candidates(&expr, &WEIGHTS, 5000).unwrap();
+                    let got = ix.candidates(&terms, &WEIGHTS, 5000).unwrap();
+                    assert_eq!(got, want, "{q:?}: {expr}");
+                    for t in &terms {
+                        let df = s.doc_freq(t.text, t.prefix).unwrap();
+                        assert_eq!(ix.doc_freq(*t).unwrap() as i64, df, "{t:?}");
+                    }
+                    queries += 1;
+                }
+            }
+            queries
+        };
+        assert!(compare(&questions) > 300);
+        let mut changed = rows.clone();
+        for (i, e) in changed.iter_mut().enumerate().step_by(7) {
+            e.description = format!("{} Bronze jar number {i}, 青銅器。", e.title);
+            e.title = "Jade".into();
+        }
+        store_rows(&s, changed).unwrap();
+        let cols = s.indexed_columns().unwrap();
+        let replaced: Vec<(i64, [String; 7])> = cols.iter().step_by(7).cloned().collect();
+        ix.upsert(&replaced).unwrap();
+        ix.commit(3).unwrap();
+        assert!(compare(&questions[..60]) > 60);
+    }
+
+    /// A measurement, not a check (`--ignored`): the tantivy index beside an existing
+    /// collection database (`LEXICAL_PROBE_DB`, e.g. the scale bench's 500,000-record file,
+    /// opened read-only in effect: nothing is written to it), built from its FTS5 rows; then
+    /// every BM25 query the search makes for the 200 dev questions, timed on both indexes, and
+    /// their results compared. Run with
+    /// `LEXICAL_PROBE_DB=… cargo test --release --lib -- --ignored lexical_probe --nocapture`.
+    #[test]
+    #[ignore]
+    fn lexical_probe() {
+        use crate::retrieval::embedded::{EmbeddedOptions, WEIGHTS, rank};
+        use crate::store::collection::MATCHES_ISSUED;
+        use crate::store::lexical::{LexicalIndex, MatchTerm};
+        use std::time::Instant;
+        let Ok(db) = std::env::var("LEXICAL_PROBE_DB") else {
+            return;
+        };
+        let s = crate::store::Store::open(Path::new(&db))
+            .unwrap()
+            .collection();
+        let dir = tempfile::tempdir().unwrap();
+        let t = Instant::now();
+        let cols = s.indexed_columns().unwrap();
+        println!(
+            "read {} rows in {:.1} s",
+            cols.len(),
+            t.elapsed().as_secs_f64()
+        );
+        let ix = LexicalIndex::open(dir.path()).unwrap();
+        let t = Instant::now();
+        for part in cols.chunks(10_000) {
+            ix.upsert(part).unwrap();
+        }
+        ix.commit(1).unwrap();
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "indexed {} rows in {secs:.1} s = {:.0} rows/s",
+            cols.len(),
+            cols.len() as f64 / secs
+        );
+        drop(cols);
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection");
+        let opts = EmbeddedOptions::default();
+        let (mut fts, mut tv) = (Vec::new(), Vec::new());
+        let mut differ = 0;
+        for f in ["dev_queries.jsonl", "dev_queries_v2.jsonl"] {
+            for line in std::fs::read_to_string(root.join(f)).unwrap().lines() {
+                let v: Value = serde_json::from_str(line).unwrap();
+                let q = v["query"].as_str().unwrap();
+                MATCHES_ISSUED.with(|m| m.borrow_mut().clear());
+                rank(&s, q, &opts, None).unwrap();
+                let (mut a, mut b) = (0.0, 0.0);
+                for expr in MATCHES_ISSUED.with(|m| m.take()) {
+                    let terms = parse_match(&expr);
+                    let terms: Vec<MatchTerm> = terms
+                        .iter()
+                        .map(|(text, prefix)| MatchTerm {
+                            text,
+                            prefix: *prefix,
+                        })
+                        .collect();
+                    let t = Instant::now();
+                    let want = s.fts_candidates(&expr, &WEIGHTS, opts.candidates).unwrap();
+                    a += t.elapsed().as_secs_f64() * 1e3;
+                    let t = Instant::now();
+                    let got = ix.candidates(&terms, &WEIGHTS, opts.candidates).unwrap();
+                    b += t.elapsed().as_secs_f64() * 1e3;
+                    if got != want {
+                        differ += 1;
+                        println!("differ: {q:?} {expr}");
+                    }
+                }
+                fts.push(a);
+                tv.push(b);
+            }
+        }
+        for (name, mut v) in [("fts5", fts), ("tantivy", tv)] {
+            v.sort_by(f64::total_cmp);
+            let p = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+            println!(
+                "{name}: BM25 stage of a question p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+                p(0.5),
+                p(0.99),
+                p(1.0)
+            );
+        }
+        println!("questions whose candidates differ: {differ}");
+    }
+
     #[test]
     fn an_unchanged_source_file_is_not_read_again() {
         let dir = tempfile::tempdir().unwrap();

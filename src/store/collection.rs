@@ -26,6 +26,14 @@ pub const FTS_COLUMNS: [&str; 7] = [
     "meta",
 ];
 
+#[cfg(test)]
+thread_local! {
+    /// Every MATCH expression [`CollectionStore::fts_candidates`] ran on this thread (tests
+    /// that compare another index on the queries the search really makes).
+    pub(crate) static MATCHES_ISSUED: std::cell::RefCell<Vec<String>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// One row of `exhibits` as stored (without its primary key and content hash).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ExhibitRow {
@@ -677,6 +685,8 @@ impl CollectionStore {
         weights: &[f64; 7],
         limit: usize,
     ) -> Result<Vec<(i64, f64)>, StoreError> {
+        #[cfg(test)]
+        MATCHES_ISSUED.with(|m| m.borrow_mut().push(match_expr.to_string()));
         self.with(|c| {
             let w = weights.map(|x| x.to_string()).join(", ");
             // The score is the ORDER BY key itself (one bm25() call a matching row, not one
@@ -805,6 +815,34 @@ impl CollectionStore {
             ))?;
             let rows = st
                 .query_map(params![lo, hi], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(rows)
+        })
+    }
+
+    /// Every row of the full-text index: its `pk` and analysed columns ([`FTS_COLUMNS`]), in
+    /// `pk` order (the rows a rebuild of another index starts from).
+    pub fn indexed_columns(&self) -> Result<Vec<(i64, [String; 7])>, StoreError> {
+        self.with(|c| {
+            let mut st = c.prepare(
+                "SELECT rowid, title, maker, period, medium, description, extra, meta \
+                 FROM exhibits_fts ORDER BY rowid",
+            )?;
+            let rows = st
+                .query_map([], |r| {
+                    Ok((
+                        r.get(0)?,
+                        [
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                            r.get(6)?,
+                            r.get(7)?,
+                        ],
+                    ))
+                })?
                 .collect::<Result<Vec<_>, _>>()?;
             Ok(rows)
         })

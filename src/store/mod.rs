@@ -27,6 +27,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 pub mod collection;
 pub mod hub;
+pub mod lexical;
 pub mod postgres;
 pub mod users;
 
@@ -77,6 +78,9 @@ pub enum StoreError {
     Unavailable(String),
     #[error("invalid [database] configuration: {0}")]
     Config(String),
+    /// The tantivy index of the collection ([`lexical`]) failed.
+    #[error("lexical index error: {0}")]
+    Lexical(String),
 }
 
 #[derive(Clone)]

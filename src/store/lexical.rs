@@ -1,0 +1,447 @@
+//! The collection's inverted index on tantivy, scored exactly as SQLite FTS5's `bm25()` scores
+//! `exhibits_fts`: the first step of the engine change planned in `src/retrieval/README.md`
+//! ("Plan for the ingest target"). Not used by the server yet: search and ingest still go
+//! through FTS5 ([`super::collection`]); this index is built beside it and held equal to it by
+//! tests (`retrieval::embedded`'s `the_tantivy_index_ranks_as_fts5_does`).
+//!
+//! # Why FTS5's formula, not tantivy's own BM25
+//! Everything after the BM25 stage was fitted on FTS5's scores: the coverage re-rank compares a
+//! row's BM25 with the best's, and the no-answer model (`retrieval::abstain`) and the fusion
+//! constants take the lexical score as an input. tantivy's BM25 scores each field apart with
+//! its own length norm (a lossy byte); FTS5's is one BM25 over the weighted sum of a phrase's
+//! counts in every column and the row's exact length in all columns. With the same formula the
+//! switch changes no ranking and no fitted constant; with tantivy's, every fit would be redone.
+//!
+//! # The index
+//! One text field per FTS column ([`FTS_COLUMNS`]), tokens split at ASCII white space (analysed
+//! text is already tokens: the invariant `TermCounter` relies on), term frequencies without
+//! positions (no phrase query is ever made: every query term is one token), no field norms;
+//! `pk` (the `exhibits` row, indexed to delete by it, and a fast field) and `len` (the row's
+//! tokens in all columns, FTS5's `xColumnSize(-1)`) as fast fields. The SQLite generation of the
+//! collection a commit reflects is the commit's payload ([`LexicalIndex::committed_generation`]),
+//! so a start can tell an index behind the rows.
+//!
+//! # Scoring ([`LexicalIndex::candidates`]), as `fts5Bm25Function` in SQLite's `fts5_aux.c`
+//! For a query of phrases `q` (a token, or with `prefix` every token starting with it) joined by
+//! OR, each matching row `D`:
+//! `score = Σ_q idf(q) · f(q,D)·(k1+1) / (f(q,D) + k1·(1 − b + b·|D|/avgdl))`, `k1` 1.2, `b`
+//! 0.75, where `f(q,D)` is the sum over the row's occurrences of `q` of its column's weight,
+//! `|D|` the row's tokens, `avgdl` all rows' tokens over their number, and
+//! `idf(q) = ln((N − n(q) + 0.5) / (n(q) + 0.5))` (1e-6 when not positive) with `n(q)` the rows
+//! holding `q` in any column. The sums run in FTS5's order, so the scores are the same doubles.
+//! Ties are ordered by `pk`, the order FTS5's full-text scan feeds its sorter in.
+use std::path::Path;
+use std::sync::Mutex;
+
+use tantivy::postings::Postings;
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
+use tantivy::{DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, TERMINATED, Term};
+
+use super::StoreError;
+use super::collection::FTS_COLUMNS;
+
+/// The tokenizer name registered on the index: ASCII white space, nothing else.
+const TOKENIZER: &str = "tokens";
+/// Indexing memory of the writer (tantivy's floor is 15 MB a thread).
+const WRITER_BYTES: usize = 64 << 20;
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+/// One term of a query: an index token, or with `prefix` every token starting with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatchTerm<'a> {
+    pub text: &'a str,
+    pub prefix: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    columns: [Field; 7],
+    pk: Field,
+    len: Field,
+}
+
+/// The inverted index (see the module docs).
+pub struct LexicalIndex {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    /// Created at the first write (its indexing threads and memory are not paid by a reader).
+    writer: Mutex<Option<IndexWriter>>,
+    /// Rows and their tokens of one searcher generation (`avgdl`'s terms: a walk over every
+    /// row's `len`, done once a commit instead of once a question).
+    totals: Mutex<Option<(u64, Totals)>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Totals {
+    rows: u64,
+    tokens: u64,
+}
+
+fn lexical_error(e: impl std::fmt::Display) -> StoreError {
+    StoreError::Lexical(e.to_string())
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut sb = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default()
+            .set_tokenizer(TOKENIZER)
+            .set_index_option(IndexRecordOption::WithFreqs)
+            .set_fieldnorms(false),
+    );
+    let columns = FTS_COLUMNS.map(|c| sb.add_text_field(c, text.clone()));
+    let pk = sb.add_i64_field("pk", INDEXED | FAST);
+    let len = sb.add_u64_field("len", FAST);
+    (sb.build(), Fields { columns, pk, len })
+}
+
+impl LexicalIndex {
+    /// An index in memory (tests, and stores opened on `:memory:`).
+    pub fn in_memory() -> Result<LexicalIndex, StoreError> {
+        let (schema, fields) = schema();
+        Self::with_index(Index::create_in_ram(schema), fields)
+    }
+
+    /// The index in `dir`, created empty there when it holds none.
+    pub fn open(dir: &Path) -> Result<LexicalIndex, StoreError> {
+        std::fs::create_dir_all(dir).map_err(lexical_error)?;
+        let (schema, fields) = schema();
+        let mmap = tantivy::directory::MmapDirectory::open(dir).map_err(lexical_error)?;
+        let index = Index::open_or_create(mmap, schema).map_err(lexical_error)?;
+        Self::with_index(index, fields)
+    }
+
+    fn with_index(index: Index, fields: Fields) -> Result<LexicalIndex, StoreError> {
+        index.tokenizers().register(
+            TOKENIZER,
+            TextAnalyzer::from(WhitespaceTokenizer::default()),
+        );
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(lexical_error)?;
+        Ok(LexicalIndex {
+            index,
+            reader,
+            fields,
+            writer: Mutex::new(None),
+            totals: Mutex::new(None),
+        })
+    }
+
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut IndexWriter, Fields) -> tantivy::Result<T>,
+    ) -> Result<T, StoreError> {
+        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_none() {
+            *guard = Some(
+                self.index
+                    .writer_with_num_threads(1, WRITER_BYTES)
+                    .map_err(lexical_error)?,
+            );
+        }
+        let writer = guard.as_mut().expect("created above");
+        f(writer, self.fields).map_err(lexical_error)
+    }
+
+    /// Adds rows `(pk, analysed columns)`, replacing any row of the same `pk`. Seen by
+    /// queries after [`Self::commit`].
+    pub fn upsert<S: AsRef<str>>(&self, rows: &[(i64, [S; 7])]) -> Result<(), StoreError> {
+        self.write(|w, f| {
+            for (pk, cols) in rows {
+                w.delete_term(Term::from_field_i64(f.pk, *pk));
+                let mut doc = tantivy::TantivyDocument::default();
+                let mut len = 0u64;
+                for (field, text) in f.columns.iter().zip(cols) {
+                    let text = text.as_ref();
+                    len += text.split_ascii_whitespace().count() as u64;
+                    doc.add_text(*field, text);
+                }
+                doc.add_i64(f.pk, *pk);
+                doc.add_u64(f.len, len);
+                w.add_document(doc)?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes the rows of these primary keys (after [`Self::commit`]).
+    pub fn delete(&self, pks: &[i64]) -> Result<(), StoreError> {
+        self.write(|w, f| {
+            for pk in pks {
+                w.delete_term(Term::from_field_i64(f.pk, *pk));
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes every row (after [`Self::commit`]).
+    pub fn clear(&self) -> Result<(), StoreError> {
+        self.write(|w, _| w.delete_all_documents().map(|_| ()))
+    }
+
+    /// Makes the writes so far durable and visible, recording that they reflect the
+    /// collection's `generation`.
+    pub fn commit(&self, generation: i64) -> Result<(), StoreError> {
+        self.write(|w, _| {
+            let mut c = w.prepare_commit()?;
+            c.set_payload(&generation.to_string());
+            c.commit().map(|_| ())
+        })?;
+        self.reader.reload().map_err(lexical_error)
+    }
+
+    /// The collection generation of the last commit (None: never committed).
+    pub fn committed_generation(&self) -> Result<Option<i64>, StoreError> {
+        let metas = self.index.load_metas().map_err(lexical_error)?;
+        Ok(metas.payload.and_then(|p| p.parse().ok()))
+    }
+
+    /// Rows in the index (as of the last commit).
+    pub fn num_rows(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// Rows holding `term` in any column (as [`super::collection::CollectionStore::doc_freq`]).
+    pub fn doc_freq(&self, term: MatchTerm<'_>) -> Result<u64, StoreError> {
+        let searcher = self.reader.searcher();
+        let mut n = 0u64;
+        for seg in searcher.segment_readers() {
+            let mut hit = vec![false; seg.max_doc() as usize];
+            self.each_posting(seg, term, |doc, _, _| hit[doc as usize] = true)?;
+            n += hit.iter().filter(|h| **h).count() as u64;
+        }
+        Ok(n)
+    }
+
+    /// Calls `f(doc, column, term frequency)` for every live posting of `term` in `seg`.
+    fn each_posting(
+        &self,
+        seg: &tantivy::SegmentReader,
+        term: MatchTerm<'_>,
+        mut f: impl FnMut(u32, usize, u32),
+    ) -> Result<(), StoreError> {
+        let alive = seg.alive_bitset();
+        for (col, field) in self.fields.columns.iter().enumerate() {
+            let inverted = seg.inverted_index(*field).map_err(lexical_error)?;
+            let mut infos = Vec::new();
+            if term.prefix {
+                let mut range = inverted.terms().range().ge(term.text.as_bytes());
+                if let Some(end) = prefix_end(term.text.as_bytes()) {
+                    range = range.lt(end);
+                }
+                let mut stream = range.into_stream().map_err(lexical_error)?;
+                while stream.advance() {
+                    infos.push(stream.value().clone());
+                }
+            } else if let Some(info) = inverted
+                .terms()
+                .get(term.text.as_bytes())
+                .map_err(lexical_error)?
+            {
+                infos.push(info);
+            }
+            for info in infos {
+                let mut postings = inverted
+                    .read_postings_from_terminfo(&info, IndexRecordOption::WithFreqs)
+                    .map_err(lexical_error)?;
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if alive.is_none_or(|a| a.is_alive(doc)) {
+                        f(doc, col, postings.term_freq());
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The rows matching any of `terms`, best first, at most `limit`, with FTS5's `bm25()`
+    /// score (sign flipped: higher is better); `weights` follow [`FTS_COLUMNS`].
+    pub fn candidates(
+        &self,
+        terms: &[MatchTerm<'_>],
+        weights: &[f64; 7],
+        limit: usize,
+    ) -> Result<Vec<(i64, f64)>, StoreError> {
+        let searcher = self.reader.searcher();
+        let n_phrases = terms.len();
+        if n_phrases == 0 || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let segments = searcher.segment_readers();
+        let totals = self.totals(&searcher)?;
+        // Each matching row: its segment and doc, and f(q, D) of every phrase.
+        let mut rows: Vec<(usize, u32)> = Vec::new();
+        let mut freqs: Vec<f64> = Vec::new();
+        // Whether the row holds the phrase (a weight may be 0: f(q, D) cannot tell).
+        let mut holds: Vec<bool> = Vec::new();
+        let mut hits = vec![0u64; n_phrases];
+        for (s, seg) in segments.iter().enumerate() {
+            // A segment's docs to their row (u32::MAX: none yet).
+            let mut slot = vec![u32::MAX; seg.max_doc() as usize];
+            for (q, term) in terms.iter().enumerate() {
+                self.each_posting(seg, *term, |doc, col, tf| {
+                    let at = &mut slot[doc as usize];
+                    if *at == u32::MAX {
+                        *at = rows.len() as u32;
+                        rows.push((s, doc));
+                        freqs.resize(freqs.len() + n_phrases, 0.0);
+                        holds.resize(holds.len() + n_phrases, false);
+                    }
+                    let i = *at as usize * n_phrases + q;
+                    if !holds[i] {
+                        holds[i] = true;
+                        hits[q] += 1;
+                    }
+                    freqs[i] += weights[col] * f64::from(tf);
+                })?;
+            }
+        }
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        let avgdl = totals.tokens as f64 / totals.rows as f64;
+        let idf: Vec<f64> = hits
+            .iter()
+            .map(|&n| {
+                let idf = ((totals.rows as i64 - n as i64) as f64 + 0.5) / (n as f64 + 0.5);
+                let idf = idf.ln();
+                if idf <= 0.0 { 1e-6 } else { idf }
+            })
+            .collect();
+        let mut lens = Vec::with_capacity(segments.len());
+        let mut pks = Vec::with_capacity(segments.len());
+        for seg in segments {
+            let ff = seg.fast_fields();
+            lens.push(
+                ff.u64("len")
+                    .map_err(lexical_error)?
+                    .first_or_default_col(0),
+            );
+            pks.push(ff.i64("pk").map_err(lexical_error)?.first_or_default_col(0));
+        }
+        let mut scored: Vec<(i64, f64)> = rows
+            .iter()
+            .enumerate()
+            .map(|(r, &(s, doc))| {
+                let d = lens[s].get_val(doc) as f64;
+                let mut score = 0.0;
+                for (q, idf) in idf.iter().enumerate() {
+                    let f = freqs[r * n_phrases + q];
+                    score += idf * ((f * (K1 + 1.0)) / (f + K1 * (1.0 - B + B * d / avgdl)));
+                }
+                (pks[s].get_val(doc), score)
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.truncate(limit);
+        Ok(scored)
+    }
+}
+
+impl LexicalIndex {
+    /// The rows and tokens of `searcher`'s generation (cached until the next commit).
+    fn totals(&self, searcher: &tantivy::Searcher) -> Result<Totals, StoreError> {
+        let generation = searcher.generation().generation_id();
+        let mut cached = self.totals.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((g, t)) = *cached
+            && g == generation
+        {
+            return Ok(t);
+        }
+        let mut t = Totals { rows: 0, tokens: 0 };
+        for seg in searcher.segment_readers() {
+            let lens = seg
+                .fast_fields()
+                .u64("len")
+                .map_err(lexical_error)?
+                .first_or_default_col(0);
+            let alive = seg.alive_bitset();
+            for doc in 0..seg.max_doc() {
+                if alive.is_none_or(|a| a.is_alive(doc)) {
+                    t.rows += 1;
+                    t.tokens += lens.get_val(doc);
+                }
+            }
+        }
+        *cached = Some((generation, t));
+        Ok(t)
+    }
+}
+
+/// The smallest byte string greater than every string starting with `prefix` (None: no such
+/// bound, every byte 0xff).
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(pk: i64, title: &str, description: &str) -> (i64, [String; 7]) {
+        let mut cols: [String; 7] = Default::default();
+        cols[0] = title.to_string();
+        cols[4] = description.to_string();
+        (pk, cols)
+    }
+
+    #[test]
+    fn rows_are_found_replaced_and_deleted_after_a_commit() {
+        let ix = LexicalIndex::in_memory().unwrap();
+        assert_eq!(ix.committed_generation().unwrap(), None);
+        ix.upsert(&[
+            row(1, "bronz vessel", "ritual"),
+            row(2, "jade", "bronz age"),
+        ])
+        .unwrap();
+        let t = |text| MatchTerm {
+            text,
+            prefix: false,
+        };
+        assert_eq!(ix.doc_freq(t("bronz")).unwrap(), 0, "not before the commit");
+        ix.commit(7).unwrap();
+        assert_eq!(ix.committed_generation().unwrap(), Some(7));
+        assert_eq!(ix.doc_freq(t("bronz")).unwrap(), 2);
+        let got = ix.candidates(&[t("bronz")], &[4.0, 3.0, 2.0, 2.0, 1.0, 3.0, 0.5], 10);
+        let got: Vec<i64> = got.unwrap().iter().map(|r| r.0).collect();
+        assert_eq!(got, [1, 2], "the title weighs more than the description");
+
+        ix.upsert(&[row(1, "jade disc", "")]).unwrap();
+        ix.delete(&[2]).unwrap();
+        ix.commit(8).unwrap();
+        assert_eq!(ix.doc_freq(t("bronz")).unwrap(), 0);
+        assert_eq!(ix.num_rows(), 1);
+        let prefix = MatchTerm {
+            text: "ja",
+            prefix: true,
+        };
+        assert_eq!(ix.doc_freq(prefix).unwrap(), 1);
+        ix.clear().unwrap();
+        ix.commit(9).unwrap();
+        assert_eq!(ix.num_rows(), 0);
+    }
+
+    #[test]
+    fn the_prefix_bound_is_the_next_string() {
+        assert_eq!(prefix_end(b"ab").unwrap(), b"ac");
+        assert_eq!(prefix_end(&[0x61, 0xff]).unwrap(), [0x62]);
+        assert_eq!(prefix_end(&[0xff]), None);
+    }
+}
