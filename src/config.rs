@@ -519,7 +519,7 @@ impl Default for SttConfig {
 pub enum SrsProviderKind {
     /// No retrieval: answers are not grounded in the collection.
     None,
-    /// The collection in this server's SQLite file (FTS5/BM25, optional embeddings).
+    /// The collection in this server's SQLite file (BM25, optional embeddings).
     Embedded,
     /// An external retrieval service over HTTP (see `retrieval/remote.rs`).
     Remote,

@@ -43,7 +43,7 @@
 //!                (server tools, observations) → RESPONSE frames via ReplyStream. Imports
 //!                request, never session
 //! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC
-//!                folding, the makers' user dictionary), ingest, embedded FTS5 ranking with
+//!                folding, the makers' user dictionary), ingest, embedded BM25 ranking with
 //!                bridges across the two languages (pinyin, CC-CEDICT) and to
 //!                English synonyms (WordNet), the semantic path (semantic.rs: embedding in the
 //!                background, fusion; vectors from a server or in process, local_e5.rs), the
@@ -69,8 +69,8 @@
 //!                [database] url, shared by several nodes), the collection (CollectionStore:
 //!                plain rows, no retrieval types; a question reads on a pooled read connection
 //!                of its own, CollectionStore::reading), lexical.rs: the collection's inverted
-//!                index on tantivy, scored as FTS5's bm25() (built and tested beside FTS5; the
-//!                search does not use it yet), document vectors (vectors.rs), hub streams,
+//!                index on tantivy (a directory beside the file), scored as SQLite FTS5's bm25()
+//!                scored it, kept in step with the rows by collection.rs, document vectors (vectors.rs), hub streams,
 //!                inboxes and society (SQLite only); migrations/*.sql and migrations/postgres/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
 //! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder

@@ -1,9 +1,9 @@
 //! The default [`Retriever`]: the collection in the server's own SQLite file, searched with
-//! FTS5/BM25 over analysed text ([`super::text`]), re-ranked by how much of the question an
+//! BM25 over analysed text ([`super::text`]), re-ranked by how much of the question an
 //! exhibit covers, optionally fused with embedding similarity (reciprocal rank fusion).
 //!
 //! Ranking, for a question with terms `t` (after normalisation and stop-word removal):
-//! 1. FTS5 `bm25()` with field weights ([`WEIGHTS`]) over any-term matches gives `candidates`.
+//! 1. BM25 as FTS5's `bm25()` computes it (`store::lexical`), with field weights ([`WEIGHTS`]) over any-term matches gives `candidates`.
 //! 2. Each candidate's *coverage* is the IDF-weighted share of the question's terms it
 //!    contains: `Σ_{t in doc} idf(t) / Σ_t idf(t)`, with `idf = ln(1 + (N - df + .5)/(df + .5))`.
 //!    Terms found nowhere in the collection still count in the denominator, so a question about
@@ -35,6 +35,7 @@ use super::translit::{self, BridgeKind};
 use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
 use crate::store::StoreError;
 use crate::store::collection::{CollectionStore, ExhibitRow};
+use crate::store::lexical::MatchTerm;
 use crate::store::vectors::VectorStore;
 
 /// BM25 weights of the FTS columns: title, maker, period (+ date), medium, description,
@@ -52,7 +53,7 @@ pub const MATCH_DF_CAP: f64 = 5_000.0;
 pub const LARGE_COLLECTION: f64 = 10_000.0;
 
 /// In a large collection the MATCH keeps the question's rarest terms while their document
-/// frequencies add up to at most this (always the rarest one): FTS5's `bm25()` scores every
+/// frequencies add up to at most this (always the rarest one): BM25 scores every
 /// exhibit holding any MATCH term, a few microseconds each, with no top-k pruning.
 pub const MATCH_DF_BUDGET: f64 = 5_000.0;
 
@@ -800,7 +801,7 @@ fn candidates(
     opts: &EmbeddedOptions,
 ) -> Result<Vec<(i64, f64)>, StoreError> {
     // Terms found nowhere cannot match, and terms in more than half of the collection add
-    // nothing to FTS5's BM25 (it floors their IDF at 1e-6) but make it score most documents:
+    // nothing to BM25 (FTS5's formula floors their IDF at 1e-6) but make it score most documents:
     // leave both out of the MATCH (coverage below still counts them).
     let half = w.docs / 2.0;
     let found: Vec<(&QueryTerm, f64)> = w
@@ -883,7 +884,7 @@ fn candidates(
     let mut cands = if terms.is_empty() {
         Vec::new()
     } else {
-        store.fts_candidates(&text::match_expression(&terms), &WEIGHTS, opts.candidates)?
+        store.candidates(&match_terms(&terms), &WEIGHTS, opts.candidates)?
     };
     // The dictionary's translations in a MATCH of their own: bm25() works through every phrase
     // of the query for each row it scores, so the tokens of the other script (dozens for a
@@ -891,14 +892,21 @@ fn candidates(
     // 2,700 exhibits). BM25 is a sum over phrases, so a row's two scores add up to the score
     // one MATCH of both would give it.
     if !translations.is_empty() {
-        let more = store.fts_candidates(
-            &text::match_expression(&translations),
-            &WEIGHTS,
-            opts.candidates,
-        )?;
+        let more = store.candidates(&match_terms(&translations), &WEIGHTS, opts.candidates)?;
         add_scores(&mut cands, more, opts.candidates);
     }
     Ok(cands)
+}
+
+/// Query terms as the index's match terms.
+fn match_terms(terms: &[QueryTerm]) -> Vec<MatchTerm<'_>> {
+    terms
+        .iter()
+        .map(|t| MatchTerm {
+            text: &t.text,
+            prefix: t.prefix,
+        })
+        .collect()
 }
 
 /// The tokens of `w`'s bridges of `kind` that join the BM25 stage: within
@@ -953,8 +961,7 @@ fn add_synonyms(
     let own: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
     let tokens = budgeted_tokens(w, BridgeKind::Synonym, &own);
     if !tokens.is_empty() {
-        let more =
-            store.fts_candidates(&text::match_expression(&tokens), &WEIGHTS, opts.candidates)?;
+        let more = store.candidates(&match_terms(&tokens), &WEIGHTS, opts.candidates)?;
         add_scores(cands, more, opts.candidates);
     }
     Ok(())

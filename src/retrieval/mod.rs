@@ -16,7 +16,7 @@
 //! text.rs        normalisation (NFKC, Traditional→Simplified, case, accents), CJK bigrams + jieba
 //!                words, English stop words and stems, sentences. Pure
 //! ingest.rs      JSONL/CSV rows → Exhibit, each bad row rejected with its line and reason. Pure
-//! embedded.rs    the default Retriever: FTS5/BM25 + coverage re-rank (+ optional vectors, RRF);
+//! embedded.rs    the default Retriever: BM25 (as FTS5 scored it) + coverage re-rank (+ optional vectors, RRF);
 //!                Exhibit ↔ store row conversion
 //! embeddings.rs  OpenAI-compatible /embeddings client (prefixes, fingerprint), or the in-process
 //!                model for a file: URL; cosine and weighted rank fusion helpers

@@ -9,8 +9,9 @@
 //!    unigram. For a query, jieba segments the run first so that function and question words
 //!    (的, 是谁, 什么, 有没有, ...) are removed before bigrams are formed.
 //!
-//! The resulting tokens contain only letters and digits, so the index's FTS5 `unicode61`
-//! tokenizer keeps each one whole and no token can carry FTS5 query syntax.
+//! The resulting tokens contain only letters and digits, so the index (which splits at white
+//! space, `store::lexical`) keeps each one whole, as the `unicode61` tokenizer of the FTS5
+//! index it replaced did.
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -850,16 +851,6 @@ impl QueryTerm {
         }
     }
 
-    /// This term as an FTS5 query string: always a quoted string, so nothing in it is syntax.
-    pub fn to_fts(&self) -> String {
-        let quoted = format!("\"{}\"", self.text.replace('"', "\"\""));
-        if self.prefix {
-            format!("{quoted}*")
-        } else {
-            quoted
-        }
-    }
-
     /// Whether a document token matches this term.
     pub fn matches(&self, token: &str) -> bool {
         if self.prefix {
@@ -1058,15 +1049,6 @@ impl UserDict {
         }
         out
     }
-}
-
-/// The FTS5 MATCH expression for these terms (any term may match; BM25 ranks).
-pub fn match_expression(terms: &[QueryTerm]) -> String {
-    terms
-        .iter()
-        .map(QueryTerm::to_fts)
-        .collect::<Vec<_>>()
-        .join(" OR ")
 }
 
 /// Splits a description into sentences (passages), merging very short pieces into the next.
@@ -1736,7 +1718,6 @@ mod tests {
                 prefix: true
             }]
         );
-        assert_eq!(t[0].to_fts(), "\"鼎\"*");
         assert!(t[0].matches("鼎铭") && !t[0].matches("铜鼎"));
     }
 
@@ -1753,14 +1734,12 @@ mod tests {
             "(((",
         ] {
             let terms = query_terms(q);
-            let expr = match_expression(&terms);
             for t in &terms {
                 assert!(
                     t.text.chars().all(|c| c.is_alphanumeric()),
                     "{q:?} gave {t:?}"
                 );
             }
-            assert!(!expr.contains("\"\""), "{q:?}: {expr}");
         }
         assert!(query_terms("").is_empty());
         assert!(query_terms("?!  …").is_empty());

@@ -1,11 +1,21 @@
-//! SQL for the collection: exhibits, their FTS5 index (`exhibits_fts`, analysed text written by
-//! the retrieval module), document frequencies (`exhibit_terms`, kept in step with the index;
-//! `exhibits_vocab` rebuilds it) and the record of automatic loads (document vectors: [`super::vectors`]).
+//! SQL for the collection: exhibits, their analysed columns (`exhibit_text`, written by the
+//! retrieval module) and inverted index ([`super::lexical`], tantivy, kept in step by every
+//! write here), document frequencies (`exhibit_terms`, kept in step with the index) and the
+//! record of automatic loads (document vectors: [`super::vectors`]).
 //!
 //! [`CollectionStore`] is the narrow handle retrieval holds: the collection's tables and nothing
 //! else of the database. It speaks plain rows ([`ExhibitRow`]: the columns of `exhibits` as
 //! stored); the domain type `Exhibit`, text analysis and ranking belong to the retrieval module,
 //! which this module never imports. Callers pass analysed columns.
+//!
+//! # The index and the rows
+//! SQLite is the store of record; the index is derived from `exhibit_text`. A write adds its
+//! rows to the index before the SQLite transaction commits and commits the index, stamped with
+//! the collection's new generation, after it (a failed SQLite commit rolls the index back). A
+//! process that dies between the two leaves an index whose generation is not the collection's:
+//! the start-up check ([`CollectionStore::index_problem`]) rebuilds it from `exhibit_text`.
+//! A question catches the index up to the generation its SQLite snapshot shows (another process
+//! may have written), and reads both.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,9 +23,11 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use super::lexical::MatchTerm;
 use super::{Store, StoreError, now_ms};
 
-/// Columns of `exhibits_fts`, in order; BM25 weights are given in the same order.
+/// Analysed columns of an exhibit (`exhibit_text`, and the index's fields), in order; BM25
+/// weights are given in the same order.
 pub const FTS_COLUMNS: [&str; 7] = [
     "title",
     "maker",
@@ -28,9 +40,9 @@ pub const FTS_COLUMNS: [&str; 7] = [
 
 #[cfg(test)]
 thread_local! {
-    /// Every MATCH expression [`CollectionStore::fts_candidates`] ran on this thread (tests
-    /// that compare another index on the queries the search really makes).
-    pub(crate) static MATCHES_ISSUED: std::cell::RefCell<Vec<String>> =
+    /// The terms of every query [`CollectionStore::candidates`] ran on this thread (tests that
+    /// look at the queries the search really makes).
+    pub(crate) static MATCHES_ISSUED: std::cell::RefCell<Vec<Vec<(String, bool)>>> =
         const { std::cell::RefCell::new(Vec::new()) };
 }
 
@@ -97,23 +109,24 @@ fn exhibit_row(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<ExhibitRow>
     })
 }
 
-fn bump_generation(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+/// Raises the collection's generation in `tx`; returns the new one.
+fn bump_generation(tx: &Transaction<'_>) -> rusqlite::Result<i64> {
     tx.execute(
         "INSERT INTO collection_meta (key, value) VALUES ('generation', '1') \
          ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1",
         [],
     )?;
-    Ok(())
+    generation_in(tx)
 }
 
-/// The index columns of a row joined by spaces (an SQL expression over `exhibits_fts`).
+/// The index columns of a row joined by spaces (an SQL expression over `exhibit_text`).
 const INDEXED_TEXT: &str = "title || ' ' || maker || ' ' || period || ' ' || medium || ' ' || \
                             description || ' ' || extra || ' ' || meta";
 
 /// Document frequencies counted from analysed text: each distinct token of a document once.
 /// Analysed text is tokens of letters and digits separated by spaces (`retrieval::text`), so
-/// splitting on white space gives the tokens FTS5's `unicode61` tokenizer stores (the test
-/// `the_term_table_matches_fts5vocab` compares both on the demo collection).
+/// splitting on white space gives the index's tokens (the test `the_term_table_matches_the_index`
+/// compares both on the demo collection).
 #[derive(Default)]
 struct TermCounter<'a> {
     terms: FxHashMap<&'a str, i64>,
@@ -197,15 +210,41 @@ fn write_term_dfs(
 /// `collection_meta` key present when `exhibit_terms` is complete (migration 0006).
 pub const TERM_DF_KEY: &str = "term_df";
 
-/// Refills `exhibit_terms` from FTS5's own vocabulary (one walk over the whole index) and marks
-/// it complete.
+/// Refills `exhibit_terms` from the analysed rows (`exhibit_text`) and marks it complete.
 fn fill_term_dfs(tx: &Transaction<'_>) -> rusqlite::Result<()> {
-    tx.execute_batch(
-        "DELETE FROM exhibit_terms;
-         INSERT INTO exhibit_terms (term, df) SELECT term, doc FROM exhibits_vocab;
-         INSERT INTO collection_meta (key, value) VALUES ('term_df', '1') \
-         ON CONFLICT(key) DO UPDATE SET value = excluded.value;",
+    tx.execute("DELETE FROM exhibit_terms", [])?;
+    let mut st = tx.prepare(&format!("SELECT {INDEXED_TEXT} FROM exhibit_text"))?;
+    let texts = st
+        .query_map([], |r| r.get::<_, String>(0))?
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut counter = TermCounter::default();
+    for t in &texts {
+        counter.count(&[t.as_str()]);
+    }
+    let added: FxHashMap<String, i64> = counter
+        .terms
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    write_term_dfs(tx, &added, &FxHashMap::default())?;
+    tx.execute(
+        "INSERT INTO collection_meta (key, value) VALUES ('term_df', '1') \
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [],
+    )?;
+    Ok(())
+}
+
+/// The collection's generation as `tx` sees it.
+fn generation_in(c: &Connection) -> rusqlite::Result<i64> {
+    Ok(c.query_row(
+        "SELECT value FROM collection_meta WHERE key = 'generation'",
+        [],
+        |r| r.get::<_, String>(0),
     )
+    .optional()?
+    .and_then(|v| v.parse().ok())
+    .unwrap_or(0))
 }
 
 /// The collection's part of the database (see the module docs). Cheap to clone: it shares the
@@ -216,6 +255,9 @@ pub struct CollectionStore {
     store: Store,
     /// Inside [`CollectionStore::reading`]: the read connection, in one read transaction.
     pinned: Option<Arc<Mutex<Connection>>>,
+    /// Inside [`CollectionStore::reading`]: the one view of the index the question reads,
+    /// taken at its first use.
+    searcher: Option<Arc<std::sync::OnceLock<tantivy::Searcher>>>,
 }
 
 impl Store {
@@ -224,6 +266,7 @@ impl Store {
         CollectionStore {
             store: self.clone(),
             pinned: None,
+            searcher: None,
         }
     }
 }
@@ -282,6 +325,7 @@ impl CollectionStore {
         let view = CollectionStore {
             store: self.store.clone(),
             pinned: Some(Arc::new(Mutex::new(conn))),
+            searcher: Some(Arc::default()),
         };
         let out = f(&view);
         let Some(pinned) = view.pinned.and_then(|p| Arc::try_unwrap(p).ok()) else {
@@ -361,10 +405,11 @@ impl CollectionStore {
             let mut counts = UpsertCounts::default();
             // Old index text of the rows replaced (its tokens leave the document frequencies).
             let mut old_texts: Vec<String> = Vec::new();
+            let mut indexed: Vec<(i64, [&str; 7])> = Vec::with_capacity(docs.len());
             {
                 let mut find = tx.prepare_cached("SELECT pk FROM exhibits WHERE id = ?1")?;
                 let mut old_text = tx.prepare_cached(&format!(
-                    "SELECT {INDEXED_TEXT} FROM exhibits_fts WHERE rowid = ?1"
+                    "SELECT {INDEXED_TEXT} FROM exhibit_text WHERE pk = ?1"
                 ))?;
                 let mut insert = tx.prepare_cached(
                     "INSERT INTO exhibits (id, title, maker, date, period, medium, dimensions, gallery, \
@@ -376,9 +421,9 @@ impl CollectionStore {
                      dimensions = ?7, gallery = ?8, description = ?9, language = ?10, source = ?11, \
                      license = ?12, extra = ?13, content_hash = ?14, updated_at = ?15 WHERE pk = ?1",
                 )?;
-                let mut fts_delete = tx.prepare_cached("DELETE FROM exhibits_fts WHERE rowid = ?1")?;
-                let mut fts_insert = tx.prepare_cached(
-                    "INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) \
+                let mut text_write = tx.prepare_cached(
+                    "INSERT OR REPLACE INTO exhibit_text \
+                     (pk, title, maker, period, medium, description, extra, meta) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )?;
                 let now = now_ms();
@@ -408,7 +453,6 @@ impl CollectionStore {
                             let old: Option<String> =
                                 old_text.query_row(params![pk], |r| r.get(0)).optional()?;
                             old_texts.extend(old);
-                            fts_delete.execute(params![pk])?;
                             counts.updated += 1;
                             pk
                         }
@@ -435,7 +479,8 @@ impl CollectionStore {
                         }
                     };
                     let f = &d.fts;
-                    fts_insert.execute(params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]])?;
+                    text_write.execute(params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]])?;
+                    indexed.push((pk, f.each_ref().map(String::as_str)));
                 }
             }
             let mut removed = TermCounter::default();
@@ -459,10 +504,32 @@ impl CollectionStore {
                     params![counts.inserted as i64],
                 )?;
             }
-            bump_generation(&tx)?;
-            tx.commit()?;
+            let generation = bump_generation(&tx)?;
+            self.commit_with_index(tx, &indexed, generation)?;
             Ok(counts)
         })
+    }
+
+    /// Commits `tx` with these rows added to the index (see the module docs for the order).
+    fn commit_with_index(
+        &self,
+        tx: Transaction<'_>,
+        rows: &[(i64, [&str; 7])],
+        generation: i64,
+    ) -> Result<(), StoreError> {
+        let lexical = &self.store.lexical;
+        lexical.upsert(rows)?;
+        if let Err(e) = tx.commit() {
+            lexical.rollback()?;
+            return Err(e.into());
+        }
+        lexical.commit(generation)
+    }
+
+    /// Ends a load: the index's merges finish and its writer (and its lock on the index's
+    /// directory) is let go, so another process can write next.
+    pub fn finish_load(&self) -> Result<(), StoreError> {
+        self.store.lexical.release_writer()
     }
 
     /// Every exhibit (for re-indexing after the analyzer changed).
@@ -489,46 +556,66 @@ impl CollectionStore {
         })
     }
 
-    /// Why the full-text index cannot be trusted, or None when it is sound: FTS5's own
-    /// `integrity-check` fails, or it holds another number of rows than `exhibits` (a
-    /// truncated or partly written index).
-    pub fn fts_problem(&self) -> Result<Option<String>, StoreError> {
+    /// Why the analysed rows cannot be trusted, or None: `exhibit_text` holds another number
+    /// of rows than `exhibits` (the index is then rebuilt by analysing every record again).
+    pub fn text_problem(&self) -> Result<Option<String>, StoreError> {
         self.with(|c| {
-            if let Err(e) = c.execute(
-                "INSERT INTO exhibits_fts (exhibits_fts) VALUES ('integrity-check')",
+            let (text, rows): (i64, i64) = c.query_row(
+                "SELECT (SELECT count(*) FROM exhibit_text), (SELECT count(*) FROM exhibits)",
                 [],
-            ) {
-                return Ok(Some(format!("integrity-check failed: {e}")));
-            }
-            let fts: rusqlite::Result<i64> =
-                c.query_row("SELECT count(*) FROM exhibits_fts", [], |r| r.get(0));
-            let rows: i64 = c.query_row("SELECT count(*) FROM exhibits", [], |r| r.get(0))?;
-            Ok(match fts {
-                Err(e) => Some(format!("index unreadable: {e}")),
-                Ok(n) if n != rows => Some(format!("index holds {n} rows, the collection {rows}")),
-                Ok(_) => None,
-            })
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )?;
+            Ok((text != rows).then(|| format!("analysed rows: {text} for {rows} exhibits")))
         })
     }
 
-    /// Drops and recreates the full-text index (and its vocabulary view) from these analysed
-    /// rows, in one transaction; bumps the generation.
-    pub fn recreate_fts(&self, rows: &[(i64, [String; 7])]) -> Result<(), StoreError> {
+    /// Why the inverted index cannot be trusted, or None when it is sound: it could not be
+    /// opened (and was started again empty), a file's checksum fails, its generation is not the collection's (a write
+    /// that died between the two commits, or an index of an earlier release), or it holds
+    /// another number of rows than `exhibits`.
+    pub fn index_problem(&self) -> Result<Option<String>, StoreError> {
+        let lexical = &self.store.lexical;
+        if let Some(why) = lexical.reset_reason() {
+            return Ok(Some(format!("index unreadable: {why}")));
+        }
+        if let Some(why) = lexical.damaged_files()? {
+            return Ok(Some(why));
+        }
+        let (generation, rows) = self.with(|c| {
+            let rows: i64 = c.query_row("SELECT count(*) FROM exhibits", [], |r| r.get(0))?;
+            Ok((generation_in(c)?, rows))
+        })?;
+        let committed = lexical.committed_generation()?;
+        match committed {
+            // Never written, and nothing to hold: a new database.
+            None if rows == 0 => return Ok(None),
+            None => {
+                return Ok(Some(format!(
+                    "no index for the {rows} exhibits (a database of a release before the \
+                     tantivy index, or the index's directory was removed)"
+                )));
+            }
+            Some(g) if g != generation => {
+                return Ok(Some(format!(
+                    "index at generation {g}, the collection at {generation}"
+                )));
+            }
+            Some(_) => {}
+        }
+        lexical.catch_up(generation)?;
+        let n = lexical.num_rows() as i64;
+        Ok((n != rows).then(|| format!("index holds {n} rows, the collection {rows}")))
+    }
+
+    /// Replaces the analysed rows and the index with these rows, and the document
+    /// frequencies with theirs; bumps the generation.
+    pub fn recreate_index(&self, rows: &[(i64, [String; 7])]) -> Result<(), StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
-            tx.execute_batch(
-                "DROP TABLE IF EXISTS exhibits_vocab;
-                 DROP TABLE IF EXISTS exhibits_fts;
-                 CREATE VIRTUAL TABLE exhibits_fts USING fts5(
-                     title, maker, period, medium, description, extra, meta,
-                     tokenize = 'unicode61 remove_diacritics 0'
-                 );
-                 CREATE VIRTUAL TABLE exhibits_vocab USING fts5vocab(exhibits_fts, 'row');
-                 INSERT INTO exhibits_fts (exhibits_fts, rank) VALUES ('hashsize', 16777216);",
-            )?;
+            tx.execute("DELETE FROM exhibit_text", [])?;
             {
                 let mut ins = tx.prepare(
-                    "INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) \
+                    "INSERT INTO exhibit_text (pk, title, maker, period, medium, description, extra, meta) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 )?;
                 for (pk, f) in rows {
@@ -536,10 +623,30 @@ impl CollectionStore {
                 }
             }
             fill_term_dfs(&tx)?;
-            bump_generation(&tx)?;
-            tx.commit()?;
-            Ok(())
-        })
+            let generation = bump_generation(&tx)?;
+            self.store.lexical.clear()?;
+            let rows: Vec<(i64, [&str; 7])> = rows
+                .iter()
+                .map(|(pk, f)| (*pk, f.each_ref().map(String::as_str)))
+                .collect();
+            self.commit_with_index(tx, &rows, generation)
+        })?;
+        self.finish_load()
+    }
+
+    /// Builds the index again from the analysed rows (`exhibit_text`, trusted: see
+    /// [`Self::text_problem`]), stamped with the collection's generation. Returns the rows.
+    pub fn rebuild_index_from_text(&self) -> Result<usize, StoreError> {
+        let rows = self.indexed_columns()?;
+        let generation = self.collection_generation()?;
+        let lexical = &self.store.lexical;
+        lexical.clear()?;
+        for part in rows.chunks(10_000) {
+            lexical.upsert(part)?;
+        }
+        lexical.commit(generation)?;
+        self.finish_load()?;
+        Ok(rows.len())
     }
 
     /// Number of exhibits. Read on every question (IDF), so it is kept in `collection_meta`
@@ -580,43 +687,37 @@ impl CollectionStore {
         })
     }
 
-    /// A cheap fingerprint of the stored collection and its full-text index: schema version,
-    /// generation, exhibit rows and largest key, index documents, and the number and total
-    /// length of the index's blocks (blob lengths come from the record headers, so no index
-    /// page is decoded). Any write through this module bumps the generation; a write behind
-    /// its back that drops index rows or rewrites index blocks changes the counts or lengths.
-    /// Start-up compares it with the one stored after the last full check
-    /// ([`Self::set_collection_meta`] `index_stamp`) instead of running FTS5's
-    /// `integrity-check`, which re-reads the whole index (seconds at 500,000 exhibits).
+    /// A cheap fingerprint of the stored collection and its index: schema version, generation,
+    /// exhibit rows and largest key, the analysed rows' largest key, and the index's
+    /// generation, rows, and number and total size of its files. Any write through this module
+    /// bumps the generation; damage behind its back (index files lost, truncated or left from
+    /// another commit) changes the index's part. Start-up compares it with the one stored after
+    /// the last full check ([`Self::set_collection_meta`] `index_stamp`) instead of running the
+    /// full check, which reads every analysed row (seconds at 500,000 exhibits).
     pub fn index_fingerprint(&self) -> Result<String, StoreError> {
-        self.with(|c| {
+        let (schema, generation, rows, max_pk, text_max) = self.with(|c| {
             let schema: i64 = c.pragma_query_value(None, "user_version", |r| r.get(0))?;
-            let generation: String = c
-                .query_row(
-                    "SELECT value FROM collection_meta WHERE key = 'generation'",
-                    [],
-                    |r| r.get(0),
-                )
-                .optional()?
-                .unwrap_or_default();
             let (rows, max_pk): (i64, i64) = c.query_row(
                 "SELECT count(*), coalesce(max(pk), 0) FROM exhibits",
                 [],
                 |r| Ok((r.get(0)?, r.get(1)?)),
             )?;
-            let docs: i64 = c.query_row("SELECT count(*) FROM exhibits_fts_docsize", [], |r| {
-                r.get(0)
-            })?;
-            let (blocks, bytes): (i64, i64) = c.query_row(
-                "SELECT count(*), coalesce(sum(length(block)), 0) FROM exhibits_fts_data",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )?;
-            Ok(format!(
-                "schema {schema}; generation {generation}; exhibits {rows} max {max_pk}; \
-                 index docs {docs} blocks {blocks} bytes {bytes}"
-            ))
-        })
+            let text_max: i64 =
+                c.query_row("SELECT coalesce(max(pk), 0) FROM exhibit_text", [], |r| {
+                    r.get(0)
+                })?;
+            Ok((schema, generation_in(c)?, rows, max_pk, text_max))
+        })?;
+        let lexical = &self.store.lexical;
+        let committed = lexical.committed_generation()?;
+        lexical.catch_up(generation)?;
+        let (files, bytes) = lexical.files();
+        Ok(format!(
+            "schema {schema}; generation {generation}; exhibits {rows} max {max_pk}; \
+             analysed max {text_max}; index generation {committed:?} rows {} files {files} \
+             bytes {bytes}",
+            lexical.num_rows()
+        ))
     }
 
     /// Changes whenever the collection changes (any process).
@@ -677,33 +778,43 @@ impl CollectionStore {
         })
     }
 
-    /// Full-text candidates for an FTS5 MATCH expression, best first, with their BM25 score
-    /// (sign flipped: higher is better). `weights` follow [`FTS_COLUMNS`].
-    pub fn fts_candidates(
+    /// The rows matching any of `terms`, best first, at most `limit`, with their BM25 score as
+    /// FTS5's `bm25()` gives it (sign flipped: higher is better; [`super::lexical`]). `weights`
+    /// follow [`FTS_COLUMNS`]. The index is first caught up to the generation this view reads.
+    pub fn candidates(
         &self,
-        match_expr: &str,
+        terms: &[MatchTerm<'_>],
         weights: &[f64; 7],
         limit: usize,
     ) -> Result<Vec<(i64, f64)>, StoreError> {
         #[cfg(test)]
-        MATCHES_ISSUED.with(|m| m.borrow_mut().push(match_expr.to_string()));
-        self.with(|c| {
-            let w = weights.map(|x| x.to_string()).join(", ");
-            // The score is the ORDER BY key itself (one bm25() call a matching row, not one
-            // for the result and one for the order), negated here. The limit is part of the
-            // text, not a bound parameter: SQLite plans with a bound LIMIT's value, so
-            // binding one expires the statement and every query would compile it again.
-            let sql = format!(
-                "SELECT rowid, bm25(exhibits_fts, {w}) AS s FROM exhibits_fts \
-                 WHERE exhibits_fts MATCH ?1 ORDER BY s LIMIT {limit}"
-            );
-            let mut st = c.prepare_cached(&sql)?;
-            let rows = st
-                .query_map(params![match_expr], |r| {
-                    Ok((r.get(0)?, -r.get::<_, f64>(1)?))
-                })?
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok(rows)
+        MATCHES_ISSUED.with(|m| {
+            m.borrow_mut().push(
+                terms
+                    .iter()
+                    .map(|t| (t.text.to_string(), t.prefix))
+                    .collect(),
+            )
+        });
+        let searcher = self.lexical_searcher()?;
+        self.store
+            .lexical
+            .candidates_in(&searcher, terms, weights, limit)
+    }
+
+    /// The index as this view reads it: caught up to the generation the view's SQLite
+    /// snapshot shows, and inside [`Self::reading`] the same one for the whole question (a
+    /// write committed meanwhile is not half seen). It may be newer than the snapshot: a row
+    /// it holds that the snapshot lacks is dropped when its record is read.
+    fn lexical_searcher(&self) -> Result<tantivy::Searcher, StoreError> {
+        let lexical = &self.store.lexical;
+        if let Some(s) = self.searcher.as_ref().and_then(|s| s.get()) {
+            return Ok(s.clone());
+        }
+        lexical.catch_up(self.collection_generation()?)?;
+        Ok(match &self.searcher {
+            Some(once) => once.get_or_init(|| lexical.searcher()).clone(),
+            None => lexical.searcher(),
         })
     }
 
@@ -713,31 +824,35 @@ impl CollectionStore {
         Ok(self.collection_meta(TERM_DF_KEY)?.is_some())
     }
 
-    /// Tokens whose document frequency in `exhibit_terms` is not FTS5's own (`exhibits_vocab`):
-    /// `(term, table, index)`. A diagnostic that walks the whole index (tests, tools).
+    /// Tokens whose document frequency in `exhibit_terms` is not the index's:
+    /// `(term, table, index)`. A diagnostic that asks the index for every term (tests, tools).
     pub fn term_df_mismatches(&self) -> Result<Vec<(String, i64, i64)>, StoreError> {
-        self.with(|c| {
-            let read = |sql: &str| -> rusqlite::Result<HashMap<String, i64>> {
-                c.prepare(sql)?
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect()
-            };
-            let table = read("SELECT term, df FROM exhibit_terms WHERE df != 0")?;
-            let index = read("SELECT term, doc FROM exhibits_vocab")?;
-            let mut out: Vec<(String, i64, i64)> = table
-                .iter()
-                .filter(|(t, df)| index.get(*t) != Some(df))
-                .map(|(t, df)| (t.clone(), *df, index.get(t).copied().unwrap_or(0)))
-                .collect();
-            out.extend(
-                index
-                    .iter()
-                    .filter(|(t, _)| !table.contains_key(*t))
-                    .map(|(t, doc)| (t.clone(), 0, *doc)),
-            );
-            out.sort();
-            Ok(out)
-        })
+        let table: Vec<(String, i64)> = self.with(|c| {
+            Ok(c.prepare("SELECT term, df FROM exhibit_terms")?
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?)
+        })?;
+        let lexical = &self.store.lexical;
+        lexical.catch_up(self.collection_generation()?)?;
+        let mut out = Vec::new();
+        let mut listed = FxHashSet::default();
+        for (term, df) in table {
+            let n = lexical.doc_freq(MatchTerm {
+                text: &term,
+                prefix: false,
+            })? as i64;
+            if n != df {
+                out.push((term.clone(), df, n));
+            }
+            listed.insert(term);
+        }
+        for (term, n) in lexical.all_terms()? {
+            if !listed.contains(&term) {
+                out.push((term, 0, n as i64));
+            }
+        }
+        out.sort();
+        Ok(out)
     }
 
     /// Runs SQL on the collection's tables behind this module's back (tests of recovery).
@@ -760,21 +875,18 @@ impl CollectionStore {
     /// starts with it). An exact token is one lookup in `exhibit_terms` (kept in step with the
     /// index); a prefix (a lone CJK character of a question) counts the matching rows.
     pub fn doc_freq(&self, term: &str, prefix: bool) -> Result<i64, StoreError> {
+        if prefix {
+            let searcher = self.lexical_searcher()?;
+            let term = MatchTerm { text: term, prefix };
+            return Ok(self.store.lexical.doc_freq_in(&searcher, term)? as i64);
+        }
         self.with(|c| {
-            if prefix {
-                let expr = format!("\"{}\"*", term.replace('"', "\"\""));
-                Ok(c.prepare_cached(
-                    "SELECT count(*) FROM exhibits_fts WHERE exhibits_fts MATCH ?1",
-                )?
-                .query_row(params![expr], |r| r.get(0))?)
-            } else {
-                Ok(
-                    c.prepare_cached("SELECT df FROM exhibit_terms WHERE term = ?1")?
-                        .query_row(params![term], |r| r.get(0))
-                        .optional()?
-                        .unwrap_or(0),
-                )
-            }
+            Ok(
+                c.prepare_cached("SELECT df FROM exhibit_terms WHERE term = ?1")?
+                    .query_row(params![term], |r| r.get(0))
+                    .optional()?
+                    .unwrap_or(0),
+            )
         })
     }
 
@@ -808,7 +920,8 @@ impl CollectionStore {
             return Ok(Vec::new());
         };
         self.with(|conn| {
-            // The limit in the text, not bound: see `fts_candidates`.
+            // The limit in the text, not bound: SQLite plans with a bound LIMIT's value, so
+            // binding one expires the statement and every call would compile it again.
             let mut st = conn.prepare_cached(&format!(
                 "SELECT term, df FROM exhibit_terms WHERE term >= ?1 AND term < ?2 AND df > 0 \
                  ORDER BY df DESC LIMIT {limit}"
@@ -825,8 +938,8 @@ impl CollectionStore {
     pub fn indexed_columns(&self) -> Result<Vec<(i64, [String; 7])>, StoreError> {
         self.with(|c| {
             let mut st = c.prepare(
-                "SELECT rowid, title, maker, period, medium, description, extra, meta \
-                 FROM exhibits_fts ORDER BY rowid",
+                "SELECT pk, title, maker, period, medium, description, extra, meta \
+                 FROM exhibit_text ORDER BY pk",
             )?;
             let rows = st
                 .query_map([], |r| {
@@ -852,7 +965,7 @@ impl CollectionStore {
     pub fn indexed_text(&self, pks: &[i64]) -> Result<Vec<(i64, String)>, StoreError> {
         self.with_read(|c| {
             let mut st = c.prepare_cached(&format!(
-                "SELECT {INDEXED_TEXT} FROM exhibits_fts WHERE rowid = ?1"
+                "SELECT {INDEXED_TEXT} FROM exhibit_text WHERE pk = ?1"
             ))?;
             let mut out = Vec::with_capacity(pks.len());
             for &pk in pks {
@@ -916,6 +1029,13 @@ fn prefix_end(prefix: &str) -> Option<String> {
 mod tests {
     use super::*;
 
+    fn term(text: &str) -> MatchTerm<'_> {
+        MatchTerm {
+            text,
+            prefix: false,
+        }
+    }
+
     fn doc(id: &str, title: &str, hash: &str) -> IndexedExhibit {
         IndexedExhibit {
             exhibit: ExhibitRow {
@@ -967,8 +1087,8 @@ mod tests {
         assert_eq!(s.exhibit_hashes().unwrap()["a"], "h2");
         // The old index row is gone, the new one is there, the other exhibit untouched.
         let w = [1.0; 7];
-        assert!(s.fts_candidates("\"ding\"", &w, 10).unwrap().is_empty());
-        assert_eq!(s.fts_candidates("\"gui\"", &w, 10).unwrap().len(), 1);
+        assert!(s.candidates(&[term("ding")], &w, 10).unwrap().is_empty());
+        assert_eq!(s.candidates(&[term("gui")], &w, 10).unwrap().len(), 1);
         assert_eq!(s.doc_freq("bronz", false).unwrap(), 2);
         assert_eq!(s.doc_freq("bro", true).unwrap(), 2);
         assert_eq!(s.doc_freq("nothing", false).unwrap(), 0);
@@ -987,11 +1107,11 @@ mod tests {
                     view.pinned.is_some(),
                     "a file database gives a read connection"
                 );
-                let before = view.fts_candidates("\"jar\"", &w, 10)?.len();
+                let before = view.candidates(&[term("jar")], &w, 10)?.len();
                 // Another writer (the main connection) commits while the question runs...
                 s.upsert_exhibits(&[doc("b", "Jar", "h1")])?;
                 // ...and the question still reads the snapshot it started with.
-                let after = view.fts_candidates("\"jar\"", &w, 10)?.len();
+                let after = view.candidates(&[term("jar")], &w, 10)?.len();
                 // Nested: the same connection, no second one.
                 let nested = view.reading(|v| {
                     Ok(Arc::ptr_eq(
@@ -1006,7 +1126,7 @@ mod tests {
         assert_eq!(seen, (0, 0));
         // The next question sees the commit, on the connection given back (none opened anew).
         let next = s
-            .reading(|view| Ok(view.fts_candidates("\"jar\"", &w, 10)?.len()))
+            .reading(|view| Ok(view.candidates(&[term("jar")], &w, 10)?.len()))
             .unwrap();
         assert_eq!(next, 1);
         let open = store
@@ -1016,7 +1136,7 @@ mod tests {
         assert_eq!(open, 1);
         // A failing question gives its connection back out of any transaction.
         let err = s.reading(|view| {
-            view.fts_candidates("\"jar\"", &w, 10)?;
+            view.candidates(&[term("jar")], &w, 10)?;
             Err::<(), _>(StoreError::Conflict("the question failed".into()))
         });
         assert!(err.is_err());
@@ -1079,7 +1199,9 @@ mod tests {
 
     #[test]
     fn the_fingerprint_sees_writes_behind_our_back_and_the_count_is_kept() {
-        let s = Store::open_in_memory().unwrap().collection();
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        let s = Store::open(&db).unwrap().collection();
         assert_eq!(s.exhibit_count().unwrap(), 0);
         s.upsert_exhibits(&[
             doc("a", "Ding", "h1"),
@@ -1087,6 +1209,7 @@ mod tests {
             doc("c", "Cup", "h1"),
         ])
         .unwrap();
+        s.finish_load().unwrap();
         assert_eq!(s.exhibit_count().unwrap(), 3, "kept in step by the insert");
         let before = s.index_fingerprint().unwrap();
         assert_eq!(
@@ -1107,18 +1230,49 @@ mod tests {
             })
             .unwrap()
         };
-        // Index rows dropped, or index blocks rewritten, without a generation bump.
-        raw("DELETE FROM exhibits_fts WHERE rowid = 1");
+        // Analysed rows dropped, index files lost, or an index of another generation, without
+        // a generation bump.
+        raw("DELETE FROM exhibit_text WHERE pk = 3");
         let dropped = s.index_fingerprint().unwrap();
         assert_ne!(dropped, before);
-        raw("UPDATE exhibits_fts_data SET block = x'0badf00d' WHERE id > 1");
-        assert_ne!(s.index_fingerprint().unwrap(), dropped);
+        let index_dir = crate::store::lexical_dir(&db);
+        let segment = std::fs::read_dir(&index_dir)
+            .unwrap()
+            .flatten()
+            .find(|e| e.file_name().to_string_lossy().ends_with(".idx"))
+            .unwrap();
+        std::fs::remove_file(segment.path()).unwrap();
+        let lost = s.index_fingerprint().unwrap();
+        assert_ne!(lost, dropped);
+        s.store.lexical.commit(99).unwrap();
+        assert_ne!(s.index_fingerprint().unwrap(), lost);
         // A count lost or wrong is recounted.
         raw("DELETE FROM collection_meta WHERE key = 'exhibit_count'");
         assert_eq!(s.exhibit_count().unwrap(), 3);
         raw("UPDATE collection_meta SET value = '7' WHERE key = 'exhibit_count'");
         assert_eq!(s.recount_exhibits().unwrap(), 3);
         assert_eq!(s.exhibit_count().unwrap(), 3);
+    }
+
+    #[test]
+    fn two_processes_take_turns_to_write_and_read_each_others_rows() {
+        // Two stores on one file stand for `serve` and `museum-agent ingest` beside it.
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        let serve = Store::open(&db).unwrap().collection();
+        let ingest = Store::open(&db).unwrap().collection();
+        let w = [1.0; 7];
+        serve.upsert_exhibits(&[doc("a", "Ding", "h1")]).unwrap();
+        // The server's load holds the index's writer: the other's write fails, whole.
+        let err = ingest.upsert_exhibits(&[doc("b", "Jar", "h1")]);
+        assert!(matches!(err, Err(StoreError::Lexical(_))), "{err:?}");
+        assert_eq!(ingest.exhibit_by_id("b").unwrap(), None, "nothing written");
+        serve.finish_load().unwrap();
+        ingest.upsert_exhibits(&[doc("b", "Jar", "h1")]).unwrap();
+        ingest.finish_load().unwrap();
+        // The server's next question sees the other's row (its reader catches up).
+        assert_eq!(serve.candidates(&[term("jar")], &w, 10).unwrap().len(), 1);
+        assert_eq!(serve.index_problem().unwrap(), None);
     }
 
     #[test]

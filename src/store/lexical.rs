@@ -1,8 +1,9 @@
-//! The collection's inverted index on tantivy, scored exactly as SQLite FTS5's `bm25()` scores
-//! `exhibits_fts`: the first step of the engine change planned in `src/retrieval/README.md`
-//! ("Plan for the ingest target"). Not used by the server yet: search and ingest still go
-//! through FTS5 ([`super::collection`]); this index is built beside it and held equal to it by
-//! tests (`retrieval::embedded`'s `the_tantivy_index_ranks_as_fts5_does`).
+//! The collection's inverted index on tantivy, scored exactly as SQLite FTS5's `bm25()` scored
+//! the `exhibits_fts` table it replaced (migration 0007). [`super::collection`] keeps it in
+//! step with the rows: see its module docs for the order of the two commits and the start-up
+//! check. The test `the_index_ranks_as_fts5_does` (`retrieval::ingest`) holds it to FTS5 itself
+//! (`Fts5Reference`, an in-memory FTS5 table of the same rows) on every query the search
+//! makes for the 200 dev questions.
 //!
 //! # Why FTS5's formula, not tantivy's own BM25
 //! Everything after the BM25 stage was fitted on FTS5's scores: the coverage re-rank compares a
@@ -21,6 +22,14 @@
 //! collection a commit reflects is the commit's payload ([`LexicalIndex::committed_generation`]),
 //! so a start can tell an index behind the rows.
 //!
+//! # Writers and readers
+//! tantivy allows one writer a directory, across processes (a lock file). The writer is created
+//! at the first write and let go at the end of each load ([`LexicalIndex::release_writer`]), so
+//! `museum-agent ingest` can write while `serve` runs on the same files (a write while the other
+//! holds the lock fails with a lexical-index error and writes nothing). A reader is reloaded
+//! after each commit of this process and, for another process's commits, when a question's
+//! SQLite snapshot shows a later generation than the reader's ([`LexicalIndex::catch_up`]).
+//!
 //! # Scoring ([`LexicalIndex::candidates`]), as `fts5Bm25Function` in SQLite's `fts5_aux.c`
 //! For a query of phrases `q` (a token, or with `prefix` every token starting with it) joined by
 //! OR, each matching row `D`:
@@ -32,13 +41,14 @@
 //! Ties are ordered by `pk`, the order FTS5's full-text scan feeds its sorter in.
 use std::path::Path;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
 
 use tantivy::postings::Postings;
 use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, Schema, TextFieldIndexing, TextOptions,
 };
 use tantivy::tokenizer::{TextAnalyzer, WhitespaceTokenizer};
-use tantivy::{DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, TERMINATED, Term};
+use tantivy::{DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Searcher, TERMINATED, Term};
 
 use super::StoreError;
 use super::collection::FTS_COLUMNS;
@@ -71,6 +81,13 @@ pub struct LexicalIndex {
     fields: Fields,
     /// Created at the first write (its indexing threads and memory are not paid by a reader).
     writer: Mutex<Option<IndexWriter>>,
+    /// The collection generation the reader was last reloaded at (-1: none).
+    reader_generation: AtomicI64,
+    /// Why the index found at open could not be used and was started again empty (until the
+    /// next commit: the rebuild).
+    reset: Mutex<Option<String>>,
+    /// The directory (None: in memory).
+    dir: Option<std::path::PathBuf>,
     /// Rows and their tokens of one searcher generation (`avgdl`'s terms: a walk over every
     /// row's `len`, done once a commit instead of once a question).
     totals: Mutex<Option<(u64, Totals)>>,
@@ -113,7 +130,64 @@ impl LexicalIndex {
         let (schema, fields) = schema();
         let mmap = tantivy::directory::MmapDirectory::open(dir).map_err(lexical_error)?;
         let index = Index::open_or_create(mmap, schema).map_err(lexical_error)?;
-        Self::with_index(index, fields)
+        let mut ix = Self::with_index(index, fields)?;
+        ix.dir = Some(dir.to_path_buf());
+        Ok(ix)
+    }
+
+    /// The number and total size of the index's files (locks left out; 0, 0 in memory): part
+    /// of the collection's fingerprint, so files lost or truncated behind its back are seen.
+    pub fn files(&self) -> (u64, u64) {
+        let Some(dir) = &self.dir else {
+            return (0, 0);
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return (0, 0);
+        };
+        let mut out = (0, 0);
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().ends_with(".lock") {
+                continue;
+            }
+            if let Ok(m) = e.metadata() {
+                out.0 += 1;
+                out.1 += m.len();
+            }
+        }
+        out
+    }
+
+    /// [`Self::open`], or, when the directory holds an index that cannot be opened (damaged,
+    /// or of another schema), that index removed and an empty one in its place: it has no
+    /// generation, so the start-up check rebuilds it from the stored rows
+    /// ([`Self::reset_reason`] says why, for its log line).
+    pub fn open_or_reset(dir: &Path) -> Result<LexicalIndex, StoreError> {
+        match Self::open(dir) {
+            Ok(ix) => Ok(ix),
+            Err(e) => {
+                std::fs::remove_dir_all(dir).map_err(lexical_error)?;
+                let ix = Self::open(dir)?;
+                *ix.reset.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                Ok(ix)
+            }
+        }
+    }
+
+    /// The index's files whose checksum does not match their contents (reads every file:
+    /// the full check's business, not a start's), as one line, or None.
+    pub fn damaged_files(&self) -> Result<Option<String>, StoreError> {
+        let bad = self.index.validate_checksum().map_err(lexical_error)?;
+        if bad.is_empty() {
+            return Ok(None);
+        }
+        let mut names: Vec<String> = bad.iter().map(|p| p.display().to_string()).collect();
+        names.sort();
+        Ok(Some(format!("damaged files: {}", names.join(", "))))
+    }
+
+    /// Why the index found at open was replaced by an empty one.
+    pub fn reset_reason(&self) -> Option<String> {
+        self.reset.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     fn with_index(index: Index, fields: Fields) -> Result<LexicalIndex, StoreError> {
@@ -131,6 +205,9 @@ impl LexicalIndex {
             reader,
             fields,
             writer: Mutex::new(None),
+            reader_generation: AtomicI64::new(-1),
+            reset: Mutex::new(None),
+            dir: None,
             totals: Mutex::new(None),
         })
     }
@@ -195,7 +272,46 @@ impl LexicalIndex {
             c.set_payload(&generation.to_string());
             c.commit().map(|_| ())
         })?;
-        self.reader.reload().map_err(lexical_error)
+        self.reader.reload().map_err(lexical_error)?;
+        self.reader_generation.store(generation, Ordering::Release);
+        *self.reset.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        Ok(())
+    }
+
+    /// Drops the writes since the last commit (the SQLite transaction they went with failed).
+    pub fn rollback(&self) -> Result<(), StoreError> {
+        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = guard.as_mut() {
+            w.rollback().map_err(lexical_error)?;
+        }
+        Ok(())
+    }
+
+    /// Ends a load: waits for the index's segment merges and lets go of the writer (and of
+    /// tantivy's lock on the directory, so another process, `museum-agent ingest` beside a
+    /// running server, can write next). Writes not committed are dropped.
+    pub fn release_writer(&self) -> Result<(), StoreError> {
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(w) = writer {
+            w.wait_merging_threads().map_err(lexical_error)?;
+            self.reader.reload().map_err(lexical_error)?;
+        }
+        Ok(())
+    }
+
+    /// Makes sure the reader sees at least the collection's `generation` when the index has
+    /// it: another process (an `ingest` beside the server) may have committed since the last
+    /// reload. A no-op when the reader is already there.
+    pub fn catch_up(&self, generation: i64) -> Result<(), StoreError> {
+        if self.reader_generation.load(Ordering::Acquire) >= generation {
+            return Ok(());
+        }
+        // The generation read before the reload: the reader then holds at least it.
+        let committed = self.committed_generation()?.unwrap_or(-1);
+        self.reader.reload().map_err(lexical_error)?;
+        self.reader_generation
+            .fetch_max(committed, Ordering::AcqRel);
+        Ok(())
     }
 
     /// The collection generation of the last commit (None: never committed).
@@ -209,9 +325,18 @@ impl LexicalIndex {
         self.reader.searcher().num_docs()
     }
 
+    /// The index as of the last reload: a question reads one ([`Self::candidates_in`]).
+    pub fn searcher(&self) -> Searcher {
+        self.reader.searcher()
+    }
+
     /// Rows holding `term` in any column (as [`super::collection::CollectionStore::doc_freq`]).
     pub fn doc_freq(&self, term: MatchTerm<'_>) -> Result<u64, StoreError> {
-        let searcher = self.reader.searcher();
+        self.doc_freq_in(&self.reader.searcher(), term)
+    }
+
+    /// [`Self::doc_freq`] in `searcher`'s view of the index.
+    pub fn doc_freq_in(&self, searcher: &Searcher, term: MatchTerm<'_>) -> Result<u64, StoreError> {
         let mut n = 0u64;
         for seg in searcher.segment_readers() {
             let mut hit = vec![false; seg.max_doc() as usize];
@@ -219,6 +344,33 @@ impl LexicalIndex {
             n += hit.iter().filter(|h| **h).count() as u64;
         }
         Ok(n)
+    }
+
+    /// Every token of the index with the number of rows holding it (a diagnostic: walks
+    /// every term of every field).
+    pub fn all_terms(&self) -> Result<Vec<(String, u64)>, StoreError> {
+        let searcher = self.reader.searcher();
+        let mut tokens = std::collections::BTreeSet::new();
+        for seg in searcher.segment_readers() {
+            for field in self.fields.columns {
+                let inverted = seg.inverted_index(field).map_err(lexical_error)?;
+                let mut stream = inverted.terms().stream().map_err(lexical_error)?;
+                while stream.advance() {
+                    tokens.insert(String::from_utf8_lossy(stream.key()).into_owned());
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(tokens.len());
+        for t in tokens {
+            let n = self.doc_freq(MatchTerm {
+                text: &t,
+                prefix: false,
+            })?;
+            if n > 0 {
+                out.push((t, n));
+            }
+        }
+        Ok(out)
     }
 
     /// Calls `f(doc, column, term frequency)` for every live posting of `term` in `seg`.
@@ -272,13 +424,23 @@ impl LexicalIndex {
         weights: &[f64; 7],
         limit: usize,
     ) -> Result<Vec<(i64, f64)>, StoreError> {
-        let searcher = self.reader.searcher();
+        self.candidates_in(&self.reader.searcher(), terms, weights, limit)
+    }
+
+    /// [`Self::candidates`] in `searcher`'s view of the index.
+    pub fn candidates_in(
+        &self,
+        searcher: &Searcher,
+        terms: &[MatchTerm<'_>],
+        weights: &[f64; 7],
+        limit: usize,
+    ) -> Result<Vec<(i64, f64)>, StoreError> {
         let n_phrases = terms.len();
         if n_phrases == 0 || limit == 0 {
             return Ok(Vec::new());
         }
         let segments = searcher.segment_readers();
-        let totals = self.totals(&searcher)?;
+        let totals = self.totals(searcher)?;
         // Each matching row: its segment and doc, and f(q, D) of every phrase.
         let mut rows: Vec<(usize, u32)> = Vec::new();
         let mut freqs: Vec<f64> = Vec::new();
@@ -389,6 +551,96 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
         }
     }
     None
+}
+
+/// SQLite FTS5 over the same rows, for tests that hold [`LexicalIndex`] to the engine it
+/// replaced: its `bm25()` and its count of matching rows.
+#[cfg(test)]
+pub(crate) struct Fts5Reference(rusqlite::Connection);
+
+#[cfg(test)]
+impl Fts5Reference {
+    pub(crate) fn new<S: AsRef<str>>(rows: &[(i64, [S; 7])]) -> Fts5Reference {
+        let c = rusqlite::Connection::open_in_memory().unwrap();
+        c.execute_batch(
+            "CREATE VIRTUAL TABLE exhibits_fts USING fts5(
+                 title, maker, period, medium, description, extra, meta,
+                 tokenize = 'unicode61 remove_diacritics 0');",
+        )
+        .unwrap();
+        let mut ins = c
+            .prepare("INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)")
+            .unwrap();
+        for (pk, f) in rows {
+            let f = f.each_ref().map(|x| x.as_ref());
+            ins.execute(rusqlite::params![
+                pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]
+            ])
+            .unwrap();
+        }
+        drop(ins);
+        Fts5Reference(c)
+    }
+
+    /// Replaces rows (and removes those whose columns are None).
+    pub(crate) fn replace(&self, rows: &[(i64, Option<[String; 7]>)]) {
+        for (pk, f) in rows {
+            self.0
+                .execute("DELETE FROM exhibits_fts WHERE rowid = ?1", [pk])
+                .unwrap();
+            if let Some(f) = f {
+                self.0
+                    .execute(
+                        "INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                        rusqlite::params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]],
+                    )
+                    .unwrap();
+            }
+        }
+    }
+
+    fn expression(terms: &[MatchTerm<'_>]) -> String {
+        terms
+            .iter()
+            .map(|t| {
+                let q = format!("\"{}\"", t.text.replace('"', "\"\""));
+                if t.prefix { format!("{q}*") } else { q }
+            })
+            .collect::<Vec<_>>()
+            .join(" OR ")
+    }
+
+    pub(crate) fn candidates(
+        &self,
+        terms: &[MatchTerm<'_>],
+        weights: &[f64; 7],
+        limit: usize,
+    ) -> Vec<(i64, f64)> {
+        let w = weights.map(|x| x.to_string()).join(", ");
+        let mut st = self
+            .0
+            .prepare(&format!(
+                "SELECT rowid, bm25(exhibits_fts, {w}) AS s FROM exhibits_fts \
+                 WHERE exhibits_fts MATCH ?1 ORDER BY s LIMIT {limit}"
+            ))
+            .unwrap();
+        st.query_map([Self::expression(terms)], |r| {
+            Ok((r.get(0)?, -r.get::<_, f64>(1)?))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+    }
+
+    pub(crate) fn doc_freq(&self, term: MatchTerm<'_>) -> u64 {
+        self.0
+            .query_row(
+                "SELECT count(*) FROM exhibits_fts WHERE exhibits_fts MATCH ?1",
+                [Self::expression(&[term])],
+                |r| r.get::<_, i64>(0),
+            )
+            .unwrap() as u64
+    }
 }
 
 #[cfg(test)]

@@ -58,6 +58,10 @@ const MIGRATIONS: &[(&str, &str)] = &[
         "0006_term_df",
         include_str!("../../migrations/0006_term_df.sql"),
     ),
+    (
+        "0007_lexical_index",
+        include_str!("../../migrations/0007_lexical_index.sql"),
+    ),
 ];
 
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +97,16 @@ pub struct Store {
     /// Bumped when this process revokes a key or disables an account in SQLite, so the
     /// revocation watch acts at once ([`UserStore::revocation_events`]).
     revocations: Arc<tokio::sync::watch::Sender<u64>>,
+    /// The collection's inverted index ([`lexical`]): `<file>-index/` beside a database file,
+    /// in memory beside an in-memory database.
+    pub(crate) lexical: Arc<lexical::LexicalIndex>,
+}
+
+/// The directory of the tantivy index of the database at `path`.
+pub fn lexical_dir(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push("-index");
+    PathBuf::from(name)
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -143,7 +157,12 @@ impl Store {
         configure(&conn)?;
         conn.pragma_update(None, "journal_mode", "WAL")?;
         migrate(&mut conn)?;
+        let lexical = match &path {
+            Some(p) => lexical::LexicalIndex::open_or_reset(&lexical_dir(p))?,
+            None => lexical::LexicalIndex::in_memory()?,
+        };
         Ok(Store {
+            lexical: Arc::new(lexical),
             conn: Arc::new(Mutex::new(conn)),
             readers: Arc::new(Readers {
                 path,

@@ -764,25 +764,57 @@ async fn a_corrupt_or_truncated_index_is_rebuilt_at_start() {
             .unwrap();
         r.ingest_file(&dir.path().join("c.jsonl")).await.unwrap();
     }
+    let index_dir = museum_agent::store::lexical_dir(&db);
+    // The largest file of the index (a segment's postings or terms).
+    let largest = |dir: &Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .max_by_key(|e| e.metadata().unwrap().len())
+            .unwrap()
+            .path()
+    };
     for damage in [
-        // Truncated: index rows lost.
-        "DELETE FROM exhibits_fts WHERE rowid IN (SELECT rowid FROM exhibits_fts LIMIT 4)",
-        // Corrupt: the index's own pages overwritten.
-        "UPDATE exhibits_fts_data SET block = x'0badf00d0badf00d' WHERE id > 1",
+        "analysed rows lost",
+        "index lost",
+        "index metadata garbled",
+        "index file truncated",
     ] {
-        {
-            let c = rusqlite::Connection::open(&db).unwrap();
-            c.execute_batch(damage).unwrap();
+        match damage {
+            "analysed rows lost" => {
+                let c = rusqlite::Connection::open(&db).unwrap();
+                // The last rows (the start's fingerprint reads the largest key; the full
+                // check counts them all).
+                c.execute_batch(
+                    "DELETE FROM exhibit_text WHERE pk IN \
+                     (SELECT pk FROM exhibit_text ORDER BY pk DESC LIMIT 4)",
+                )
+                .unwrap();
+            }
+            "index lost" => std::fs::remove_dir_all(&index_dir).unwrap(),
+            "index metadata garbled" => {
+                std::fs::write(index_dir.join("meta.json"), "{ not json").unwrap()
+            }
+            _ => {
+                let f = largest(&index_dir);
+                let len = std::fs::metadata(&f).unwrap().len();
+                let file = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+                file.set_len(len / 2).unwrap();
+            }
         }
         let store = Store::open(&db).unwrap();
-        assert!(
-            store.collection().fts_problem().unwrap().is_some(),
-            "{damage}"
-        );
+        let problem = store.collection().text_problem().unwrap();
+        let problem = problem.or_else(|| store.collection().index_problem().unwrap());
+        assert!(problem.is_some(), "{damage}");
         let r = retrieval::embedded_from_config(&Config::default(), &store)
             .await
             .unwrap();
-        assert_eq!(store.collection().fts_problem().unwrap(), None, "{damage}");
+        assert_eq!(store.collection().text_problem().unwrap(), None, "{damage}");
+        assert_eq!(
+            store.collection().index_problem().unwrap(),
+            None,
+            "{damage}"
+        );
         let hits = r.search(&title, 3).await.unwrap();
         assert_eq!(
             hits[0].exhibit.id,
