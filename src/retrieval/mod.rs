@@ -212,7 +212,7 @@ pub async fn embedded_with_vectors(
     if reindexed > 0 {
         tracing::info!(
             exhibits = reindexed,
-            "collection re-indexed for the current text analyzer"
+            "collection re-indexed at start (the lines before say why)"
         );
     }
     Ok(r)

@@ -371,8 +371,13 @@ impl CollectionStore {
 
     /// Adds the document frequencies of a deferred load ([`Self::upsert_counted`] with
     /// `None`) and marks the table complete, in one transaction.
+    ///
+    /// The load's index rows are committed here too, stamped with the collection's
+    /// generation: a deferred load adds them to the index in every transaction but commits
+    /// the index once, here, so its writer never waits for a commit (see
+    /// [`Self::upsert_counted`]).
     pub fn finish_term_dfs(&self, added: &TermDfs) -> Result<(), StoreError> {
-        self.with(|c| {
+        let generation = self.with(|c| {
             let tx = c.transaction()?;
             write_term_dfs(&tx, &added.terms, &FxHashMap::default())?;
             tx.execute(
@@ -380,9 +385,11 @@ impl CollectionStore {
                  ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 params![TERM_DF_KEY],
             )?;
+            let generation = generation_in(&tx)?;
             tx.commit()?;
-            Ok(())
-        })
+            Ok(generation)
+        })?;
+        self.store.lexical.commit(generation)
     }
 
     /// [`Self::upsert_exhibits`] with the rows' document frequencies counted by the caller:
@@ -391,7 +398,10 @@ impl CollectionStore {
     /// (a bulk load into an empty collection): the table is marked incomplete in this
     /// transaction and [`Self::finish_term_dfs`] writes the load's counts and the mark at the
     /// end; a load that never finishes leaves the mark unset, and the start-up check refills
-    /// the table from the index.
+    /// the table from the analysed rows. Such a deferred load also commits its index rows only
+    /// at the end ([`Self::finish_term_dfs`]): while it runs, questions see the index as it
+    /// was before the load (empty), and a load that dies leaves an index of an earlier
+    /// generation, which the start-up check rebuilds from the rows the load did commit.
     pub fn upsert_counted(
         &self,
         docs: &[IndexedExhibit],
@@ -406,6 +416,8 @@ impl CollectionStore {
             // Old index text of the rows replaced (its tokens leave the document frequencies).
             let mut old_texts: Vec<String> = Vec::new();
             let mut indexed: Vec<(i64, [&str; 7])> = Vec::with_capacity(docs.len());
+            // Rows replaced: their old index rows go first.
+            let mut replaced: Vec<i64> = Vec::new();
             {
                 let mut find = tx.prepare_cached("SELECT pk FROM exhibits WHERE id = ?1")?;
                 let mut old_text = tx.prepare_cached(&format!(
@@ -453,6 +465,7 @@ impl CollectionStore {
                             let old: Option<String> =
                                 old_text.query_row(params![pk], |r| r.get(0)).optional()?;
                             old_texts.extend(old);
+                            replaced.push(pk);
                             counts.updated += 1;
                             pk
                         }
@@ -505,12 +518,24 @@ impl CollectionStore {
                 )?;
             }
             let generation = bump_generation(&tx)?;
-            self.commit_with_index(tx, &indexed, generation)?;
+            self.store.lexical.delete(&replaced)?;
+            match added {
+                Some(_) => self.commit_with_index(tx, &indexed, generation)?,
+                None => {
+                    // Deferred: the index is committed by `finish_term_dfs`.
+                    self.store.lexical.add(&indexed)?;
+                    if let Err(e) = tx.commit() {
+                        self.store.lexical.rollback()?;
+                        return Err(e.into());
+                    }
+                }
+            }
             Ok(counts)
         })
     }
 
-    /// Commits `tx` with these rows added to the index (see the module docs for the order).
+    /// Commits `tx` with these rows added to the index (see the module docs for the order;
+    /// rows the index holds are deleted from it first by the caller).
     fn commit_with_index(
         &self,
         tx: Transaction<'_>,
@@ -518,7 +543,7 @@ impl CollectionStore {
         generation: i64,
     ) -> Result<(), StoreError> {
         let lexical = &self.store.lexical;
-        lexical.upsert(rows)?;
+        lexical.add(rows)?;
         if let Err(e) = tx.commit() {
             lexical.rollback()?;
             return Err(e.into());
@@ -642,7 +667,7 @@ impl CollectionStore {
         let lexical = &self.store.lexical;
         lexical.clear()?;
         for part in rows.chunks(10_000) {
-            lexical.upsert(part)?;
+            lexical.add(part)?;
         }
         lexical.commit(generation)?;
         self.finish_load()?;

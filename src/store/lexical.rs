@@ -228,12 +228,13 @@ impl LexicalIndex {
         f(writer, self.fields).map_err(lexical_error)
     }
 
-    /// Adds rows `(pk, analysed columns)`, replacing any row of the same `pk`. Seen by
-    /// queries after [`Self::commit`].
-    pub fn upsert<S: AsRef<str>>(&self, rows: &[(i64, [S; 7])]) -> Result<(), StoreError> {
+    /// Adds rows `(pk, analysed columns)` whose `pk` the index does not hold (a row it holds
+    /// is first [`Self::delete`]d: a delete costs memory until the commit and a lookup in
+    /// every segment at it, so new rows are not deleted first). Seen by queries after
+    /// [`Self::commit`].
+    pub fn add<S: AsRef<str>>(&self, rows: &[(i64, [S; 7])]) -> Result<(), StoreError> {
         self.write(|w, f| {
             for (pk, cols) in rows {
-                w.delete_term(Term::from_field_i64(f.pk, *pk));
                 let mut doc = tantivy::TantivyDocument::default();
                 let mut len = 0u64;
                 for (field, text) in f.columns.iter().zip(cols) {
@@ -259,9 +260,13 @@ impl LexicalIndex {
         })
     }
 
-    /// Removes every row (after [`Self::commit`]).
+    /// Removes every row, and drops any write not yet committed (after [`Self::commit`]).
     pub fn clear(&self) -> Result<(), StoreError> {
-        self.write(|w, _| w.delete_all_documents().map(|_| ()))
+        self.write(|w, _| {
+            // tantivy's delete-all leaves the adds of the open batch in place.
+            w.rollback()?;
+            w.delete_all_documents().map(|_| ())
+        })
     }
 
     /// Makes the writes so far durable and visible, recording that they reflect the
@@ -658,7 +663,7 @@ mod tests {
     fn rows_are_found_replaced_and_deleted_after_a_commit() {
         let ix = LexicalIndex::in_memory().unwrap();
         assert_eq!(ix.committed_generation().unwrap(), None);
-        ix.upsert(&[
+        ix.add(&[
             row(1, "bronz vessel", "ritual"),
             row(2, "jade", "bronz age"),
         ])
@@ -675,8 +680,8 @@ mod tests {
         let got: Vec<i64> = got.unwrap().iter().map(|r| r.0).collect();
         assert_eq!(got, [1, 2], "the title weighs more than the description");
 
-        ix.upsert(&[row(1, "jade disc", "")]).unwrap();
-        ix.delete(&[2]).unwrap();
+        ix.delete(&[1, 2]).unwrap();
+        ix.add(&[row(1, "jade disc", "")]).unwrap();
         ix.commit(8).unwrap();
         assert_eq!(ix.doc_freq(t("bronz")).unwrap(), 0);
         assert_eq!(ix.num_rows(), 1);
