@@ -636,6 +636,8 @@ pub fn store_rows_from<I>(store: &CollectionStore, rows: I) -> Result<(RowCounts
 where
     I: Iterator<Item = Exhibit> + Send,
 {
+    // One load at a time in this process (the index's writer is shared).
+    let _load = store.load_guard();
     let mut counts = RowCounts::default();
     let empty = store.exhibit_count()? == 0;
     let existing = if empty {
@@ -1005,6 +1007,17 @@ mod tests {
             .collect()
     }
 
+    /// The demo collection's records, in file order.
+    fn demo_rows() -> Vec<Exhibit> {
+        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection/exhibits.jsonl");
+        parse_file(&demo)
+            .unwrap()
+            .rows
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
+    }
+
     fn memory_store() -> CollectionStore {
         crate::store::Store::open_in_memory().unwrap().collection()
     }
@@ -1130,6 +1143,12 @@ mod tests {
             .collect();
         t.upsert_counted(&docs, None).unwrap();
         assert!(!t.term_dfs_ready().unwrap());
+        // Its rows wait in the index's writer, uncommitted; the end of the load (which
+        // `store_rows_from` reaches whether or not it failed) commits them.
+        assert_eq!(t.doc_freq("bronz", true).unwrap(), 0);
+        t.finish_load().unwrap();
+        assert_eq!(t.index_problem().unwrap(), None);
+        assert_eq!(t.doc_freq("bronz", true).unwrap(), 3);
         check_index(&t).unwrap();
         assert!(t.term_dfs_ready().unwrap());
         assert_eq!(t.term_df_mismatches().unwrap(), vec![]);
@@ -1176,14 +1195,8 @@ mod tests {
     fn the_term_table_matches_the_index() {
         // The demo collection (English and Chinese), then changed rows, then a rebuilt index,
         // then an index of an earlier release (no table): the document frequencies of
-        // `exhibit_terms` are FTS5's own at every step.
-        let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection/exhibits.jsonl");
-        let rows: Vec<Exhibit> = parse_file(&demo)
-            .unwrap()
-            .rows
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect();
+        // `exhibit_terms` are the index's own at every step.
+        let rows = demo_rows();
         let s = memory_store();
         check_index(&s).unwrap();
         store_rows(&s, rows.clone()).unwrap();
@@ -1223,12 +1236,7 @@ mod tests {
         use crate::store::collection::MATCHES_ISSUED;
         use crate::store::lexical::{Fts5Reference, MatchTerm};
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection");
-        let rows: Vec<Exhibit> = parse_file(&root.join("exhibits.jsonl"))
-            .unwrap()
-            .rows
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect();
+        let rows = demo_rows();
         let s = memory_store();
         check_index(&s).unwrap();
         // Two loads: the index is read over more than one segment.

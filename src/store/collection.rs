@@ -522,10 +522,13 @@ impl CollectionStore {
             match added {
                 Some(_) => self.commit_with_index(tx, &indexed, generation)?,
                 None => {
-                    // Deferred: the index is committed by `finish_term_dfs`.
+                    // Deferred: the index is committed by `finish_term_dfs` (or, when the
+                    // load fails, by `finish_load`). Earlier transactions' rows wait in the
+                    // writer too, so a failed commit takes back only this one's.
                     self.store.lexical.add(&indexed)?;
                     if let Err(e) = tx.commit() {
-                        self.store.lexical.rollback()?;
+                        let pks: Vec<i64> = indexed.iter().map(|r| r.0).collect();
+                        self.store.lexical.delete(&pks)?;
                         return Err(e.into());
                     }
                 }
@@ -551,10 +554,20 @@ impl CollectionStore {
         lexical.commit(generation)
     }
 
-    /// Ends a load: the index's merges finish and its writer (and its lock on the index's
+    /// Held for the whole of a load (the bulk ingest, a rebuild): loads in one process take
+    /// turns, so one never lets go of the index's writer while another's rows wait in it
+    /// uncommitted (a deferred load commits them only at its end).
+    pub fn load_guard(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.store.loads.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ends a load, whether it succeeded or not: what waits in the index's writer (the rows of
+    /// a deferred load that failed part-way, all committed to SQLite) is committed with the
+    /// collection's generation, the merges finish, and the writer (and its lock on the index's
     /// directory) is let go, so another process can write next.
     pub fn finish_load(&self) -> Result<(), StoreError> {
-        self.store.lexical.release_writer()
+        let generation = self.collection_generation()?;
+        self.store.lexical.release_writer(generation)
     }
 
     /// Every exhibit (for re-indexing after the analyzer changed).
@@ -635,6 +648,7 @@ impl CollectionStore {
     /// Replaces the analysed rows and the index with these rows, and the document
     /// frequencies with theirs; bumps the generation.
     pub fn recreate_index(&self, rows: &[(i64, [String; 7])]) -> Result<(), StoreError> {
+        let _load = self.load_guard();
         self.with(|c| {
             let tx = c.transaction()?;
             tx.execute("DELETE FROM exhibit_text", [])?;
@@ -662,6 +676,7 @@ impl CollectionStore {
     /// Builds the index again from the analysed rows (`exhibit_text`, trusted: see
     /// [`Self::text_problem`]), stamped with the collection's generation. Returns the rows.
     pub fn rebuild_index_from_text(&self) -> Result<usize, StoreError> {
+        let _load = self.load_guard();
         let rows = self.indexed_columns()?;
         let generation = self.collection_generation()?;
         let lexical = &self.store.lexical;

@@ -292,15 +292,23 @@ impl LexicalIndex {
         Ok(())
     }
 
-    /// Ends a load: waits for the index's segment merges and lets go of the writer (and of
-    /// tantivy's lock on the directory, so another process, `museum-agent ingest` beside a
-    /// running server, can write next). Writes not committed are dropped.
-    pub fn release_writer(&self) -> Result<(), StoreError> {
-        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(w) = writer {
-            w.wait_merging_threads().map_err(lexical_error)?;
-            self.reader.reload().map_err(lexical_error)?;
-        }
+    /// Ends a load: commits what the writer holds as the collection's `generation` (the
+    /// caller's rows are all in SQLite), waits for the segment merges and lets go of the
+    /// writer (and of tantivy's lock on the directory, so another process, `museum-agent
+    /// ingest` beside a running server, can write next). Nothing to do without a writer.
+    pub fn release_writer(&self, generation: i64) -> Result<(), StoreError> {
+        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(mut w) = guard.take() else {
+            return Ok(());
+        };
+        let mut c = w.prepare_commit().map_err(lexical_error)?;
+        c.set_payload(&generation.to_string());
+        c.commit().map_err(lexical_error)?;
+        w.wait_merging_threads().map_err(lexical_error)?;
+        drop(guard);
+        self.reader.reload().map_err(lexical_error)?;
+        self.reader_generation
+            .fetch_max(generation, Ordering::AcqRel);
         Ok(())
     }
 

@@ -100,6 +100,9 @@ pub struct Store {
     /// The collection's inverted index ([`lexical`]): `<file>-index/` beside a database file,
     /// in memory beside an in-memory database.
     pub(crate) lexical: Arc<lexical::LexicalIndex>,
+    /// Held by each load into the collection ([`collection::CollectionStore::load_guard`]): the
+    /// index has one writer, whose uncommitted rows one load must not see another drop.
+    loads: Arc<Mutex<()>>,
 }
 
 /// The directory of the tantivy index of the database at `path`.
@@ -163,6 +166,7 @@ impl Store {
         };
         Ok(Store {
             lexical: Arc::new(lexical),
+            loads: Arc::default(),
             conn: Arc::new(Mutex::new(conn)),
             readers: Arc::new(Readers {
                 path,
