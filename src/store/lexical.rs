@@ -26,7 +26,8 @@
 //! tantivy allows one writer a directory, across processes (a lock file). The writer is created
 //! at the first write and let go at the end of each load ([`LexicalIndex::release_writer`]), so
 //! `museum-agent ingest` can write while `serve` runs on the same files (a write while the other
-//! holds the lock fails with a lexical-index error and writes nothing). A reader is reloaded
+//! holds the lock waits for it, at most [`LOCK_WAIT`], then fails with a lexical-index error
+//! and writes nothing). A reader is reloaded
 //! after each commit of this process and, for another process's commits, when a question's
 //! SQLite snapshot shows a later generation than the reader's ([`LexicalIndex::catch_up`]).
 //!
@@ -55,6 +56,11 @@ use super::collection::FTS_COLUMNS;
 
 /// The tokenizer name registered on the index: ASCII white space, nothing else.
 const TOKENIZER: &str = "tokens";
+/// How long a write waits for another process's writer (its whole load) to let go of the
+/// index: a load of 500,000 records holds it ~30 s.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// How often the lock is tried meanwhile.
+const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// Indexing memory of the writer (tantivy's floor is 15 MB a thread).
 const WRITER_BYTES: usize = 64 << 20;
 const K1: f64 = 1.2;
@@ -88,6 +94,8 @@ pub struct LexicalIndex {
     reset: Mutex<Option<String>>,
     /// The directory (None: in memory).
     dir: Option<std::path::PathBuf>,
+    /// See [`LOCK_WAIT`].
+    lock_wait: std::time::Duration,
     /// Rows and their tokens of one searcher generation (`avgdl`'s terms: a walk over every
     /// row's `len`, done once a commit instead of once a question).
     totals: Mutex<Option<(u64, Totals)>>,
@@ -208,6 +216,7 @@ impl LexicalIndex {
             reader_generation: AtomicI64::new(-1),
             reset: Mutex::new(None),
             dir: None,
+            lock_wait: LOCK_WAIT,
             totals: Mutex::new(None),
         })
     }
@@ -218,14 +227,46 @@ impl LexicalIndex {
     ) -> Result<T, StoreError> {
         let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         if guard.is_none() {
-            *guard = Some(
-                self.index
-                    .writer_with_num_threads(1, WRITER_BYTES)
-                    .map_err(lexical_error)?,
-            );
+            *guard = Some(self.new_writer()?);
         }
         let writer = guard.as_mut().expect("created above");
         f(writer, self.fields).map_err(lexical_error)
+    }
+
+    /// A writer, once another process's load lets go of the directory's lock: polled every
+    /// [`LOCK_POLL`] for at most the index's lock wait ([`LOCK_WAIT`] unless set), then the
+    /// lock error.
+    fn new_writer(&self) -> Result<IndexWriter, StoreError> {
+        let deadline = std::time::Instant::now() + self.lock_wait;
+        loop {
+            match self.index.writer_with_num_threads(1, WRITER_BYTES) {
+                Err(tantivy::TantivyError::LockFailure(
+                    tantivy::directory::error::LockError::LockBusy,
+                    _,
+                )) if std::time::Instant::now() < deadline => std::thread::sleep(LOCK_POLL),
+                Err(tantivy::TantivyError::LockFailure(..)) => {
+                    return Err(StoreError::Lexical(format!(
+                        "the collection's index is being written by another process (an \
+                         ingest?) and was not let go within {} s; try again when it ends",
+                        self.lock_wait.as_secs()
+                    )));
+                }
+                other => return other.map_err(lexical_error),
+            }
+        }
+    }
+
+    /// Takes the index's writer now (waiting, as any write does, for another process's to
+    /// let go): a caller about to open a SQLite write transaction calls this first, so it
+    /// never holds SQLite's write lock while it waits for this one (the other process's load
+    /// needs SQLite's to go on).
+    pub fn ready_writer(&self) -> Result<(), StoreError> {
+        self.write(|_, _| Ok(()))
+    }
+
+    /// How long a write waits for another process's writer to let go (tests shorten it).
+    pub fn set_lock_wait(&mut self, wait: std::time::Duration) {
+        self.lock_wait = wait;
     }
 
     /// Adds rows `(pk, analysed columns)` whose `pk` the index does not hold (a row it holds
@@ -701,6 +742,23 @@ mod tests {
         ix.clear().unwrap();
         ix.commit(9).unwrap();
         assert_eq!(ix.num_rows(), 0);
+    }
+
+    #[test]
+    fn a_second_writer_waits_for_the_first_then_gives_up() {
+        // Two indexes on one directory stand for two processes.
+        let dir = tempfile::tempdir().unwrap();
+        let first = LexicalIndex::open(dir.path()).unwrap();
+        let mut second = LexicalIndex::open(dir.path()).unwrap();
+        second.set_lock_wait(std::time::Duration::from_millis(200));
+        first.add(&[row(1, "jade", "")]).unwrap();
+        let err = second.add(&[row(2, "jar", "")]).unwrap_err();
+        assert!(err.to_string().contains("another process"), "{err}");
+        first.release_writer(1).unwrap();
+        second.add(&[row(2, "jar", "")]).unwrap();
+        second.commit(2).unwrap();
+        first.catch_up(2).unwrap();
+        assert_eq!(first.num_rows(), 2);
     }
 
     #[test]
