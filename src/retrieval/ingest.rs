@@ -1287,13 +1287,7 @@ mod tests {
         }
         store_rows(&s, changed).unwrap();
         let cols = s.indexed_columns().unwrap();
-        fts.replace(
-            &cols
-                .iter()
-                .step_by(7)
-                .map(|(pk, c)| (*pk, Some(c.clone())))
-                .collect::<Vec<_>>(),
-        );
+        fts.replace(&cols.iter().step_by(7).cloned().collect::<Vec<_>>());
         assert!(compare(&fts, &questions[..60]) > 60);
     }
 

@@ -210,22 +210,29 @@ fn write_term_dfs(
 /// `collection_meta` key present when `exhibit_terms` is complete (migration 0006).
 pub const TERM_DF_KEY: &str = "term_df";
 
-/// Refills `exhibit_terms` from the analysed rows (`exhibit_text`) and marks it complete.
+/// Refills `exhibit_terms` from the analysed rows (`exhibit_text`, read one row at a time: the
+/// whole table is ~700 MB at 500,000 exhibits) and marks it complete.
 fn fill_term_dfs(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute("DELETE FROM exhibit_terms", [])?;
-    let mut st = tx.prepare(&format!("SELECT {INDEXED_TEXT} FROM exhibit_text"))?;
-    let texts = st
-        .query_map([], |r| r.get::<_, String>(0))?
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut counter = TermCounter::default();
-    for t in &texts {
-        counter.count(&[t.as_str()]);
+    let mut added: FxHashMap<String, i64> = FxHashMap::default();
+    {
+        let mut st = tx.prepare(&format!("SELECT {INDEXED_TEXT} FROM exhibit_text"))?;
+        let mut rows = st.query([])?;
+        while let Some(r) = rows.next()? {
+            let text = r.get_ref(0)?.as_str()?;
+            let mut seen: FxHashSet<&str> = FxHashSet::default();
+            for tok in text.split_ascii_whitespace() {
+                if seen.insert(tok) {
+                    match added.get_mut(tok) {
+                        Some(n) => *n += 1,
+                        None => {
+                            added.insert(tok.to_string(), 1);
+                        }
+                    }
+                }
+            }
+        }
     }
-    let added: FxHashMap<String, i64> = counter
-        .terms
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
     write_term_dfs(tx, &added, &FxHashMap::default())?;
     tx.execute(
         "INSERT INTO collection_meta (key, value) VALUES ('term_df', '1') \
@@ -370,14 +377,10 @@ impl CollectionStore {
     }
 
     /// Adds the document frequencies of a deferred load ([`Self::upsert_counted`] with
-    /// `None`) and marks the table complete, in one transaction.
-    ///
-    /// The load's index rows are committed here too, stamped with the collection's
-    /// generation: a deferred load adds them to the index in every transaction but commits
-    /// the index once, here, so its writer never waits for a commit (see
-    /// [`Self::upsert_counted`]).
+    /// `None`) and marks the table complete, in one transaction. (The load's index rows are
+    /// committed by [`Self::finish_load`].)
     pub fn finish_term_dfs(&self, added: &TermDfs) -> Result<(), StoreError> {
-        let generation = self.with(|c| {
+        self.with(|c| {
             let tx = c.transaction()?;
             write_term_dfs(&tx, &added.terms, &FxHashMap::default())?;
             tx.execute(
@@ -385,11 +388,9 @@ impl CollectionStore {
                  ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                 params![TERM_DF_KEY],
             )?;
-            let generation = generation_in(&tx)?;
             tx.commit()?;
-            Ok(generation)
-        })?;
-        self.store.lexical.commit(generation)
+            Ok(())
+        })
     }
 
     /// [`Self::upsert_exhibits`] with the rows' document frequencies counted by the caller:
@@ -399,7 +400,7 @@ impl CollectionStore {
     /// transaction and [`Self::finish_term_dfs`] writes the load's counts and the mark at the
     /// end; a load that never finishes leaves the mark unset, and the start-up check refills
     /// the table from the analysed rows. Such a deferred load also commits its index rows only
-    /// at the end ([`Self::finish_term_dfs`]): while it runs, questions see the index as it
+    /// at the end ([`Self::finish_load`], so its writer never waits for a commit): while it runs, questions see the index as it
     /// was before the load (empty), and a load that dies leaves an index of an earlier
     /// generation, which the start-up check rebuilds from the rows the load did commit.
     pub fn upsert_counted(
@@ -524,9 +525,9 @@ impl CollectionStore {
             match added {
                 Some(_) => self.commit_with_index(tx, &indexed, generation)?,
                 None => {
-                    // Deferred: the index is committed by `finish_term_dfs` (or, when the
-                    // load fails, by `finish_load`). Earlier transactions' rows wait in the
-                    // writer too, so a failed commit takes back only this one's.
+                    // Deferred: the index is committed by `finish_load` at the end of the load,
+                    // failed or not. Earlier transactions' rows wait in the writer too, so a
+                    // failed commit takes back only this one's.
                     self.store.lexical.add(&indexed)?;
                     if let Err(e) = tx.commit() {
                         let pks: Vec<i64> = indexed.iter().map(|r| r.0).collect();
@@ -564,7 +565,7 @@ impl CollectionStore {
     }
 
     /// Ends a load, whether it succeeded or not: what waits in the index's writer (the rows of
-    /// a deferred load that failed part-way, all committed to SQLite) is committed with the
+    /// a deferred load, all committed to SQLite) is committed with the
     /// collection's generation, the merges finish, and the writer (and its lock on the index's
     /// directory) is let go, so another process can write next.
     pub fn finish_load(&self) -> Result<(), StoreError> {
@@ -765,10 +766,7 @@ impl CollectionStore {
 
     /// Changes whenever the collection changes (any process).
     pub fn collection_generation(&self) -> Result<i64, StoreError> {
-        Ok(self
-            .collection_meta("generation")?
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0))
+        self.with(|c| Ok(generation_in(c)?))
     }
 
     pub fn collection_meta(&self, key: &str) -> Result<Option<String>, StoreError> {
@@ -842,7 +840,7 @@ impl CollectionStore {
         let searcher = self.lexical_searcher()?;
         self.store
             .lexical
-            .candidates_in(&searcher, terms, weights, limit)
+            .candidates(&searcher, terms, weights, limit)
     }
 
     /// The index as this view reads it: caught up to the generation the view's SQLite

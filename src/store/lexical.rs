@@ -416,10 +416,13 @@ impl LexicalIndex {
         }
         let mut out = Vec::with_capacity(tokens.len());
         for t in tokens {
-            let n = self.doc_freq(MatchTerm {
-                text: &t,
-                prefix: false,
-            })?;
+            let n = self.doc_freq_in(
+                &searcher,
+                MatchTerm {
+                    text: &t,
+                    prefix: false,
+                },
+            )?;
             if n > 0 {
                 out.push((t, n));
             }
@@ -470,19 +473,10 @@ impl LexicalIndex {
         Ok(())
     }
 
-    /// The rows matching any of `terms`, best first, at most `limit`, with FTS5's `bm25()`
-    /// score (sign flipped: higher is better); `weights` follow [`FTS_COLUMNS`].
+    /// The rows matching any of `terms` in `searcher`'s view of the index, best first, at
+    /// most `limit`, with FTS5's `bm25()` score (sign flipped: higher is better); `weights`
+    /// follow [`FTS_COLUMNS`].
     pub fn candidates(
-        &self,
-        terms: &[MatchTerm<'_>],
-        weights: &[f64; 7],
-        limit: usize,
-    ) -> Result<Vec<(i64, f64)>, StoreError> {
-        self.candidates_in(&self.reader.searcher(), terms, weights, limit)
-    }
-
-    /// [`Self::candidates`] in `searcher`'s view of the index.
-    pub fn candidates_in(
         &self,
         searcher: &Searcher,
         terms: &[MatchTerm<'_>],
@@ -636,20 +630,18 @@ impl Fts5Reference {
         Fts5Reference(c)
     }
 
-    /// Replaces rows (and removes those whose columns are None).
-    pub(crate) fn replace(&self, rows: &[(i64, Option<[String; 7]>)]) {
+    /// Replaces rows.
+    pub(crate) fn replace(&self, rows: &[(i64, [String; 7])]) {
         for (pk, f) in rows {
             self.0
                 .execute("DELETE FROM exhibits_fts WHERE rowid = ?1", [pk])
                 .unwrap();
-            if let Some(f) = f {
-                self.0
-                    .execute(
-                        "INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                        rusqlite::params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]],
-                    )
-                    .unwrap();
-            }
+            self.0
+                .execute(
+                    "INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                    rusqlite::params![pk, f[0], f[1], f[2], f[3], f[4], f[5], f[6]],
+                )
+                .unwrap();
         }
     }
 
@@ -725,7 +717,8 @@ mod tests {
         ix.commit(7).unwrap();
         assert_eq!(ix.committed_generation().unwrap(), Some(7));
         assert_eq!(ix.doc_freq(t("bronz")).unwrap(), 2);
-        let got = ix.candidates(&[t("bronz")], &[4.0, 3.0, 2.0, 2.0, 1.0, 3.0, 0.5], 10);
+        let weights = [4.0, 3.0, 2.0, 2.0, 1.0, 3.0, 0.5];
+        let got = ix.candidates(&ix.searcher(), &[t("bronz")], &weights, 10);
         let got: Vec<i64> = got.unwrap().iter().map(|r| r.0).collect();
         assert_eq!(got, [1, 2], "the title weighs more than the description");
 
