@@ -1324,6 +1324,47 @@ mod tests {
     }
 
     #[test]
+    fn a_database_indexed_by_fts5_keeps_its_rows_and_gets_its_index_built() {
+        // A file as a release before migration 0007 left it: the FTS5 table holds the
+        // analysed columns.
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("old.db");
+        {
+            let mut c = Connection::open(&db).unwrap();
+            for (i, (_, sql)) in super::super::MIGRATIONS[..6].iter().enumerate() {
+                let tx = c.transaction().unwrap();
+                tx.execute_batch(sql).unwrap();
+                tx.pragma_update(None, "user_version", (i + 1) as i64)
+                    .unwrap();
+                tx.commit().unwrap();
+            }
+            c.execute_batch(
+                "INSERT INTO exhibits (pk, id, title, maker, date, period, medium, dimensions, \
+                 gallery, description, language, source, license, extra, content_hash, updated_at) \
+                 VALUES (1, 'a', 'Ding', '', '', '', '', '', '', '', 'en', '', '', '{}', 'h', 0);
+                 INSERT INTO exhibits_fts (rowid, title, maker, period, medium, description, extra, meta) \
+                 VALUES (1, 'ding', '', '', '', 'bronz vessel', '', '');
+                 INSERT INTO collection_meta (key, value) VALUES ('generation', '3');",
+            )
+            .unwrap();
+        }
+        let s = Store::open(&db).unwrap().collection();
+        assert_eq!(
+            s.text_problem().unwrap(),
+            None,
+            "the analysed rows were kept"
+        );
+        let problem = s.index_problem().unwrap().unwrap();
+        assert!(problem.contains("no index"), "{problem}");
+        assert_eq!(s.rebuild_index_from_text().unwrap(), 1);
+        assert_eq!(s.index_problem().unwrap(), None);
+        assert_eq!(
+            s.candidates(&[term("bronz")], &[1.0; 7], 10).unwrap().len(),
+            1
+        );
+    }
+
+    #[test]
     fn loads_are_recorded() {
         let s = Store::open_in_memory().unwrap().collection();
         assert!(s.collection_load("demo").unwrap().is_none());
