@@ -259,15 +259,68 @@ pub fn normalize(text: &str) -> String {
         .chars()
         .any(|c| !c.is_ascii() && !is_cjk(c) && c.is_alphabetic())
     {
-        simplified
-            .nfd()
-            .filter(|c| !is_combining_mark(*c))
-            .nfc()
-            .collect()
+        strip_marks(&simplified)
     } else {
         simplified
     };
-    fold_variants(&folded.to_lowercase())
+    fold_variants(lowercase(folded))
+}
+
+/// `text.nfd().filter(|c| !is_combining_mark(*c)).nfc()` (Latin diacritics off), with only
+/// the runs of non-ASCII characters going through the normaliser and ASCII copied (most of an
+/// English record that has an "é" somewhere). The same result: NFD may be cut before any
+/// ASCII character (a starter without decomposition), and once the marks are gone NFC
+/// composes nothing across an ASCII character (it is never the second of a pair, and the
+/// first only of pairs whose second is a mark). The test
+/// `strip_marks_is_the_whole_text_normalised_at_once` compares both.
+fn strip_marks(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        let ascii = rest
+            .bytes()
+            .position(|b| !b.is_ascii())
+            .unwrap_or(rest.len());
+        out.push_str(&rest[..ascii]);
+        rest = &rest[ascii..];
+        let other = rest
+            .bytes()
+            .position(|b| b.is_ascii())
+            .unwrap_or(rest.len());
+        out.extend(rest[..other].nfd().filter(|c| !is_combining_mark(*c)).nfc());
+        rest = &rest[other..];
+    }
+    out
+}
+
+/// `text.to_lowercase()` without a case-table lookup for CJK characters (they have no case:
+/// most of a Chinese record). A text with a capital sigma goes to the standard library, whose
+/// final-sigma rule looks at the neighbours.
+fn lowercase(text: String) -> String {
+    if text.contains('Σ') {
+        return text.to_lowercase();
+    }
+    let changes = |c: char| {
+        if c.is_ascii() {
+            c.is_ascii_uppercase()
+        } else {
+            !is_cjk(c) && c.to_lowercase().ne(std::iter::once(c))
+        }
+    };
+    if !text.chars().any(changes) {
+        return text;
+    }
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c.to_ascii_lowercase());
+        } else if is_cjk(c) {
+            out.push(c);
+        } else {
+            out.extend(c.to_lowercase());
+        }
+    }
+    out
 }
 
 /// Whether NFKC leaves `c` alone in any context and nothing before it can combine with it: ASCII
@@ -319,18 +372,20 @@ const VARIANTS: &[(char, char)] = &[
     ('淩', '凌'),
 ];
 
-fn fold_variants(s: &str) -> String {
-    if !s.chars().any(|c| VARIANTS.iter().any(|(v, _)| *v == c)) {
-        return s.to_string();
+fn variant_of(c: char) -> Option<char> {
+    VARIANTS.iter().find(|(v, _)| *v == c).map(|(_, f)| *f)
+}
+
+fn fold_variants(s: String) -> String {
+    // Every variant is a CJK ideograph: ASCII and most other characters are passed over
+    // without the table.
+    if !s
+        .chars()
+        .any(|c| c >= '\u{3400}' && variant_of(c).is_some())
+    {
+        return s;
     }
-    s.chars()
-        .map(|c| {
-            VARIANTS
-                .iter()
-                .find(|(v, _)| *v == c)
-                .map_or(c, |(_, f)| *f)
-        })
-        .collect()
+    s.chars().map(|c| variant_of(c).unwrap_or(c)).collect()
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1853,6 +1908,81 @@ mod tests {
             "{t:?}"
         );
         assert_eq!(normalize("玄武"), "玄武");
+    }
+
+    /// Strings drawn from a pool of characters that meet at the pieces' edges: ASCII letters
+    /// before combining marks, precomposed and decomposed accents, Hangul jamo that compose,
+    /// CJK, Greek capital sigma (final or not), title case and dotted capital I.
+    fn tricky_texts() -> Vec<String> {
+        let pool: Vec<&str> = vec![
+            "a",
+            "E",
+            " ",
+            "-",
+            "1",
+            "e\u{301}",
+            "\u{301}",
+            "\u{323}\u{302}",
+            "é",
+            "Å",
+            "ǅ",
+            "İ",
+            "Σ",
+            "σ",
+            "ΑΣ",
+            "ß",
+            "ﬁ",
+            "Việt",
+            "\u{1100}",
+            "\u{1161}",
+            "\u{11A8}",
+            "한",
+            "鼎",
+            "畬",
+            "勳",
+            "袞",
+            "Ⅻ",
+            "Ω",
+            "\u{2126}",
+            "ö",
+            "o\u{308}\u{301}",
+            "ǖ",
+            "ㄧ",
+        ];
+        let mut state = 7u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) as usize
+        };
+        let mut out: Vec<String> = pool.iter().map(|s| s.to_string()).collect();
+        for _ in 0..5000 {
+            let n = 1 + next() % 8;
+            out.push((0..n).map(|_| pool[next() % pool.len()]).collect());
+        }
+        out
+    }
+
+    #[test]
+    fn strip_marks_is_the_whole_text_normalised_at_once() {
+        for t in tricky_texts() {
+            let whole: String = t.nfd().filter(|c| !is_combining_mark(*c)).nfc().collect();
+            assert_eq!(strip_marks(&t), whole, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn lowercase_is_the_standard_one() {
+        for t in tricky_texts() {
+            assert_eq!(lowercase(t.clone()), t.to_lowercase(), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn variants_fold_and_nothing_else_moves() {
+        assert_eq!(fold_variants("溥心畬 勳 袞 abc".into()), "溥心畲 勋 衮 abc");
+        assert_eq!(fold_variants("溥心畲 bronze".into()), "溥心畲 bronze");
     }
 
     #[test]

@@ -129,18 +129,28 @@ const INDEXED_TEXT: &str = "title || ' ' || maker || ' ' || period || ' ' || med
 /// compares both on the demo collection).
 #[derive(Default)]
 struct TermCounter<'a> {
-    terms: FxHashMap<&'a str, i64>,
-    seen: FxHashSet<&'a str>,
+    /// term → (documents holding it, the last document that counted it: `docs` then).
+    terms: FxHashMap<&'a str, (i64, u32)>,
+    /// Documents counted so far.
+    docs: u32,
 }
 
 impl<'a> TermCounter<'a> {
+    /// Counts one document: a token's first occurrence in it adds 1 to its count (one hash
+    /// lookup a token; a set of the document's tokens cost a second).
     fn count(&mut self, cols: &[&'a str]) {
-        self.seen.clear();
+        self.docs = self.docs.wrapping_add(1);
+        let doc = self.docs;
         for tok in cols.iter().flat_map(|c| c.split_ascii_whitespace()) {
-            if self.seen.insert(tok) {
-                *self.terms.entry(tok).or_default() += 1;
+            let e = self.terms.entry(tok).or_insert((0, 0));
+            if e.1 != doc {
+                *e = (e.0 + 1, doc);
             }
         }
+    }
+
+    fn counts(&self) -> impl Iterator<Item = (&'a str, i64)> + '_ {
+        self.terms.iter().map(|(k, (n, _))| (*k, *n))
     }
 }
 
@@ -162,11 +172,7 @@ impl TermDfs {
             c.count(&d.fts.each_ref().map(String::as_str));
         }
         TermDfs {
-            terms: c
-                .terms
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
+            terms: c.counts().map(|(k, v)| (k.to_string(), v)).collect(),
         }
     }
 
@@ -190,10 +196,10 @@ impl TermDfs {
 fn write_term_dfs(
     tx: &Transaction<'_>,
     added: &FxHashMap<String, i64>,
-    removed: &FxHashMap<&str, i64>,
+    removed: &TermCounter<'_>,
 ) -> rusqlite::Result<()> {
     let mut delta: Vec<(&str, i64)> = added.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    delta.extend(removed.iter().map(|(k, v)| (*k, -*v)));
+    delta.extend(removed.counts().map(|(k, v)| (k, -v)));
     delta.sort_unstable();
     let mut up = tx.prepare_cached(
         "INSERT INTO exhibit_terms (term, df) VALUES (?1, ?2) \
@@ -233,7 +239,7 @@ fn fill_term_dfs(tx: &Transaction<'_>) -> rusqlite::Result<()> {
             }
         }
     }
-    write_term_dfs(tx, &added, &FxHashMap::default())?;
+    write_term_dfs(tx, &added, &TermCounter::default())?;
     tx.execute(
         "INSERT INTO collection_meta (key, value) VALUES ('term_df', '1') \
          ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -382,7 +388,7 @@ impl CollectionStore {
     pub fn finish_term_dfs(&self, added: &TermDfs) -> Result<(), StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
-            write_term_dfs(&tx, &added.terms, &FxHashMap::default())?;
+            write_term_dfs(&tx, &added.terms, &TermCounter::default())?;
             tx.execute(
                 "INSERT INTO collection_meta (key, value) VALUES (?1, '1') \
                  ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -504,9 +510,9 @@ impl CollectionStore {
                 removed.count(&[t.as_str()]);
             }
             match added {
-                Some(added) => write_term_dfs(&tx, &added.terms, &removed.terms)?,
+                Some(added) => write_term_dfs(&tx, &added.terms, &removed)?,
                 None => {
-                    write_term_dfs(&tx, &FxHashMap::default(), &removed.terms)?;
+                    write_term_dfs(&tx, &FxHashMap::default(), &removed)?;
                     tx.execute(
                         "DELETE FROM collection_meta WHERE key = ?1",
                         params![TERM_DF_KEY],
