@@ -152,6 +152,74 @@ pub fn raise_nofile_limit() -> u64 {
     0
 }
 
+/// A string kept in place when it is short (most index tokens: English stems, CJK bigrams and
+/// words), else on the heap. As a hash-map key, a probe compares it without following a
+/// pointer to another cache line: in the ingest's big maps (a thread's memo of English
+/// words, the load's document frequencies) that pointer was a cache miss a token. Looked up
+/// by `&str` ([`Borrow`](std::borrow::Borrow)); hashes and compares as its text.
+#[derive(Clone)]
+pub enum ShortStr {
+    Inline { len: u8, bytes: [u8; SHORT_STR_MAX] },
+    Heap(Box<str>),
+}
+
+/// The longest text a [`ShortStr`] keeps in place (the enum is then 24 bytes, a `Box<str>`
+/// and its tag).
+pub const SHORT_STR_MAX: usize = 22;
+
+impl ShortStr {
+    pub fn new(s: &str) -> ShortStr {
+        if s.len() <= SHORT_STR_MAX {
+            let mut bytes = [0u8; SHORT_STR_MAX];
+            bytes[..s.len()].copy_from_slice(s.as_bytes());
+            ShortStr::Inline {
+                len: s.len() as u8,
+                bytes,
+            }
+        } else {
+            ShortStr::Heap(s.into())
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        match self {
+            ShortStr::Inline { len, bytes } => {
+                // SAFETY: `new` copied these bytes from a whole `&str`, and they are never
+                // changed: valid UTF-8. (Checking them again on every hash-map probe cost
+                // more than the pointer this type saves.)
+                unsafe { std::str::from_utf8_unchecked(&bytes[..*len as usize]) }
+            }
+            ShortStr::Heap(s) => s,
+        }
+    }
+}
+
+impl std::borrow::Borrow<str> for ShortStr {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl std::hash::Hash for ShortStr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state)
+    }
+}
+
+impl PartialEq for ShortStr {
+    fn eq(&self, other: &ShortStr) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ShortStr {}
+
+impl std::fmt::Debug for ShortStr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +229,36 @@ mod tests {
         let a = random_id("sess_");
         assert_eq!(a.len(), 5 + 32);
         assert_ne!(a, random_id("sess_"));
+    }
+
+    #[test]
+    fn short_strings_are_their_text() {
+        use std::hash::BuildHasher;
+        let long = "a".repeat(SHORT_STR_MAX + 1);
+        for s in [
+            "",
+            "bronze",
+            "青铜器",
+            &"x".repeat(SHORT_STR_MAX),
+            &long,
+            "汉字汉字汉字汉字",
+        ] {
+            let k = ShortStr::new(s);
+            assert_eq!(k.as_str(), s);
+            assert_eq!(
+                matches!(k, ShortStr::Inline { .. }),
+                s.len() <= SHORT_STR_MAX
+            );
+            // Found by its text in a map, as a `String` key would be.
+            let h = rustc_hash::FxBuildHasher;
+            assert_eq!(h.hash_one(&k), h.hash_one(s));
+            let mut m = rustc_hash::FxHashMap::default();
+            m.insert(k.clone(), 1);
+            assert_eq!(m.get(s), Some(&1));
+            assert_eq!(k, ShortStr::new(s));
+        }
+        assert_ne!(ShortStr::new("ab"), ShortStr::new("abc"));
+        assert_eq!(std::mem::size_of::<ShortStr>(), 24);
     }
 
     #[test]

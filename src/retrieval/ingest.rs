@@ -24,7 +24,9 @@ use sha2::{Digest, Sha256};
 use super::Exhibit;
 use super::embedded::{RowCounts, analyze};
 use crate::store::StoreError;
-use crate::store::collection::{CollectionStore, ExhibitRow, IndexedExhibit, TermDfs};
+use crate::store::collection::{
+    CollectionStore, DfAccumulator, ExhibitRow, IndexedExhibit, TermDfs,
+};
 
 /// Longest accepted line of a JSONL file.
 pub const MAX_LINE_BYTES: usize = 1024 * 1024;
@@ -313,18 +315,33 @@ impl<R: BufRead> Iterator for JsonlRows<R> {
                 self.reject(format!("line longer than {MAX_LINE_BYTES} bytes"));
                 continue;
             }
-            let Ok(text) = std::str::from_utf8(&self.buf) else {
-                self.reject("not valid UTF-8".into());
-                continue;
+            // Parsed from the bytes first: a line that parses is valid UTF-8 (serde_json checks
+            // what is inside strings, and allows only ASCII outside them), so the usual line
+            // is not checked twice. Any other line (blank, a byte-order mark, an error) takes
+            // the slow path, which says what is wrong with it.
+            let parsed = match serde_json::from_slice::<Value>(&self.buf) {
+                Ok(v) => v,
+                Err(_) => {
+                    let Ok(text) = std::str::from_utf8(&self.buf) else {
+                        self.reject("not valid UTF-8".into());
+                        continue;
+                    };
+                    let text = text.trim_start_matches('\u{feff}').trim();
+                    if text.is_empty() {
+                        continue;
+                    }
+                    match serde_json::from_str::<Value>(text) {
+                        Ok(v) => v,
+                        Err(e) => {
+                            self.reject(format!("invalid JSON: {e}"));
+                            continue;
+                        }
+                    }
+                }
             };
-            let text = text.trim_start_matches('\u{feff}').trim();
-            if text.is_empty() {
-                continue;
-            }
-            let row = match serde_json::from_str::<Value>(text) {
-                Ok(Value::Object(m)) => exhibit_from_map(m),
-                Ok(_) => Err("not a JSON object".to_string()),
-                Err(e) => Err(format!("invalid JSON: {e}")),
+            let row = match parsed {
+                Value::Object(m) => exhibit_from_map(m),
+                _ => Err("not a JSON object".to_string()),
             };
             match row {
                 Ok(e) => {
@@ -701,11 +718,17 @@ where
     // (batch number, rows to write, their document frequencies, unchanged rows)
     let (tx, rx) =
         std::sync::mpsc::sync_channel::<(usize, Vec<IndexedExhibit>, TermDfs, usize)>(workers);
+    // A load into an empty collection (a bulk load) writes the document frequencies once at
+    // the end instead of in every transaction (`upsert_counted` with `None`): each analysis
+    // thread counts all its batches ([`DfAccumulator`]) and leaves its counts here as it ends.
+    let defer_dfs = empty;
+    let accumulated: Mutex<Vec<TermDfs>> = Mutex::new(Vec::new());
     let result = std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
-            let (source, existing) = (&source, &existing);
+            let (source, existing, accumulated) = (&source, &existing, &accumulated);
             scope.spawn(move || {
+                let mut acc = defer_dfs.then(DfAccumulator::default);
                 loop {
                     let (i, batch) = {
                         let mut s = source.lock().unwrap_or_else(|p| p.into_inner());
@@ -731,12 +754,26 @@ where
                         });
                     }
                     // Counted here, not on the writer (the ingest's critical path).
-                    let dfs = TermDfs::of(&docs);
+                    let dfs = match &mut acc {
+                        Some(acc) => {
+                            acc.add(&docs);
+                            TermDfs::default()
+                        }
+                        None => TermDfs::of(&docs),
+                    };
                     // The writer has stopped (a write failed): stop too.
                     if tx.send((i, docs, dfs, unchanged)).is_err() {
                         break;
                     }
                 }
+                // Before this thread's sender goes: the writer reads these once all are gone.
+                if let Some(acc) = acc {
+                    accumulated
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(acc.finish());
+                }
+                drop(tx);
             });
         }
         drop(tx);
@@ -748,11 +785,6 @@ where
         fn counted(dfs: &TermDfs, defer: bool) -> Option<&TermDfs> {
             (!defer).then_some(dfs)
         }
-        // A load of more than one transaction into an empty collection writes the document
-        // frequencies once at the end instead of in every transaction (`upsert_counted`).
-        // The rows are counted as they come, so a load into an empty collection defers from
-        // its first full transaction on (one of exactly WRITE_BATCH rows too: the same result).
-        let mut defer_dfs = false;
         for (i, docs, batch_dfs, unchanged) in rx {
             counts.unchanged += unchanged;
             waiting.insert(i, (docs, batch_dfs));
@@ -761,7 +793,6 @@ where
                 buf.extend(docs);
                 dfs.merge(batch_dfs);
                 if buf.len() >= WRITE_BATCH {
-                    defer_dfs = empty;
                     let c = store
                         .upsert_counted(&std::mem::take(&mut buf), counted(&dfs, defer_dfs))?;
                     if !defer_dfs {
@@ -776,7 +807,13 @@ where
         counts.inserted += c.inserted;
         counts.updated += c.updated;
         if defer_dfs {
-            store.finish_term_dfs(&dfs)?;
+            let mut all = TermDfs::default();
+            let threads =
+                std::mem::take(&mut *accumulated.lock().unwrap_or_else(|p| p.into_inner()));
+            for d in threads {
+                all.merge(d);
+            }
+            store.finish_term_dfs(&all)?;
         }
         Ok::<_, StoreError>(())
     });

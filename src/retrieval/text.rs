@@ -16,6 +16,7 @@
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
+use crate::util::ShortStr;
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
@@ -394,44 +395,81 @@ pub enum Run<'a> {
     Word(&'a str),
 }
 
-/// Splits normalised text into CJK runs and letter/digit runs.
-pub fn runs(text: &str) -> Vec<Run<'_>> {
-    #[derive(PartialEq, Clone, Copy)]
-    enum K {
-        Cjk,
-        Word,
-        Sep,
-    }
-    let kind = |c: char| {
-        if is_cjk(c) {
-            K::Cjk
-        } else if c.is_alphanumeric() {
-            K::Word
-        } else {
-            K::Sep
-        }
-    };
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut cur = K::Sep;
-    for (i, c) in text.char_indices() {
-        let k = kind(c);
-        if k != cur {
-            match cur {
-                K::Cjk => out.push(Run::Cjk(&text[start..i])),
-                K::Word => out.push(Run::Word(&text[start..i])),
-                K::Sep => {}
+/// Splits normalised text into CJK runs and letter/digit runs, as they are taken (the
+/// analysis of a record never holds them all: growing a vector of them was the ingest's
+/// most frequent allocation).
+pub fn runs(text: &str) -> Runs<'_> {
+    Runs { text, pos: 0 }
+}
+
+/// The iterator of [`runs`].
+pub struct Runs<'a> {
+    text: &'a str,
+    pos: usize,
+}
+
+#[derive(PartialEq, Clone, Copy)]
+enum RunKind {
+    Cjk,
+    Word,
+    Sep,
+}
+
+impl Runs<'_> {
+    /// The kind and length of the character at byte `i`. ASCII (most of any text) is told
+    /// apart by its byte, without decoding a character.
+    fn kind_at(&self, i: usize) -> (RunKind, usize) {
+        match self.text.as_bytes()[i] {
+            b if b.is_ascii_alphanumeric() => (RunKind::Word, 1),
+            b if b.is_ascii() => (RunKind::Sep, 1),
+            _ => {
+                let c = self.text[i..]
+                    .chars()
+                    .next()
+                    .expect("i is at a character boundary");
+                let k = if is_cjk(c) {
+                    RunKind::Cjk
+                } else if c.is_alphanumeric() {
+                    RunKind::Word
+                } else {
+                    RunKind::Sep
+                };
+                (k, c.len_utf8())
             }
-            start = i;
-            cur = k;
         }
     }
-    match cur {
-        K::Cjk => out.push(Run::Cjk(&text[start..])),
-        K::Word => out.push(Run::Word(&text[start..])),
-        K::Sep => {}
+}
+
+impl<'a> Iterator for Runs<'a> {
+    type Item = Run<'a>;
+
+    fn next(&mut self) -> Option<Run<'a>> {
+        let len = self.text.len();
+        // Skip separators.
+        let kind = loop {
+            if self.pos >= len {
+                return None;
+            }
+            let (k, n) = self.kind_at(self.pos);
+            if k != RunKind::Sep {
+                break k;
+            }
+            self.pos += n;
+        };
+        let start = self.pos;
+        while self.pos < len {
+            let (k, n) = self.kind_at(self.pos);
+            if k != kind {
+                break;
+            }
+            self.pos += n;
+        }
+        let run = &self.text[start..self.pos];
+        Some(match kind {
+            RunKind::Cjk => Run::Cjk(run),
+            _ => Run::Word(run),
+        })
     }
-    out
 }
 
 /// English stop words plus the words visitors wrap a question in.
@@ -807,7 +845,6 @@ pub fn latin_tokens(text: &str) -> Vec<String> {
 /// The Latin/digit index tokens of already normalised text (no CJK segmentation: cheap).
 pub fn index_tokens_latin(normalized: &str) -> HashSet<String> {
     runs(normalized)
-        .into_iter()
         .filter_map(|r| match r {
             Run::Word(w) => word_token(w),
             Run::Cjk(_) => None,
@@ -869,25 +906,26 @@ const WORD_MEMO_MAX: usize = 1 << 17;
 fn cached_word_token(w: &str, f: impl FnOnce(&str)) {
     use std::cell::RefCell;
     thread_local! {
-        static MEMO: RefCell<rustc_hash::FxHashMap<Box<str>, Option<Box<str>>>> =
+        // (Keys and stems kept in place: `ShortStr`.)
+        static MEMO: RefCell<rustc_hash::FxHashMap<ShortStr, Option<ShortStr>>> =
             RefCell::default();
     }
     MEMO.with(|m| {
         let mut m = m.borrow_mut();
         if let Some(t) = m.get(w) {
             if let Some(t) = t {
-                f(t);
+                f(t.as_str());
             }
             return;
         }
         if m.len() >= WORD_MEMO_MAX {
             m.clear();
         }
-        let t = word_token(w).map(String::into_boxed_str);
+        let t = word_token(w);
         if let Some(t) = &t {
             f(t);
         }
-        m.insert(w.into(), t);
+        m.insert(ShortStr::new(w), t.as_deref().map(ShortStr::new));
     })
 }
 
@@ -1589,7 +1627,7 @@ mod tests {
     fn runs_split_cjk_words_and_separators() {
         let n = normalize("阿波羅12號, TPL三個字母");
         assert_eq!(
-            runs(&n),
+            runs(&n).collect::<Vec<_>>(),
             vec![
                 Run::Cjk("阿波罗"),
                 Run::Word("12"),

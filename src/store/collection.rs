@@ -25,6 +25,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::lexical::MatchTerm;
 use super::{Store, StoreError, now_ms};
+use crate::util::ShortStr;
 
 /// Analysed columns of an exhibit (`exhibit_text`, and the index's fields), in order; BM25
 /// weights are given in the same order.
@@ -189,6 +190,51 @@ impl TermDfs {
 
     pub fn is_empty(&self) -> bool {
         self.terms.is_empty()
+    }
+}
+
+/// The document frequencies of a bulk load, counted by one analysis thread over all the
+/// batches it analyses ([`DfAccumulator::add`]): a term's key is made once per thread and
+/// load, not once per batch (and kept in place: `ShortStr`), and nothing goes to the writer until the end
+/// ([`DfAccumulator::finish`], then [`TermDfs::merge`] of the threads' counts). Per-batch
+/// counts ([`TermDfs::of`]) made and merged 500 maps of ~20,000 keys at 500,000 records.
+#[derive(Default)]
+pub struct DfAccumulator {
+    /// term → (documents holding it, the last document that counted it).
+    terms: FxHashMap<ShortStr, (i64, u32)>,
+    docs: u32,
+}
+
+impl DfAccumulator {
+    /// Counts these rows' index columns (each distinct token of a row once).
+    pub fn add(&mut self, docs: &[IndexedExhibit]) {
+        for d in docs {
+            self.docs = self.docs.wrapping_add(1);
+            let doc = self.docs;
+            for tok in d.fts.iter().flat_map(|c| c.split_ascii_whitespace()) {
+                match self.terms.get_mut(tok) {
+                    Some(e) => {
+                        if e.1 != doc {
+                            *e = (e.0 + 1, doc);
+                        }
+                    }
+                    None => {
+                        self.terms.insert(ShortStr::new(tok), (1, doc));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The counts so far.
+    pub fn finish(self) -> TermDfs {
+        TermDfs {
+            terms: self
+                .terms
+                .into_iter()
+                .map(|(k, (n, _))| (k.as_str().to_string(), n))
+                .collect(),
+        }
     }
 }
 
