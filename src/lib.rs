@@ -73,7 +73,8 @@
 //!                scored it, kept in step with the rows by collection.rs, document vectors (vectors.rs), hub streams,
 //!                inboxes and society (SQLite only); migrations/*.sql and migrations/postgres/*.sql
 //! metrics.rs     the Prometheus registry rendered at /metrics
-//! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder
+//! util.rs        time, random ids, process CPU and RSS readings, open-file limit, HTTP client builder,
+//!                `ShortStr` (short hash-map keys kept in place)
 //! ```
 //!
 //! # Architecture invariants

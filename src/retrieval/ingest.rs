@@ -605,7 +605,7 @@ impl FileRows {
 /// A digest of the exhibit's content and the analyzer version: re-ingesting an unchanged row
 /// is a no-op, and a new analyzer re-indexes everything. Each field is hashed with its length
 /// in front (so no two exhibits' fields run together into the same bytes), the extra fields as
-/// JSON when there are any. Since 2026-11-25 (`DIGEST_FORMAT` 2); the first form hashed the
+/// JSON when there are any. Since 2026-11-24 (`DIGEST_FORMAT` 2); the first form hashed the
 /// exhibit's JSON, whose escaping cost ~3 % of an ingest: rows stored before are rewritten
 /// once, unchanged, by the next ingest of their file.
 pub fn content_hash(e: &Exhibit) -> String {

@@ -868,33 +868,35 @@ pub fn index_text(text: &str) -> String {
         first = false;
         out.push_str(t);
     };
-    for run in runs(&norm) {
-        match run {
-            Run::Word(w) => cached_word_token(w, |t| push(&mut out, t)),
-            Run::Cjk(s) => {
-                // Every character bigram (a lone character stays a unigram), as `push_bigrams`.
-                let mut starts = s.char_indices().map(|(i, _)| i).skip(1).peekable();
-                if starts.peek().is_none() {
-                    push(&mut out, s);
-                } else {
-                    let mut prev = 0;
-                    while let Some(mid) = starts.next() {
-                        let end = starts.peek().copied().unwrap_or(s.len());
-                        push(&mut out, &s[prev..end]);
-                        prev = mid;
+    with_word_memo(|memo| {
+        for run in runs(&norm) {
+            match run {
+                Run::Word(w) => memo_word_token(memo, w, |t| push(&mut out, t)),
+                Run::Cjk(s) => {
+                    // Every character bigram (a lone character stays a unigram), as `push_bigrams`.
+                    let mut starts = s.char_indices().map(|(i, _)| i).skip(1).peekable();
+                    if starts.peek().is_none() {
+                        push(&mut out, s);
+                    } else {
+                        let mut prev = 0;
+                        while let Some(mid) = starts.next() {
+                            let end = starts.peek().copied().unwrap_or(s.len());
+                            push(&mut out, &s[prev..end]);
+                            prev = mid;
+                        }
                     }
-                }
-                // jieba's words of three or more characters, as `push_long_words`.
-                if s.chars().nth(2).is_some() {
-                    for t in jieba().cut_for_search(s, false) {
-                        if t.word.chars().nth(2).is_some() {
-                            push(&mut out, t.word);
+                    // jieba's words of three or more characters, as `push_long_words`.
+                    if s.chars().nth(2).is_some() {
+                        for t in jieba().cut_for_search(s, false) {
+                            if t.word.chars().nth(2).is_some() {
+                                push(&mut out, t.word);
+                            }
                         }
                     }
                 }
             }
         }
-    }
+    });
     out
 }
 
@@ -902,31 +904,40 @@ pub fn index_text(text: &str) -> String {
 /// vocabulary is Zipfian: a few thousand words are most of its text).
 const WORD_MEMO_MAX: usize = 1 << 17;
 
-/// Calls `f` with [`word_token`] of `w` (nothing for a stop word), memoised per thread.
-fn cached_word_token(w: &str, f: impl FnOnce(&str)) {
-    use std::cell::RefCell;
-    thread_local! {
-        // (Keys and stems kept in place: `ShortStr`.)
-        static MEMO: RefCell<rustc_hash::FxHashMap<ShortStr, Option<ShortStr>>> =
-            RefCell::default();
+type WordMemo = rustc_hash::FxHashMap<ShortStr, Option<ShortStr>>;
+
+thread_local! {
+    /// A thread's memo of [`word_token`] (keys and stems kept in place: `ShortStr`).
+    static WORD_MEMO: std::cell::RefCell<WordMemo> = std::cell::RefCell::default();
+}
+
+/// Runs `f` with this thread's memo of [`word_token`], borrowed once for a whole text (not
+/// once a word).
+fn with_word_memo<R>(f: impl FnOnce(&mut WordMemo) -> R) -> R {
+    WORD_MEMO.with(|m| f(&mut m.borrow_mut()))
+}
+
+/// Calls `f` with [`word_token`] of `w` (nothing for a stop word), looked up in `memo` first.
+fn memo_word_token(memo: &mut WordMemo, w: &str, f: impl FnOnce(&str)) {
+    if let Some(t) = memo.get(w) {
+        if let Some(t) = t {
+            f(t.as_str());
+        }
+        return;
     }
-    MEMO.with(|m| {
-        let mut m = m.borrow_mut();
-        if let Some(t) = m.get(w) {
-            if let Some(t) = t {
-                f(t.as_str());
-            }
-            return;
-        }
-        if m.len() >= WORD_MEMO_MAX {
-            m.clear();
-        }
-        let t = word_token(w);
-        if let Some(t) = &t {
-            f(t);
-        }
-        m.insert(ShortStr::new(w), t.as_deref().map(ShortStr::new));
-    })
+    if memo.len() >= WORD_MEMO_MAX {
+        memo.clear();
+    }
+    let t = word_token(w);
+    if let Some(t) = &t {
+        f(t);
+    }
+    memo.insert(ShortStr::new(w), t.as_deref().map(ShortStr::new));
+}
+
+/// [`memo_word_token`] with this thread's memo.
+fn cached_word_token(w: &str, f: impl FnOnce(&str)) {
+    with_word_memo(|memo| memo_word_token(memo, w, f))
 }
 
 /// One term of a query: an exact index token, or (for a lone CJK character) a prefix.
