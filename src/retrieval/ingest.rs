@@ -235,7 +235,8 @@ pub fn exhibit_from_map(mut map: Map<String, Value>) -> Result<Exhibit, String> 
 /// rows and is returned there (only an I/O error fails the whole file).
 pub struct JsonlRows<R> {
     reader: R,
-    seen: HashMap<String, u64>,
+    /// id → its first line (ids kept in place: one map entry a row of the file).
+    seen: SeenIds,
     rejected: Vec<Rejected>,
     buf: Vec<u8>,
     line_no: u64,
@@ -246,7 +247,7 @@ impl<R: BufRead> JsonlRows<R> {
     pub fn new(reader: R) -> Self {
         JsonlRows {
             reader,
-            seen: HashMap::new(),
+            seen: SeenIds::default(),
             rejected: Vec::new(),
             buf: Vec::new(),
             line_no: 0,
@@ -365,7 +366,8 @@ pub struct CsvRows<R> {
     rdr: csv::Reader<R>,
     headers: Vec<String>,
     record: csv::StringRecord,
-    seen: HashMap<String, u64>,
+    /// id → its first line (ids kept in place: one map entry a row of the file).
+    seen: SeenIds,
     rejected: Vec<Rejected>,
     error: Option<std::io::Error>,
     done: bool,
@@ -396,7 +398,7 @@ impl<R: Read> CsvRows<R> {
             rdr,
             headers,
             record: csv::StringRecord::new(),
-            seen: HashMap::new(),
+            seen: SeenIds::default(),
             rejected: Vec::new(),
             error: None,
             done: false,
@@ -472,20 +474,22 @@ impl<R: Read> Iterator for CsvRows<R> {
 
 /// The row, when its id is the first of its kind in the file; else rejects it, naming the
 /// line of the first.
+type SeenIds = rustc_hash::FxHashMap<crate::util::ShortStr, u64>;
+
 fn first_of_id(
-    seen: &mut HashMap<String, u64>,
+    seen: &mut SeenIds,
     rejected: &mut Vec<Rejected>,
     line: u64,
     e: Exhibit,
 ) -> Option<(u64, Exhibit)> {
-    if let Some(first) = seen.get(&e.id) {
+    if let Some(first) = seen.get(e.id.as_str()) {
         rejected.push(Rejected {
             line,
             reason: format!("duplicate id `{}` (first on line {first})", e.id),
         });
         return None;
     }
-    seen.insert(e.id.clone(), line);
+    seen.insert(crate::util::ShortStr::new(&e.id), line);
     Some((line, e))
 }
 
