@@ -124,37 +124,6 @@ fn bump_generation(tx: &Transaction<'_>) -> rusqlite::Result<i64> {
 const INDEXED_TEXT: &str = "title || ' ' || maker || ' ' || period || ' ' || medium || ' ' || \
                             description || ' ' || extra || ' ' || meta";
 
-/// Document frequencies counted from analysed text: each distinct token of a document once.
-/// Analysed text is tokens of letters and digits separated by spaces (`retrieval::text`), so
-/// splitting on white space gives the index's tokens (the test `the_term_table_matches_the_index`
-/// compares both on the demo collection).
-#[derive(Default)]
-struct TermCounter<'a> {
-    /// term → (documents holding it, the last document that counted it: `docs` then).
-    terms: FxHashMap<&'a str, (i64, u32)>,
-    /// Documents counted so far.
-    docs: u32,
-}
-
-impl<'a> TermCounter<'a> {
-    /// Counts one document: a token's first occurrence in it adds 1 to its count (one hash
-    /// lookup a token; a set of the document's tokens cost a second).
-    fn count(&mut self, cols: &[&'a str]) {
-        self.docs = self.docs.wrapping_add(1);
-        let doc = self.docs;
-        for tok in cols.iter().flat_map(|c| c.split_ascii_whitespace()) {
-            let e = self.terms.entry(tok).or_insert((0, 0));
-            if e.1 != doc {
-                *e = (e.0 + 1, doc);
-            }
-        }
-    }
-
-    fn counts(&self) -> impl Iterator<Item = (&'a str, i64)> + '_ {
-        self.terms.iter().map(|(k, (n, _))| (*k, *n))
-    }
-}
-
 /// Document frequencies of a set of analysed rows (each distinct token of a row once), owned:
 /// the bulk ingest counts each batch on its analysis threads ([`TermDfs::of`]) and the writer
 /// only merges the batches' counts ([`TermDfs::merge`]) before
@@ -168,13 +137,9 @@ pub struct TermDfs {
 impl TermDfs {
     /// The document frequencies of these rows' index columns.
     pub fn of(docs: &[IndexedExhibit]) -> TermDfs {
-        let mut c = TermCounter::default();
-        for d in docs {
-            c.count(&d.fts.each_ref().map(String::as_str));
-        }
-        TermDfs {
-            terms: c.counts().map(|(k, v)| (k.to_string(), v)).collect(),
-        }
+        let mut c = DfAccumulator::default();
+        c.add(docs);
+        c.finish()
     }
 
     /// Adds another set's counts to these.
@@ -193,34 +158,46 @@ impl TermDfs {
     }
 }
 
-/// The document frequencies of a bulk load, counted by one analysis thread over all the
-/// batches it analyses ([`DfAccumulator::add`]): a term's key is made once per thread and
-/// load, not once per batch (and kept in place: `ShortStr`), and nothing goes to the writer until the end
-/// ([`DfAccumulator::finish`], then [`TermDfs::merge`] of the threads' counts). Per-batch
-/// counts ([`TermDfs::of`]) made and merged 500 maps of ~20,000 keys at 500,000 records.
+/// Document frequencies counted from analysed text, each distinct token of a row once: of a
+/// bulk load, by one analysis thread over all the batches it analyses
+/// ([`DfAccumulator::add`]; a term's key is made once per thread and load, not once per batch,
+/// and kept in place: `ShortStr`; nothing goes to the writer until the end,
+/// [`DfAccumulator::finish`], then [`TermDfs::merge`] of the threads' counts), and of any other
+/// set of rows (a transaction's, the rows it replaces, the whole table on a refill). Per-batch
+/// counts sent to the writer made and merged 500 maps of ~20,000 keys at 500,000 records.
+/// Analysed text is tokens of letters and digits separated by spaces (`retrieval::text`), so
+/// splitting on white space gives the index's tokens (the test
+/// `the_term_table_matches_the_index` compares both on the demo collection).
 #[derive(Default)]
 pub struct DfAccumulator {
-    /// term → (documents holding it, the last document that counted it).
+    /// term → (rows holding it, the last row that counted it: `rows` then).
     terms: FxHashMap<ShortStr, (i64, u32)>,
-    docs: u32,
+    /// Rows counted so far.
+    rows: u32,
 }
 
 impl DfAccumulator {
-    /// Counts these rows' index columns (each distinct token of a row once).
+    /// Counts these rows' index columns.
     pub fn add(&mut self, docs: &[IndexedExhibit]) {
         for d in docs {
-            self.docs = self.docs.wrapping_add(1);
-            let doc = self.docs;
-            for tok in d.fts.iter().flat_map(|c| c.split_ascii_whitespace()) {
-                match self.terms.get_mut(tok) {
-                    Some(e) => {
-                        if e.1 != doc {
-                            *e = (e.0 + 1, doc);
-                        }
+            self.count_row(&d.fts.each_ref().map(String::as_str));
+        }
+    }
+
+    /// Counts one row, given as its analysed columns (or all of them joined): a token's first
+    /// occurrence in it adds 1 to its count (one hash lookup a token).
+    pub fn count_row(&mut self, cols: &[&str]) {
+        self.rows = self.rows.wrapping_add(1);
+        let row = self.rows;
+        for tok in cols.iter().flat_map(|c| c.split_ascii_whitespace()) {
+            match self.terms.get_mut(tok) {
+                Some(e) => {
+                    if e.1 != row {
+                        *e = (e.0 + 1, row);
                     }
-                    None => {
-                        self.terms.insert(ShortStr::new(tok), (1, doc));
-                    }
+                }
+                None => {
+                    self.terms.insert(ShortStr::new(tok), (1, row));
                 }
             }
         }
@@ -242,10 +219,10 @@ impl DfAccumulator {
 fn write_term_dfs(
     tx: &Transaction<'_>,
     added: &FxHashMap<String, i64>,
-    removed: &TermCounter<'_>,
+    removed: &FxHashMap<String, i64>,
 ) -> rusqlite::Result<()> {
     let mut delta: Vec<(&str, i64)> = added.iter().map(|(k, v)| (k.as_str(), *v)).collect();
-    delta.extend(removed.counts().map(|(k, v)| (k, -v)));
+    delta.extend(removed.iter().map(|(k, v)| (k.as_str(), -*v)));
     delta.sort_unstable();
     let mut up = tx.prepare_cached(
         "INSERT INTO exhibit_terms (term, df) VALUES (?1, ?2) \
@@ -266,26 +243,15 @@ pub const TERM_DF_KEY: &str = "term_df";
 /// whole table is ~700 MB at 500,000 exhibits) and marks it complete.
 fn fill_term_dfs(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     tx.execute("DELETE FROM exhibit_terms", [])?;
-    let mut added: FxHashMap<String, i64> = FxHashMap::default();
+    let mut counter = DfAccumulator::default();
     {
         let mut st = tx.prepare(&format!("SELECT {INDEXED_TEXT} FROM exhibit_text"))?;
         let mut rows = st.query([])?;
         while let Some(r) = rows.next()? {
-            let text = r.get_ref(0)?.as_str()?;
-            let mut seen: FxHashSet<&str> = FxHashSet::default();
-            for tok in text.split_ascii_whitespace() {
-                if seen.insert(tok) {
-                    match added.get_mut(tok) {
-                        Some(n) => *n += 1,
-                        None => {
-                            added.insert(tok.to_string(), 1);
-                        }
-                    }
-                }
-            }
+            counter.count_row(&[r.get_ref(0)?.as_str()?]);
         }
     }
-    write_term_dfs(tx, &added, &TermCounter::default())?;
+    write_term_dfs(tx, &counter.finish().terms, &FxHashMap::default())?;
     tx.execute(
         "INSERT INTO collection_meta (key, value) VALUES ('term_df', '1') \
          ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -434,7 +400,7 @@ impl CollectionStore {
     pub fn finish_term_dfs(&self, added: &TermDfs) -> Result<(), StoreError> {
         self.with(|c| {
             let tx = c.transaction()?;
-            write_term_dfs(&tx, &added.terms, &TermCounter::default())?;
+            write_term_dfs(&tx, &added.terms, &FxHashMap::default())?;
             tx.execute(
                 "INSERT INTO collection_meta (key, value) VALUES (?1, '1') \
                  ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -551,10 +517,11 @@ impl CollectionStore {
                     indexed.push((pk, f.each_ref().map(String::as_str)));
                 }
             }
-            let mut removed = TermCounter::default();
+            let mut removed = DfAccumulator::default();
             for t in &old_texts {
-                removed.count(&[t.as_str()]);
+                removed.count_row(&[t.as_str()]);
             }
+            let removed = removed.finish().terms;
             match added {
                 Some(added) => write_term_dfs(&tx, &added.terms, &removed)?,
                 None => {
@@ -734,13 +701,12 @@ impl CollectionStore {
     pub fn rebuild_index_from_text(&self) -> Result<usize, StoreError> {
         let _load = self.load_guard();
         let rows = self.indexed_columns()?;
-        let generation = self.collection_generation()?;
         let lexical = &self.store.lexical;
         lexical.clear()?;
         for part in rows.chunks(10_000) {
             lexical.add(part)?;
         }
-        lexical.commit(generation)?;
+        // Committed with the collection's generation, merged and let go.
         self.finish_load()?;
         Ok(rows.len())
     }

@@ -15,7 +15,7 @@
 //!
 //! # The index
 //! One text field per FTS column ([`FTS_COLUMNS`]), tokens split at ASCII white space (analysed
-//! text is already tokens: the invariant `TermCounter` relies on), term frequencies without
+//! text is already tokens: the invariant `DfAccumulator` relies on), term frequencies without
 //! positions (no phrase query is ever made: every query term is one token), no field norms;
 //! `pk` (the `exhibits` row, indexed to delete by it, and a fast field) and `len` (the row's
 //! tokens in all columns, FTS5's `xColumnSize(-1)`) as fast fields. The SQLite generation of the
@@ -105,6 +105,13 @@ pub struct LexicalIndex {
 struct Totals {
     rows: u64,
     tokens: u64,
+}
+
+/// Commits what `w` holds, stamped with the collection's `generation` (the commit's payload).
+fn commit_stamped(w: &mut IndexWriter, generation: i64) -> tantivy::Result<()> {
+    let mut c = w.prepare_commit()?;
+    c.set_payload(&generation.to_string());
+    c.commit().map(|_| ())
 }
 
 fn lexical_error(e: impl std::fmt::Display) -> StoreError {
@@ -313,13 +320,16 @@ impl LexicalIndex {
     /// Makes the writes so far durable and visible, recording that they reflect the
     /// collection's `generation`.
     pub fn commit(&self, generation: i64) -> Result<(), StoreError> {
-        self.write(|w, _| {
-            let mut c = w.prepare_commit()?;
-            c.set_payload(&generation.to_string());
-            c.commit().map(|_| ())
-        })?;
+        self.write(|w, _| commit_stamped(w, generation))?;
+        self.committed(generation)
+    }
+
+    /// After a commit of `generation`: the reader sees it, and an index found unusable at
+    /// open is no longer reported (the commit holds its rebuild).
+    fn committed(&self, generation: i64) -> Result<(), StoreError> {
         self.reader.reload().map_err(lexical_error)?;
-        self.reader_generation.store(generation, Ordering::Release);
+        self.reader_generation
+            .fetch_max(generation, Ordering::AcqRel);
         *self.reset.lock().unwrap_or_else(|p| p.into_inner()) = None;
         Ok(())
     }
@@ -342,15 +352,10 @@ impl LexicalIndex {
         let Some(mut w) = guard.take() else {
             return Ok(());
         };
-        let mut c = w.prepare_commit().map_err(lexical_error)?;
-        c.set_payload(&generation.to_string());
-        c.commit().map_err(lexical_error)?;
+        commit_stamped(&mut w, generation).map_err(lexical_error)?;
         w.wait_merging_threads().map_err(lexical_error)?;
         drop(guard);
-        self.reader.reload().map_err(lexical_error)?;
-        self.reader_generation
-            .fetch_max(generation, Ordering::AcqRel);
-        Ok(())
+        self.committed(generation)
     }
 
     /// Makes sure the reader sees at least the collection's `generation` when the index has
@@ -379,7 +384,7 @@ impl LexicalIndex {
         self.reader.searcher().num_docs()
     }
 
-    /// The index as of the last reload: a question reads one ([`Self::candidates_in`]).
+    /// The index as of the last reload: a question reads one ([`Self::candidates`]).
     pub fn searcher(&self) -> Searcher {
         self.reader.searcher()
     }
