@@ -870,12 +870,52 @@ fn record_index_stamp(store: &CollectionStore) -> Result<(), StoreError> {
 /// is rebuilt from the analysed rows; an index built by another analyzer version is
 /// re-analysed; then the fingerprint is stored. An index built before the table of document
 /// frequencies (`exhibit_terms`, migration 0006) gets it filled once, with a log line.
+///
+/// The check and its repairs run only while this process holds the index's writer, taken
+/// without waiting. A load of another process (`museum-agent ingest` beside a starting server
+/// or `search`) holds it for its whole run, and until its end its index is behind its rows by
+/// design: judged then, the index looked missing, was "rebuilt" from the rows stored so far once
+/// the load ended (dropping the rest), and stamped as checked. Now the check is left to the next
+/// start, with a warning; questions meanwhile see what that load has committed.
 pub fn check_index(store: &CollectionStore) -> Result<usize, StoreError> {
-    let n = if index_trusted(store) {
-        0
-    } else {
-        full_check(store)?
-    };
+    let trusted = index_trusted(store);
+    if trusted && store.term_dfs_ready()? {
+        return Ok(0);
+    }
+    if !writer_or_warn(store)? {
+        return Ok(0);
+    }
+    let out = check_holding_writer(store, trusted);
+    // Repairs end their load and let the writer go; a check with nothing to mend lets it go here.
+    let gone = store.let_go_writer();
+    let n = out?;
+    gone?;
+    Ok(n)
+}
+
+/// [`CollectionStore::try_take_writer`], with the warning when another process holds it.
+fn writer_or_warn(store: &CollectionStore) -> Result<bool, StoreError> {
+    let free = store.try_take_writer()?;
+    if !free {
+        tracing::warn!(
+            "another process is writing the collection (an ingest?): the search index is not \
+             checked now; questions see what that load has committed so far, and the next start \
+             checks the index"
+        );
+    }
+    Ok(free)
+}
+
+fn check_holding_writer(store: &CollectionStore, trusted: bool) -> Result<usize, StoreError> {
+    let n = if trusted { 0 } else { full_check(store)? };
+    // A repair let go of the writer at its end: take it again (without waiting) for what
+    // follows, or leave the rest to the next start.
+    if !writer_or_warn(store)? {
+        return Ok(n);
+    }
+    if !trusted {
+        record_index_stamp(store)?;
+    }
     if !store.term_dfs_ready()? {
         // An index built before the document-frequency table (migration 0006).
         let started = std::time::Instant::now();
@@ -924,13 +964,14 @@ fn full_check(store: &CollectionStore) -> Result<usize, StoreError> {
     };
     store.set_collection_meta(ANALYZER_KEY, super::text::ANALYZER_VERSION)?;
     store.recount_exhibits()?;
-    record_index_stamp(store)?;
     Ok(n)
 }
 
 /// Recreates the full-text index from the stored records (after corruption), analysing on
 /// every core. Returns the number of rows indexed.
 pub fn rebuild_index(store: &CollectionStore) -> Result<usize, StoreError> {
+    // The writer before the rows (see `CollectionStore::take_writer`).
+    store.take_writer()?;
     let rows = store.all_exhibits_with_pk()?;
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -1240,6 +1281,44 @@ mod tests {
         check_index(&t).unwrap();
         assert!(t.term_dfs_ready().unwrap());
         assert_eq!(t.term_df_mismatches().unwrap(), vec![]);
+    }
+
+    #[test]
+    fn a_start_during_another_process_load_leaves_the_index_to_that_load() {
+        // Two stores on one file stand for `museum-agent ingest` and a server (or `search`)
+        // started while it runs. Before: the start judged the load's index (behind its rows
+        // until the load's end) missing, waited for the writer, then "rebuilt" it from the
+        // rows stored when it looked, dropping the rest, and stamped it as checked.
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("c.db");
+        let ingest = crate::store::Store::open(&db).unwrap().collection();
+        check_index(&ingest).unwrap();
+        let docs: Vec<IndexedExhibit> = numbered(3)
+            .into_iter()
+            .map(|e| IndexedExhibit {
+                fts: analyze(&e),
+                hash: content_hash(&e),
+                exhibit: into_row(e),
+            })
+            .collect();
+        // A bulk load under way: a first transaction in SQLite, its index rows in the writer.
+        ingest.upsert_counted(&docs[..2], None).unwrap();
+        let serve = crate::store::Store::open(&db).unwrap().collection();
+        assert_eq!(check_index(&serve).unwrap(), 0, "nothing re-indexed");
+        assert!(!index_trusted(&serve), "and nothing stamped");
+        // The load goes on and ends as if alone.
+        ingest.upsert_counted(&docs[2..], None).unwrap();
+        ingest.finish_term_dfs(&TermDfs::of(&docs)).unwrap();
+        ingest.finish_load().unwrap();
+        assert_eq!(serve.index_problem().unwrap(), None);
+        assert_eq!(serve.doc_freq("bronz", true).unwrap(), 3);
+        assert_eq!(serve.term_df_mismatches().unwrap(), vec![]);
+        // The next start checks the index and stamps it.
+        assert_eq!(check_index(&serve).unwrap(), 0);
+        assert!(index_trusted(&serve));
+        // A check finding the writer free takes it only while it checks.
+        ingest.take_writer().unwrap();
+        ingest.let_go_writer().unwrap();
     }
 
     #[test]

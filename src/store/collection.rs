@@ -585,6 +585,24 @@ impl CollectionStore {
         self.store.loads.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes the index's writer, waiting as any write does for another process's load to
+    /// end: a rebuild takes it before it reads the rows it rebuilds from.
+    pub fn take_writer(&self) -> Result<(), StoreError> {
+        self.store.lexical.ready_writer()
+    }
+
+    /// Takes the index's writer if no other process holds it, without waiting
+    /// ([`super::lexical::LexicalIndex::try_writer`]): false while another process's load runs.
+    pub fn try_take_writer(&self) -> Result<bool, StoreError> {
+        self.store.lexical.try_writer()
+    }
+
+    /// Lets go of the index's writer without committing (after [`Self::try_take_writer`] when
+    /// there was nothing to write; a load ends with [`Self::finish_load`]).
+    pub fn let_go_writer(&self) -> Result<(), StoreError> {
+        self.store.lexical.let_go()
+    }
+
     /// Ends a load, whether it succeeded or not: what waits in the index's writer (the rows of
     /// a deferred load, all committed to SQLite) is committed with the
     /// collection's generation, the merges finish, and the writer (and its lock on the index's
@@ -702,6 +720,9 @@ impl CollectionStore {
     /// [`Self::text_problem`]), stamped with the collection's generation. Returns the rows.
     pub fn rebuild_index_from_text(&self) -> Result<usize, StoreError> {
         let _load = self.load_guard();
+        // The writer first, then the rows: a load of another process, which holds the writer
+        // for its whole run, has then ended and its rows are all read.
+        self.store.lexical.ready_writer()?;
         let rows = self.indexed_columns()?;
         let lexical = &self.store.lexical;
         lexical.clear()?;

@@ -271,6 +271,39 @@ impl LexicalIndex {
         self.write(|_, _| Ok(()))
     }
 
+    /// Takes the index's writer now if no other process holds it, without waiting: true when
+    /// this index holds it after the call (it may have already), false when another process
+    /// does (a load of its own is under way there). A start-up check that finds the index
+    /// not matching the collection asks this before judging it: a load of another process
+    /// holds the writer for its whole run, and its index is behind its rows until its end.
+    pub fn try_writer(&self) -> Result<bool, StoreError> {
+        let mut guard = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.is_some() {
+            return Ok(true);
+        }
+        match self.index.writer_with_num_threads(1, WRITER_BYTES) {
+            Ok(w) => {
+                *guard = Some(w);
+                Ok(true)
+            }
+            Err(tantivy::TantivyError::LockFailure(
+                tantivy::directory::error::LockError::LockBusy,
+                _,
+            )) => Ok(false),
+            Err(e) => Err(lexical_error(e)),
+        }
+    }
+
+    /// Lets go of the writer, and of tantivy's lock on the directory, without committing:
+    /// what it took since the last commit is dropped. Nothing to do without a writer.
+    pub fn let_go(&self) -> Result<(), StoreError> {
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut w) = writer {
+            w.rollback().map_err(lexical_error)?;
+        }
+        Ok(())
+    }
+
     /// How long a write waits for another process's writer to let go (tests shorten it).
     pub fn set_lock_wait(&mut self, wait: std::time::Duration) {
         self.lock_wait = wait;
