@@ -706,6 +706,10 @@ where
 {
     // One load at a time in this process (the index's writer is shared).
     let _load = store.load_guard();
+    // And in other processes: the writer before the collection is read (what is stored, and
+    // whether it is empty), so a load of another process under way has ended by then and its
+    // rows are all seen (read before, they looked new or the collection empty).
+    store.take_writer()?;
     let mut counts = RowCounts::default();
     let empty = store.exhibit_count()? == 0;
     let existing = if empty {
@@ -822,8 +826,13 @@ where
         Ok::<_, StoreError>(())
     });
     // The index's merges finish and its writer is let go, whether or not the load failed
-    // (what it committed stays).
-    let finished = store.finish_load();
+    // (what it committed stays); a load that wrote nothing lets it go without a commit (one
+    // would rewrite the index's meta file, and the next start would check the index in full).
+    let finished = if result.is_ok() && counts.inserted + counts.updated == 0 {
+        store.let_go_writer()
+    } else {
+        store.finish_load()
+    };
     result?;
     finished?;
     if trusted && counts.inserted + counts.updated > 0 {
@@ -1341,6 +1350,20 @@ mod tests {
         assert!(!index_trusted(&s));
         assert_eq!(check_index(&s).unwrap(), 0);
         assert!(index_trusted(&s));
+        // On disk (the index's files are in the fingerprint), an ingest of the same rows
+        // writes nothing and leaves the index as it was: still trusted.
+        let dir = tempfile::tempdir().unwrap();
+        let f = crate::store::Store::open(&dir.path().join("c.db"))
+            .unwrap()
+            .collection();
+        check_index(&f).unwrap();
+        store_rows(&f, numbered(30)).unwrap();
+        assert!(index_trusted(&f));
+        assert_eq!(store_rows(&f, numbered(30)).unwrap().unchanged, 30);
+        assert!(
+            index_trusted(&f),
+            "an ingest that wrote nothing changed the index"
+        );
     }
 
     #[test]
