@@ -1156,6 +1156,17 @@ mod tests {
             .collect()
     }
 
+    /// Rows as a load writes them (analysed, hashed).
+    fn analysed(rows: Vec<Exhibit>) -> Vec<IndexedExhibit> {
+        rows.into_iter()
+            .map(|e| IndexedExhibit {
+                fts: analyze(&e),
+                hash: content_hash(&e),
+                exhibit: into_row(e),
+            })
+            .collect()
+    }
+
     fn memory_store() -> CollectionStore {
         crate::store::Store::open_in_memory().unwrap().collection()
     }
@@ -1271,14 +1282,7 @@ mod tests {
         // start-up check refills it.
         let t = memory_store();
         check_index(&t).unwrap();
-        let docs: Vec<IndexedExhibit> = numbered(3)
-            .into_iter()
-            .map(|e| IndexedExhibit {
-                fts: analyze(&e),
-                hash: content_hash(&e),
-                exhibit: into_row(e),
-            })
-            .collect();
+        let docs = analysed(numbered(3));
         t.upsert_counted(&docs, None).unwrap();
         assert!(!t.term_dfs_ready().unwrap());
         // Its rows wait in the index's writer, uncommitted; the end of the load (which
@@ -1302,14 +1306,7 @@ mod tests {
         let db = dir.path().join("c.db");
         let ingest = crate::store::Store::open(&db).unwrap().collection();
         check_index(&ingest).unwrap();
-        let docs: Vec<IndexedExhibit> = numbered(3)
-            .into_iter()
-            .map(|e| IndexedExhibit {
-                fts: analyze(&e),
-                hash: content_hash(&e),
-                exhibit: into_row(e),
-            })
-            .collect();
+        let docs = analysed(numbered(3));
         // A bulk load under way: a first transaction in SQLite, its index rows in the writer.
         ingest.upsert_counted(&docs[..2], None).unwrap();
         let serve = crate::store::Store::open(&db).unwrap().collection();
