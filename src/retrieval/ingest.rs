@@ -472,10 +472,11 @@ impl<R: Read> Iterator for CsvRows<R> {
     }
 }
 
-/// The row, when its id is the first of its kind in the file; else rejects it, naming the
-/// line of the first.
+/// The ids a file has given so far, each with its first line (kept in place: `ShortStr`).
 type SeenIds = rustc_hash::FxHashMap<crate::util::ShortStr, u64>;
 
+/// The row, when its id is the first of its kind in the file; else rejects it, naming the
+/// line of the first.
 fn first_of_id(
     seen: &mut SeenIds,
     rejected: &mut Vec<Rejected>,

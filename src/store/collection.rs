@@ -432,7 +432,7 @@ impl CollectionStore {
             return Ok(UpsertCounts::default());
         }
         // The index's writer before SQLite's write lock (see `LexicalIndex::ready_writer`).
-        self.store.lexical.ready_writer()?;
+        self.take_writer()?;
         self.with(|c| {
             let tx = c.transaction()?;
             let mut counts = UpsertCounts::default();
@@ -691,7 +691,7 @@ impl CollectionStore {
     /// frequencies with theirs; bumps the generation.
     pub fn recreate_index(&self, rows: &[(i64, [String; 7])]) -> Result<(), StoreError> {
         let _load = self.load_guard();
-        self.store.lexical.ready_writer()?;
+        self.take_writer()?;
         self.with(|c| {
             let tx = c.transaction()?;
             tx.execute("DELETE FROM exhibit_text", [])?;
@@ -722,7 +722,7 @@ impl CollectionStore {
         let _load = self.load_guard();
         // The writer first, then the rows: a load of another process, which holds the writer
         // for its whole run, has then ended and its rows are all read.
-        self.store.lexical.ready_writer()?;
+        self.take_writer()?;
         let rows = self.indexed_columns()?;
         let lexical = &self.store.lexical;
         lexical.clear()?;

@@ -295,7 +295,9 @@ impl LexicalIndex {
     }
 
     /// Lets go of the writer, and of tantivy's lock on the directory, without committing:
-    /// what it took since the last commit is dropped. Nothing to do without a writer.
+    /// what it took since the last commit is dropped (rolled back first, so its indexing
+    /// thread does not write those rows into segment files nothing refers to). Nothing to do
+    /// without a writer.
     pub fn let_go(&self) -> Result<(), StoreError> {
         let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(mut w) = writer {
