@@ -34,6 +34,7 @@ fn main() {
             retriever: None,
             retrieval_k: 3,
             facts: None,
+            facts_verbatim: true,
             metrics: Default::default(),
             stt: None,
             tts: None,

@@ -343,6 +343,7 @@ impl AppState {
             retriever,
             retrieval_k: config.srs.top_k,
             facts: crate::retrieval::facts::FactsStore::from_config(&config.srs),
+            facts_verbatim: config.srs.facts_verbatim,
             metrics: metrics.clone(),
             stt,
             tts,

@@ -550,6 +550,11 @@ pub struct SrsConfig {
     /// Visitor-services answers (toilets, hours, tickets, ...) in English and Chinese, a TOML
     /// file re-read when it changes ("" = off). See `retrieval::facts`.
     pub facts_path: PathBuf,
+    /// true: a visitor-services question gets the museum's text word for word, with an LLM
+    /// configured too (the model is not called: the facts are the museum's own words, and a
+    /// model can only lose precision; small ones invent). false: the model gets the text as the
+    /// prompt's authority and phrases the answer itself.
+    pub facts_verbatim: bool,
     /// Base URL of the external service for `provider = "remote"`.
     pub remote_url: String,
     /// Environment variable holding the remote service's bearer token ("" = none).
@@ -617,6 +622,7 @@ impl Default for SrsConfig {
             load_demo: true,
             demo_path: "fixtures/collection/exhibits.jsonl".into(),
             facts_path: "fixtures/facts/example-museum-facts.toml".into(),
+            facts_verbatim: true,
             remote_url: String::new(),
             remote_api_key_env: String::new(),
             remote_timeout_seconds: 2.0,

@@ -48,6 +48,8 @@ pub struct Deps {
     pub retrieval_k: usize,
     /// Visitor-services answers (`[srs] facts_path`; None: off).
     pub facts: Option<Arc<crate::retrieval::facts::FactsStore>>,
+    /// Facts answered word for word, without the model (`[srs] facts_verbatim`).
+    pub facts_verbatim: bool,
     pub metrics: Arc<Metrics>,
     /// Speech recognition for voice input (None: voice requests get a clear ERROR).
     pub stt: Option<Arc<dyn crate::providers::stt::SttProvider>>,
@@ -188,10 +190,25 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     )
     .with_stt_done(stt_done);
 
+    // Answers made without the model (a slash command, a verbatim fact) enter the history as the
+    // assistant's turn, so the model later sees what the visitor was told, and roles alternate
+    // (some chat templates refuse two user messages in a row).
     if let Some((cmd, args)) = slash::parse(&said) {
         let text = slash::run(&cmd, &args, deps.retriever.as_deref()).await;
-        reply.push_text(&text).await;
-        return finish(job, reply, user_turn).await;
+        return answer_without_model(job, reply, user_turn, &text).await;
+    }
+    // A visitor-service question (toilets, hours, ...) is answered from the facts file, never
+    // from exhibit records. With `facts_verbatim` (the default) the museum's text is the answer,
+    // word for word in the visitor's language and script, and no model is called; otherwise the
+    // fact goes to the provider (a model gets it as the prompt's authority) and no passages are
+    // retrieved.
+    let fact = deps
+        .facts
+        .as_ref()
+        .and_then(|f| crate::retrieval::facts::match_question(&said, &f.current()).cloned());
+    if let Some(f) = fact.as_ref().filter(|_| deps.facts_verbatim) {
+        let text = crate::providers::llm::offline::fact_answer(f, &said);
+        return answer_without_model(job, reply, user_turn, &text).await;
     }
     let Some(llm) = deps.llm.clone() else {
         return Err(Failure::new(
@@ -199,13 +216,6 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
             "no LLM is configured on this server (set [llm] provider in config.toml)",
         ));
     };
-    // A visitor-service question (toilets, hours, ...) is answered from the facts file, never
-    // from exhibit records: the fact goes to the provider (the offline answerer says it word for
-    // word, a model gets it as the prompt's authority) and no passages are retrieved.
-    let fact = deps
-        .facts
-        .as_ref()
-        .and_then(|f| crate::retrieval::facts::match_question(&said, &f.current()).cloned());
     let cfg = &deps.llm_config;
     let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
     let retrieved = match fact {
@@ -313,6 +323,18 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
 
 /// Ends a request normally: waits for pending output, claims the end, sends the final frame and
 /// records the turn.
+/// Streams `text` as the whole reply and records it as the assistant's answer to `turn`.
+async fn answer_without_model(
+    job: &Job,
+    mut reply: ReplyStream,
+    mut turn: Vec<ChatMessage>,
+    text: &str,
+) -> Result<(), Failure> {
+    reply.push_text(text).await;
+    turn.push(ChatMessage::new(Role::Assistant, text.to_string()));
+    finish(job, reply, turn).await
+}
+
 async fn finish(job: &Job, mut reply: ReplyStream, turn: Vec<ChatMessage>) -> Result<(), Failure> {
     tokio::select! {
         biased;

@@ -1,7 +1,8 @@
 //! Visitor services answered from the facts file (`[srs] facts_path`), never from exhibit
-//! records: the offline answerer gives the fact word for word in the visitor's language, an LLM
-//! gets it as the prompt's authority with no exhibit passages, exhibit questions that share a
-//! word still reach the collection, and an edited file is picked up while the server runs.
+//! records: the fact is said word for word in the visitor's language, with or without an LLM
+//! (`facts_verbatim`, the default); with `facts_verbatim = false` an LLM gets it as the prompt's
+//! authority with no exhibit passages; exhibit questions that share a word still reach the
+//! collection, and an edited file is picked up while the server runs.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,12 +38,21 @@ fn example_text() -> String {
 
 /// A server over the small collection, with the facts file at `facts`.
 async fn app(provider: LlmProviderKind, facts: PathBuf) -> (TestApp, tempfile::TempDir) {
+    app_with(provider, facts, true).await
+}
+
+async fn app_with(
+    provider: LlmProviderKind,
+    facts: PathBuf,
+    verbatim: bool,
+) -> (TestApp, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = collection(dir.path());
     let app = spawn_app_with(move |c| {
         c.srs.load_demo = true;
         c.srs.demo_path = path;
         c.srs.facts_path = facts;
+        c.srs.facts_verbatim = verbatim;
         if provider != LlmProviderKind::Openai {
             c.llm.provider = provider;
         }
@@ -102,9 +112,43 @@ async fn the_offline_answerer_gives_the_facts_in_the_visitors_language_and_no_ex
 }
 
 #[tokio::test]
-async fn an_llm_gets_the_fact_as_the_authority_and_no_exhibit_passages() {
+async fn with_an_llm_the_facts_are_still_said_word_for_word_and_the_model_is_not_called() {
     let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
     let (app, _d) = app(LlmProviderKind::Openai, facts).await;
+    let mut c = app.client().await;
+    c.text_request("hours", "What time does the museum close?")
+        .await;
+    assert_eq!(c.reply("hours").await.text, fact("hours").en);
+    let hant = museum_agent::retrieval::text::to_traditional(&fact("toilets").zh);
+    c.text_request("zh", "洗手間在哪裡？").await;
+    assert_eq!(c.reply("zh").await.text, hant);
+    assert!(app.llm.requests().is_empty(), "no model was called");
+
+    // The next exhibit question goes to the model as usual, with the fact turns in its history.
+    app.llm
+        .push(text_reply(&["A painting by Bryson Burroughs."]));
+    c.text_request("h", "Tell me about the Toilet of Helen")
+        .await;
+    assert_eq!(c.reply("h").await.text, "A painting by Bryson Burroughs.");
+    let reqs = app.llm.requests();
+    assert_eq!(reqs.len(), 1);
+    let roles: Vec<&str> = reqs[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        ["system", "user", "assistant", "user", "assistant", "user"]
+    );
+    assert_eq!(reqs[0]["messages"][2]["content"], fact("hours").en.as_str());
+}
+
+#[tokio::test]
+async fn an_llm_gets_the_fact_as_the_authority_and_no_exhibit_passages() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (app, _d) = app_with(LlmProviderKind::Openai, facts, false).await;
     let mut c = app.client().await;
     app.llm.push(text_reply(&["Next to the main staircase."]));
     c.text_request("t", "Where are the toilets?").await;
