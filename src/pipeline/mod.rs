@@ -13,6 +13,7 @@ pub mod history;
 pub mod prompt;
 pub mod reply;
 pub mod slash;
+pub mod small_talk;
 pub mod speech;
 pub mod tools;
 
@@ -210,6 +211,15 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         let text = crate::providers::llm::offline::fact_answer(f, &said);
         return answer_without_model(job, reply, user_turn, &text).await;
     }
+    // Only "hello", "thanks", "bye" or "what can you do?": no search. The offline answerer
+    // replies with a line of its own; a model gets the conversation and no search result.
+    let small_talk = small_talk::classify(&said);
+    if let Some(kind) = small_talk
+        && deps.llm.as_ref().is_some_and(|l| l.name() == "offline")
+    {
+        let text = small_talk::answer(kind, &said, deps.facts.is_some());
+        return answer_without_model(job, reply, user_turn, &text).await;
+    }
     let Some(llm) = deps.llm.clone() else {
         return Err(Failure::new(
             ErrorCode::InternalError,
@@ -218,9 +228,9 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     };
     let cfg = &deps.llm_config;
     let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
-    let retrieved = match fact {
-        Some(_) => None,
-        None => retrieve(job, deps, &said).await,
+    let retrieved = match (&fact, small_talk) {
+        (None, None) => retrieve(job, deps, &said).await,
+        _ => None,
     };
 
     // Tools: the client's (at most max_client_tools, best matches first) and the server's.

@@ -1,4 +1,5 @@
-//! Visitor services answered from the facts file (`[srs] facts_path`), never from exhibit
+//! Small talk ("hello", "thanks", "what can you do?") answered without a search, and visitor
+//! services answered from the facts file (`[srs] facts_path`), never from exhibit
 //! records: the fact is said word for word in the visitor's language, with or without an LLM
 //! (`facts_verbatim`, the default); with `facts_verbatim = false` an LLM gets it as the prompt's
 //! authority with no exhibit passages; exhibit questions that share a word still reach the
@@ -175,6 +176,49 @@ async fn an_llm_gets_the_fact_as_the_authority_and_no_exhibit_passages() {
     let second = sys(1);
     assert!(second.contains(&format!("[{HELEN}]")), "{second}");
     assert!(!second.contains(&toilets.en), "{second}");
+}
+
+#[tokio::test]
+async fn small_talk_gets_a_reply_of_its_own_and_no_exhibit() {
+    use museum_agent::pipeline::small_talk::{SmallTalk, answer};
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (app, _d) = app(LlmProviderKind::Offline, facts).await;
+    let mut c = app.client().await;
+    for (id, q, kind) in [
+        ("hi", "你好！", SmallTalk::Greeting),
+        ("thanks", "謝謝", SmallTalk::Thanks),
+        ("help", "What can you do?", SmallTalk::Help),
+        ("bye", "Thanks, bye!", SmallTalk::Goodbye),
+    ] {
+        c.text_request(id, q).await;
+        let r = c.reply(id).await;
+        assert_eq!(r.text, answer(kind, q, true), "{q}");
+        assert!(
+            r.calls.is_empty(),
+            "no exhibit shown for {q}: {:?}",
+            r.calls
+        );
+    }
+    assert!(answer(SmallTalk::Thanks, "謝謝", true).contains("不客氣"));
+    // A greeting that asks something is a question.
+    c.text_request("helen", "Hello, who painted Toilet of Helen?")
+        .await;
+    let r = c.reply("helen").await;
+    assert!(r.text.contains("Burroughs"), "{}", r.text);
+}
+
+#[tokio::test]
+async fn an_llm_gets_small_talk_without_a_search_result() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (app, _d) = app(LlmProviderKind::Openai, facts).await;
+    let mut c = app.client().await;
+    app.llm.push(text_reply(&["Hello! Welcome to the museum."]));
+    c.text_request("hi", "Hello!").await;
+    assert_eq!(c.reply("hi").await.text, "Hello! Welcome to the museum.");
+    let reqs = app.llm.requests();
+    let sys = reqs[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(!sys.contains("found nothing"), "{sys}");
+    assert!(!sys.contains("Exhibits from the museum"), "{sys}");
 }
 
 /// Asks `q` until the reply is `want`, or fails after 10 s (the file is checked every 2 s).

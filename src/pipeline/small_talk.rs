@@ -1,0 +1,325 @@
+//! Small talk: a visitor who says only "hello", "thanks", "bye" or "what can you do?" (in
+//! English or Chinese) is talking to the guide, not asking about the collection.
+//!
+//! Before this, the offline answerer searched the collection for "你好" and, finding nothing,
+//! said "Sorry, I don't know …" to a greeting; an LLM was told "the collection search found
+//! nothing for this question". Now such an utterance is recognised first (pure, [`classify`]):
+//! the offline answerer replies with a short line of its own in the visitor's language and script
+//! ([`answer`]), and a model gets the conversation with no search result, to answer in its
+//! persona's voice.
+//!
+//! Only an utterance made of nothing but small talk counts: the phrases below and fillers
+//! ("oh", "ok", "so", 啊, 呀, 好的 …). The replies name no exhibit: they serve any museum's
+//! collection. "Hello, who made the lacquer box?" or "你好，这件鼎是哪一年的？"
+//! is a question and goes to the search as before. Cases: `fixtures/questions/small_talk.jsonl`.
+
+use crate::retrieval::text::{self, Script};
+
+/// What the visitor said, when it is only small talk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SmallTalk {
+    Greeting,
+    Thanks,
+    Goodbye,
+    /// "Who are you?", "What can you do?", "Help".
+    Help,
+}
+
+/// English phrases, matched as whole words in the lower-cased utterance. Longer first within
+/// a kind does not matter: every occurrence of every phrase is removed before the rest is read.
+const EN: &[(&str, SmallTalk)] = &[
+    ("good morning", SmallTalk::Greeting),
+    ("good afternoon", SmallTalk::Greeting),
+    ("good evening", SmallTalk::Greeting),
+    ("good day", SmallTalk::Greeting),
+    ("hello", SmallTalk::Greeting),
+    ("hallo", SmallTalk::Greeting),
+    ("hiya", SmallTalk::Greeting),
+    ("hi", SmallTalk::Greeting),
+    ("hey", SmallTalk::Greeting),
+    ("greetings", SmallTalk::Greeting),
+    ("howdy", SmallTalk::Greeting),
+    ("nice to meet you", SmallTalk::Greeting),
+    ("how are you", SmallTalk::Greeting),
+    ("thank you", SmallTalk::Thanks),
+    ("thanks", SmallTalk::Thanks),
+    ("thx", SmallTalk::Thanks),
+    ("cheers", SmallTalk::Thanks),
+    ("much appreciated", SmallTalk::Thanks),
+    ("that was helpful", SmallTalk::Thanks),
+    ("that's helpful", SmallTalk::Thanks),
+    ("that is helpful", SmallTalk::Thanks),
+    ("goodbye", SmallTalk::Goodbye),
+    ("good bye", SmallTalk::Goodbye),
+    ("bye", SmallTalk::Goodbye),
+    ("see you later", SmallTalk::Goodbye),
+    ("see you", SmallTalk::Goodbye),
+    ("farewell", SmallTalk::Goodbye),
+    ("good night", SmallTalk::Goodbye),
+    ("have a nice day", SmallTalk::Goodbye),
+    ("who are you", SmallTalk::Help),
+    ("what are you", SmallTalk::Help),
+    ("what can you do", SmallTalk::Help),
+    ("what do you do", SmallTalk::Help),
+    ("what can i ask", SmallTalk::Help),
+    ("what can i ask you", SmallTalk::Help),
+    ("what should i ask", SmallTalk::Help),
+    ("how does this work", SmallTalk::Help),
+    ("how do i use this", SmallTalk::Help),
+    ("how do i use you", SmallTalk::Help),
+    ("can you help me", SmallTalk::Help),
+    ("help me", SmallTalk::Help),
+    ("help", SmallTalk::Help),
+];
+
+/// Words that may stand beside the phrases without making the utterance a question.
+const EN_FILLERS: &[&str] = &[
+    "oh",
+    "ok",
+    "okay",
+    "so",
+    "very",
+    "much",
+    "a",
+    "lot",
+    "great",
+    "good",
+    "nice",
+    "cool",
+    "well",
+    "there",
+    "guide",
+    "everyone",
+    "all",
+    "again",
+    "you",
+    "too",
+    "and",
+    "dear",
+    "please",
+    "for",
+    "your",
+    "the",
+    "help",
+    "it",
+    "that",
+    "is",
+    "was",
+    "really",
+    "super",
+    "wonderful",
+    "perfect",
+    "awesome",
+    "then",
+    "now",
+    "bot",
+    "robot",
+    "friend",
+    "mate",
+    "museum",
+    "sir",
+    "madam",
+];
+
+/// Chinese phrases (Simplified; the utterance is folded to Simplified first).
+const ZH: &[(&str, SmallTalk)] = &[
+    ("你们好", SmallTalk::Greeting),
+    ("大家好", SmallTalk::Greeting),
+    ("早上好", SmallTalk::Greeting),
+    ("上午好", SmallTalk::Greeting),
+    ("中午好", SmallTalk::Greeting),
+    ("下午好", SmallTalk::Greeting),
+    ("晚上好", SmallTalk::Greeting),
+    ("早安", SmallTalk::Greeting),
+    ("你好", SmallTalk::Greeting),
+    ("您好", SmallTalk::Greeting),
+    ("哈喽", SmallTalk::Greeting),
+    ("哈啰", SmallTalk::Greeting),
+    ("嗨", SmallTalk::Greeting),
+    ("在吗", SmallTalk::Greeting),
+    ("非常感谢", SmallTalk::Thanks),
+    ("感谢", SmallTalk::Thanks),
+    ("谢谢", SmallTalk::Thanks),
+    ("多谢", SmallTalk::Thanks),
+    ("谢了", SmallTalk::Thanks),
+    ("辛苦了", SmallTalk::Thanks),
+    ("再见", SmallTalk::Goodbye),
+    ("拜拜", SmallTalk::Goodbye),
+    ("回头见", SmallTalk::Goodbye),
+    ("下次见", SmallTalk::Goodbye),
+    ("晚安", SmallTalk::Goodbye),
+    ("你是谁", SmallTalk::Help),
+    ("你是什么", SmallTalk::Help),
+    ("你叫什么名字", SmallTalk::Help),
+    ("你叫什么", SmallTalk::Help),
+    ("你能做什么", SmallTalk::Help),
+    ("你可以做什么", SmallTalk::Help),
+    ("你会做什么", SmallTalk::Help),
+    ("你会什么", SmallTalk::Help),
+    ("你能干什么", SmallTalk::Help),
+    ("我可以问什么", SmallTalk::Help),
+    ("我能问什么", SmallTalk::Help),
+    ("可以问什么", SmallTalk::Help),
+    ("怎么用", SmallTalk::Help),
+    ("怎么使用", SmallTalk::Help),
+    ("帮帮我", SmallTalk::Help),
+    ("帮助", SmallTalk::Help),
+];
+
+/// Characters that may stand beside the Chinese phrases (particles, "you", "very", "ok").
+const ZH_FILLERS: &str = "啊呀哦噢喔嗯好的了啦吧呢吗嘛哈你您很太非常真是们呀诶哎嘿喂也都再一下";
+
+/// Which small talk `utterance` is, or None when it says anything else.
+pub fn classify(utterance: &str) -> Option<SmallTalk> {
+    let folded = text::normalize(utterance);
+    // Letters, digits and CJK only; everything else (punctuation, emoji, spaces) separates.
+    let cleaned: String = folded
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '\'' || c == '’' {
+                if c == '’' { '\'' } else { c }
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    if cleaned.trim().is_empty() || cleaned.chars().count() > 60 {
+        return None;
+    }
+    let mut found: Vec<SmallTalk> = Vec::new();
+    // Chinese: remove every phrase, then only filler characters may remain.
+    let mut rest = cleaned.clone();
+    for (p, kind) in ZH {
+        if rest.contains(p) {
+            found.push(*kind);
+            rest = rest.replace(p, " ");
+        }
+    }
+    // English: whole-word phrases, then only filler words may remain.
+    let mut words: Vec<String> = rest.split_whitespace().map(str::to_string).collect();
+    for (p, kind) in EN {
+        let phrase: Vec<&str> = p.split(' ').collect();
+        let mut i = 0;
+        while i + phrase.len() <= words.len() {
+            if words[i..i + phrase.len()]
+                .iter()
+                .zip(&phrase)
+                .all(|(w, p)| w == p)
+            {
+                found.push(*kind);
+                words.drain(i..i + phrase.len());
+            } else {
+                i += 1;
+            }
+        }
+    }
+    let only_fillers = words.iter().all(|w| {
+        if w.chars().all(|c| c.is_ascii_alphabetic() || c == '\'') {
+            EN_FILLERS.contains(&w.as_str())
+        } else {
+            w.chars().all(|c| ZH_FILLERS.contains(c))
+        }
+    });
+    if !only_fillers {
+        return None;
+    }
+    // "thanks, bye" is a goodbye; "hi, who are you?" asks for help.
+    [
+        SmallTalk::Goodbye,
+        SmallTalk::Thanks,
+        SmallTalk::Help,
+        SmallTalk::Greeting,
+    ]
+    .into_iter()
+    .find(|k| found.contains(k))
+}
+
+/// The guide's reply to `kind`, in the language and script of `utterance`. `services`: the
+/// museum has a facts file, so visiting questions (hours, tickets, toilets) can be answered too.
+pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
+    if crate::providers::llm::offline::is_chinese(utterance) {
+        let zh = match (kind, services) {
+            (SmallTalk::Greeting, true) => {
+                "您好！我是博物馆的导览员。您可以问我任何一件展品：谁做的、什么年代、用什么材料、画的是什么；也可以问开放时间、门票、洗手间等参观事宜。"
+            }
+            (SmallTalk::Greeting, false) => {
+                "您好！我是博物馆的导览员。您可以问我任何一件展品：谁做的、什么年代、用什么材料、画的是什么。"
+            }
+            (SmallTalk::Thanks, _) => "不客气！还想了解哪件展品，尽管问我。",
+            (SmallTalk::Goodbye, _) => "再见，祝您参观愉快！",
+            (SmallTalk::Help, true) => {
+                "我是博物馆的导览员，只根据本馆的藏品资料回答。您可以说出展品的名称，问它是谁做的、什么年代、用什么材料、画的是什么；也可以问开放时间、门票、洗手间、咖啡厅等参观事宜。"
+            }
+            (SmallTalk::Help, false) => {
+                "我是博物馆的导览员，只根据本馆的藏品资料回答。您可以说出展品的名称，问它是谁做的、什么年代、用什么材料、画的是什么。"
+            }
+        };
+        match text::script_of(utterance) {
+            Script::Traditional => text::to_traditional(zh),
+            _ => zh.to_string(),
+        }
+    } else {
+        match (kind, services) {
+            (SmallTalk::Greeting, true) => {
+                "Hello! I'm the museum's guide. Ask me about any exhibit (who made it, when, what it is made of, what it shows) or about your visit: opening hours, tickets, toilets."
+            }
+            (SmallTalk::Greeting, false) => {
+                "Hello! I'm the museum's guide. Ask me about any exhibit: who made it, when, what it is made of, what it shows."
+            }
+            (SmallTalk::Thanks, _) => {
+                "You're welcome! Ask me about anything else in the collection."
+            }
+            (SmallTalk::Goodbye, _) => "Goodbye, and enjoy your visit!",
+            (SmallTalk::Help, true) => {
+                "I'm the museum's guide, and I answer from the museum's own collection records. Name an exhibit and ask who made it, when, what it is made of or what it shows, or ask about your visit: opening hours, tickets, toilets, the café."
+            }
+            (SmallTalk::Help, false) => {
+                "I'm the museum's guide, and I answer from the museum's own collection records. Name an exhibit and ask who made it, when, what it is made of or what it shows."
+            }
+        }
+        .to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line of `fixtures/questions/small_talk.jsonl`: `{"q": ..., "kind": ... or null}`.
+    #[test]
+    fn the_fixture_cases() {
+        #[derive(serde::Deserialize)]
+        struct Case {
+            q: String,
+            kind: Option<SmallTalk>,
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/questions/small_talk.jsonl");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut n = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let c: Case = serde_json::from_str(line).unwrap();
+            assert_eq!(classify(&c.q), c.kind, "{:?}", c.q);
+            n += 1;
+        }
+        assert!(n >= 40, "{n} cases");
+    }
+
+    #[test]
+    fn answers_follow_the_visitors_language_and_script() {
+        assert!(answer(SmallTalk::Greeting, "hello", true).starts_with("Hello!"));
+        assert_eq!(
+            answer(SmallTalk::Thanks, "谢谢", true),
+            "不客气！还想了解哪件展品，尽管问我。"
+        );
+        assert_eq!(
+            answer(SmallTalk::Thanks, "謝謝", true),
+            "不客氣！還想了解哪件展品，儘管問我。"
+        );
+        // Visiting questions are offered only when the museum has a facts file.
+        assert!(answer(SmallTalk::Help, "help", true).contains("opening hours"));
+        assert!(!answer(SmallTalk::Help, "help", false).contains("opening hours"));
+        assert!(!answer(SmallTalk::Greeting, "你好", false).contains("开放时间"));
+    }
+}
