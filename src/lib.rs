@@ -40,8 +40,8 @@
 //!                implemented by session/resume.rs
 //! pipeline/      one request (a Job and its Input, the live STT and transcript time passed in
 //!                them): input → slash command, a visitor-services fact said word for word, the
-//!                offline answerer's small talk (small_talk.rs), or prompt (+ retrieval,
-//!                history) → tool loop (server tools, observations) → RESPONSE frames via
+//!                offline answerer's small talk (small_talk.rs), or prompt (+ retrieval, a
+//!                follow-up searched with its anchor question: follow_up.rs, history) → tool loop (server tools, observations) → RESPONSE frames via
 //!                ReplyStream. Imports request, never session
 //! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC
 //!                folding, the makers' user dictionary), ingest, embedded BM25 ranking with

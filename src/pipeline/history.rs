@@ -39,7 +39,7 @@ impl History {
     }
 
     /// The messages as kept, oldest first (a session snapshot for another node, `src/cluster`).
-    pub fn messages(&self) -> impl Iterator<Item = &ChatMessage> {
+    pub fn messages(&self) -> impl DoubleEndedIterator<Item = &ChatMessage> {
         self.messages.iter()
     }
 

@@ -9,6 +9,7 @@
 //! upload gets a clear ERROR and `require_tts` gets a text-only reply with a `notice`.
 
 pub mod capabilities;
+pub mod follow_up;
 pub mod history;
 pub mod prompt;
 pub mod reply;
@@ -229,7 +230,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     let cfg = &deps.llm_config;
     let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
     let retrieved = match (&fact, small_talk) {
-        (None, None) => retrieve(job, deps, &said).await,
+        (None, None) => retrieve(job, deps, &search_query(job, &said)).await,
         _ => None,
     };
 
@@ -402,6 +403,19 @@ fn function_result_turn(job: &Job, fr: &FunctionResult, text: Option<&str>) -> V
 
 /// Searches the collection for the visitor's words when the session has `enable_srs`.
 /// A failing search never fails the request: it is logged and the answer goes on without it.
+/// What the collection is searched for when the visitor said `said`: a follow-up ("When was it
+/// made?") together with the visitor's last question that named something (follow_up.rs).
+fn search_query(job: &Job, said: &str) -> String {
+    if !follow_up::is_follow_up(said) {
+        return said.to_string();
+    }
+    let history = job.history.lock().unwrap_or_else(|p| p.into_inner());
+    match follow_up::anchor(history.messages()) {
+        Some(anchor) => format!("{anchor} {said}"),
+        None => said.to_string(),
+    }
+}
+
 async fn retrieve(job: &Job, deps: &Deps, said: &str) -> Option<Vec<Hit>> {
     let r = deps.retriever.as_ref()?;
     if !job.attrs.enable_srs || said.trim().is_empty() {

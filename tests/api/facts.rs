@@ -1,5 +1,6 @@
-//! Small talk ("hello", "thanks", "what can you do?") answered without a search, and visitor
-//! services answered from the facts file (`[srs] facts_path`), never from exhibit
+//! Answers that are not a plain search of the question: small talk ("hello", "thanks", "what
+//! can you do?") answered without a search, a follow-up ("When was it made?") searched with the
+//! question it follows, and visitor services answered from the facts file (`[srs] facts_path`), never from exhibit
 //! records: the fact is said word for word in the visitor's language, with or without an LLM
 //! (`facts_verbatim`, the default); with `facts_verbatim = false` an LLM gets it as the prompt's
 //! authority with no exhibit passages; exhibit questions that share a word still reach the
@@ -219,6 +220,57 @@ async fn an_llm_gets_small_talk_without_a_search_result() {
     let sys = reqs[0]["messages"][0]["content"].as_str().unwrap();
     assert!(!sys.contains("found nothing"), "{sys}");
     assert!(!sys.contains("Exhibits from the museum"), "{sys}");
+}
+
+#[tokio::test]
+async fn a_follow_up_is_about_the_exhibit_of_the_conversation() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (app, _d) = app(LlmProviderKind::Offline, facts).await;
+    let mut c = app.client().await;
+    c.text_request("t", "Tell me about the Toilet of Helen")
+        .await;
+    assert!(c.reply("t").await.text.contains("Toilet of Helen"));
+    for (id, q, want) in [
+        ("when", "When was it made?", "1914"),
+        ("what", "What is it made of?", "oil on canvas"),
+        ("where", "Where can I see it?", "Painting & Drawing"),
+    ] {
+        c.text_request(id, q).await;
+        let r = c.reply(id).await;
+        assert!(r.text.contains(want), "{q} → {}", r.text);
+        assert!(r.text.contains("Toilet of Helen"), "{q} → {}", r.text);
+    }
+    let mut zh = app.client().await;
+    zh.text_request("t", "介绍一下蒋夫人兰竹山水花卉册").await;
+    zh.reply("t").await;
+    zh.text_request("who", "它是谁画的？").await;
+    let r = zh.reply("who").await;
+    assert!(r.text.contains("兰竹山水花卉册"), "{}", r.text);
+    // Without an earlier question it is searched as it is, and found nothing.
+    let mut fresh = app.client().await;
+    fresh.text_request("w", "When was it made?").await;
+    let r = fresh.reply("w").await;
+    assert!(r.text.contains("I don't know"), "{}", r.text);
+}
+
+#[tokio::test]
+async fn an_llm_gets_the_exhibit_of_the_conversation_for_a_follow_up() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (app, _d) = app(LlmProviderKind::Openai, facts).await;
+    let mut c = app.client().await;
+    app.llm
+        .push(text_reply(&["A painting by Bryson Burroughs."]));
+    c.text_request("t", "Tell me about the Toilet of Helen")
+        .await;
+    c.reply("t").await;
+    app.llm.push(text_reply(&["In 1914."]));
+    c.text_request("w", "When was it made?").await;
+    c.reply("w").await;
+    let sys = app.llm.requests()[1]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(sys.contains(&format!("[{HELEN}]")), "{sys}");
 }
 
 /// Asks `q` until the reply is `want`, or fails after 10 s (the file is checked every 2 s).

@@ -1,0 +1,158 @@
+//! Follow-up questions: "When was it made?" after "Tell me about the Peach Bloom Vase".
+//!
+//! A visitor who has just been told about an exhibit asks about "it", "this", 它, 这件 … and
+//! names nothing new. Searched on its own such a question finds nothing (the offline guide said
+//! "Sorry, I don't know"), or worse, a record that happens to share a generic word: "Where can I
+//! see it?" after the lacquer box answered with a Chinese rubbing's gallery. So a follow-up is
+//! searched together with the visitor's last question that named something ([`anchor`]): the
+//! exhibit of the conversation ranks first again, and the answer still reads the follow-up's own
+//! question type (who, when, what material, where).
+//!
+//! [`is_follow_up`] (pure): the question refers back (a pronoun or demonstrative, "tell me
+//! more", 它, 这件, 作者 …) and its search terms are all generic: question frames and words every
+//! such question uses (made, painted, see, year, material, 年代, 材料, 哪里 …), analysed like a
+//! search so "painted" and "painting" count alike. "Who made this lacquer box?" names something
+//! (lacquer, box) and is searched as it is. Cases: `fixtures/questions/follow_up.jsonl`.
+
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+use crate::providers::llm::{ChatMessage, Role};
+use crate::retrieval::text;
+
+/// Words that refer back to what was just discussed (whole words, lower case).
+const EN_MARKERS: &[&str] = &[
+    "it", "its", "it's", "this", "that", "these", "those", "they", "them", "their", "he", "she",
+    "him", "her", "his", "more", "else",
+];
+
+/// Chinese references (Simplified; the question is folded first).
+const ZH_MARKERS: &[&str] = &[
+    "它", "这件", "那件", "这个", "那个", "这幅", "那幅", "这尊", "那尊", "这张", "那张", "这块",
+    "那块", "这把", "那把", "这只", "那只", "这本", "那本", "这部", "这些", "那些", "这是", "那是",
+    "他", "她", "作者", "更多", "详细",
+];
+
+/// Words any follow-up may use without naming anything new (English; analysed like a query).
+const EN_GENERIC: &str = "made make makes making maker makers created create creator painted paint \
+    painter painting paintings drew drawn draw drawing carved carve built build designed design \
+    designer wrote written write writer author see seen look looking find found shown show shows \
+    displayed display located location where kept old age ancient mean meaning means depict \
+    depicts depicted represent represents represented tell more details detail date dated year \
+    years century centuries period artist artists material materials used use uses story stories \
+    behind big large small size tall long wide piece pieces object objects work works artwork \
+    artworks item one picture describe happened exactly originally origin come comes famous \
+    special interesting important worth history historical background purpose function else \
+    inside room gallery hall floor";
+
+/// Chinese words any follow-up may use (jieba-segmented like a query).
+const ZH_GENERIC: &str = "做 做的 制作 制造 创作 画 画的 绘制 写 写的 雕刻 年代 时候 时代 朝代 哪一年 \
+    哪年 年份 多少年 多久 历史 什么 哪里 哪儿 在哪 看到 看 展出 展示 展厅 位置 几楼 材料 材质 用 \
+    作者 谁 是谁 内容 意思 讲 讲的 描绘 表现 代表 多大 尺寸 大小 多高 故事 来历 背景 用途 介绍 \
+    一下 详细 说说 讲讲 更多 还有 其他 特别 有名 重要 价值 一件 件 幅 尊 个 东西 作品 展品 文物";
+
+fn generic_terms() -> &'static HashSet<String> {
+    static SET: OnceLock<HashSet<String>> = OnceLock::new();
+    SET.get_or_init(|| {
+        // Word by word: a query keeps at most `MAX_QUERY_TERMS` terms.
+        let mut set = HashSet::new();
+        for w in EN_GENERIC
+            .split_whitespace()
+            .chain(ZH_GENERIC.split_whitespace())
+        {
+            set.extend(text::query_terms(w).into_iter().map(|t| t.text));
+            set.insert(w.to_string());
+        }
+        set
+    })
+}
+
+/// Whether `question` asks about what was just discussed and names nothing of its own.
+pub fn is_follow_up(question: &str) -> bool {
+    let norm = text::normalize(question);
+    let words: Vec<&str> = norm
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let refers =
+        words.iter().any(|w| EN_MARKERS.contains(w)) || ZH_MARKERS.iter().any(|m| norm.contains(m));
+    if !refers {
+        return false;
+    }
+    // The references themselves go first: jieba would glue 这幅画 into 幅画.
+    let mut rest = norm.clone();
+    for m in ZH_MARKERS {
+        rest = rest.replace(m, " ");
+    }
+    let generic = generic_terms();
+    text::query_terms(&rest)
+        .iter()
+        .all(|t| generic.contains(&t.text))
+}
+
+/// The visitor's question a follow-up refers to: the latest earlier user message that is not a
+/// follow-up itself (nor small talk), among the last `LOOK_BACK` user messages of `history`.
+pub fn anchor<'a>(history: impl DoubleEndedIterator<Item = &'a ChatMessage>) -> Option<String> {
+    const LOOK_BACK: usize = 3;
+    history
+        .rev()
+        .filter(|m| m.role == Role::User)
+        .take(LOOK_BACK)
+        .map(|m| m.content.as_str())
+        .find(|q| !is_follow_up(q) && super::small_talk::classify(q).is_none())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line of `fixtures/questions/follow_up.jsonl`: `{"q": ..., "follow_up": bool}`.
+    #[test]
+    fn the_fixture_cases() {
+        #[derive(serde::Deserialize)]
+        struct Case {
+            q: String,
+            follow_up: bool,
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/questions/follow_up.jsonl");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut n = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let c: Case = serde_json::from_str(line).unwrap();
+            assert_eq!(
+                is_follow_up(&c.q),
+                c.follow_up,
+                "{:?}: terms {:?}",
+                c.q,
+                text::query_terms(&c.q)
+            );
+            n += 1;
+        }
+        assert!(n >= 30, "{n} cases");
+    }
+
+    #[test]
+    fn the_anchor_is_the_last_question_that_named_something() {
+        let user = |s: &str| ChatMessage::new(Role::User, s.to_string());
+        let bot = |s: &str| ChatMessage::new(Role::Assistant, s.to_string());
+        let h = [
+            user("Tell me about the Peach Bloom Vase"),
+            bot("It is a vase."),
+            user("When was it made?"),
+            bot("1710-1722."),
+        ];
+        assert_eq!(
+            anchor(h.iter()).as_deref(),
+            Some("Tell me about the Peach Bloom Vase")
+        );
+        let h = [user("Tell me about the Peach Bloom Vase"), user("Thanks!")];
+        assert_eq!(
+            anchor(h.iter()).as_deref(),
+            Some("Tell me about the Peach Bloom Vase")
+        );
+        assert_eq!(anchor([user("What is it made of?")].iter()), None);
+        assert_eq!(anchor([].iter()), None);
+    }
+}
