@@ -6,7 +6,8 @@
 //! see it?" after the lacquer box answered with a Chinese rubbing's gallery. So a follow-up is
 //! searched together with the visitor's last question that named something ([`anchor`]): the
 //! exhibit of the conversation ranks first again, and the answer still reads the follow-up's own
-//! question type (who, when, what material, where).
+//! question type (who, when, what material, where). A follow-up with no such question is not
+//! searched: the offline guide asks which exhibit is meant ([`which_exhibit`]).
 //!
 //! [`is_follow_up`] (pure): the question refers back (a pronoun or demonstrative, "tell me
 //! more", 它, 这件, 作者 …) and its search terms are all generic: question frames and words every
@@ -101,6 +102,19 @@ pub fn anchor<'a>(history: impl DoubleEndedIterator<Item = &'a ChatMessage>) -> 
         .map(|m| m.content.as_str())
         .find(|q| !is_follow_up(q) && super::small_talk::classify(q).is_none())
         .map(str::to_string)
+}
+
+/// The offline answer to a follow-up with nothing to follow: which exhibit is meant?
+pub fn which_exhibit(utterance: &str) -> String {
+    if crate::providers::llm::offline::is_chinese(utterance) {
+        let zh = "您指的是哪件展品？请告诉我它的名称，或者描述一下它的样子。";
+        match text::script_of(utterance) {
+            text::Script::Traditional => text::to_traditional(zh),
+            _ => zh.to_string(),
+        }
+    } else {
+        "Which exhibit do you mean? Tell me its name, or describe what it looks like.".to_string()
+    }
 }
 
 #[cfg(test)]

@@ -214,11 +214,20 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     }
     // Only "hello", "thanks", "bye" or "what can you do?": no search. The offline answerer
     // replies with a line of its own; a model gets the conversation and no search result.
+    let offline = deps.llm.as_ref().is_some_and(|l| l.name() == "offline");
     let small_talk = small_talk::classify(&said);
     if let Some(kind) = small_talk
-        && deps.llm.as_ref().is_some_and(|l| l.name() == "offline")
+        && offline
     {
         let text = small_talk::answer(kind, &said, deps.facts.is_some());
+        return answer_without_model(job, reply, user_turn, &text).await;
+    }
+    // A follow-up with no earlier question to follow ("Where can I see it?" first) is not
+    // searched: any record it matched would share only generic words. The offline answerer asks
+    // which exhibit is meant; a model gets no search result.
+    let query = search_query(job, &said);
+    if query.is_none() && small_talk.is_none() && offline {
+        let text = follow_up::which_exhibit(&said);
         return answer_without_model(job, reply, user_turn, &text).await;
     }
     let Some(llm) = deps.llm.clone() else {
@@ -229,8 +238,8 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     };
     let cfg = &deps.llm_config;
     let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
-    let retrieved = match (&fact, small_talk) {
-        (None, None) => retrieve(job, deps, &search_query(job, &said)).await,
+    let retrieved = match (&fact, small_talk, query) {
+        (None, None, Some(query)) => retrieve(job, deps, &query).await,
         _ => None,
     };
 
@@ -404,16 +413,14 @@ fn function_result_turn(job: &Job, fr: &FunctionResult, text: Option<&str>) -> V
 /// Searches the collection for the visitor's words when the session has `enable_srs`.
 /// A failing search never fails the request: it is logged and the answer goes on without it.
 /// What the collection is searched for when the visitor said `said`: a follow-up ("When was it
-/// made?") together with the visitor's last question that named something (follow_up.rs).
-fn search_query(job: &Job, said: &str) -> String {
+/// made?") together with the visitor's last question that named something (follow_up.rs);
+/// None for a follow-up with no such question.
+fn search_query(job: &Job, said: &str) -> Option<String> {
     if !follow_up::is_follow_up(said) {
-        return said.to_string();
+        return Some(said.to_string());
     }
     let history = job.history.lock().unwrap_or_else(|p| p.into_inner());
-    match follow_up::anchor(history.messages()) {
-        Some(anchor) => format!("{anchor} {said}"),
-        None => said.to_string(),
-    }
+    follow_up::anchor(history.messages()).map(|anchor| format!("{anchor} {said}"))
 }
 
 async fn retrieve(job: &Job, deps: &Deps, said: &str) -> Option<Vec<Hit>> {

@@ -246,11 +246,21 @@ async fn a_follow_up_is_about_the_exhibit_of_the_conversation() {
     zh.text_request("who", "它是谁画的？").await;
     let r = zh.reply("who").await;
     assert!(r.text.contains("兰竹山水花卉册"), "{}", r.text);
-    // Without an earlier question it is searched as it is, and found nothing.
+    // Without an earlier question the guide asks which exhibit is meant (searched alone,
+    // "Where can I see it?" named a record that shares only generic words).
     let mut fresh = app.client().await;
-    fresh.text_request("w", "When was it made?").await;
+    fresh.text_request("w", "Where can I see it?").await;
     let r = fresh.reply("w").await;
-    assert!(r.text.contains("I don't know"), "{}", r.text);
+    assert_eq!(
+        r.text,
+        museum_agent::pipeline::follow_up::which_exhibit("Where can I see it?")
+    );
+    assert!(
+        r.text.starts_with("Which exhibit do you mean?"),
+        "{}",
+        r.text
+    );
+    assert!(r.calls.is_empty(), "{:?}", r.calls);
 }
 
 #[tokio::test]
