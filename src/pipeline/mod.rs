@@ -35,6 +35,7 @@ use crate::providers::llm::{
 use crate::request::attributes::Attributes;
 use crate::request::inflight::{InFlight, RequestCtx};
 use crate::request::outbox::Outbox;
+use crate::retrieval::facts::Service;
 use crate::retrieval::{Hit, Retriever};
 use history::{CUT_OFF_MARKER, History};
 use reply::ReplyStream;
@@ -204,10 +205,29 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // word for word in the visitor's language and script, and no model is called; otherwise the
     // fact goes to the provider (a model gets it as the prompt's authority) and no passages are
     // retrieved.
-    let fact = deps
-        .facts
-        .as_ref()
-        .and_then(|f| crate::retrieval::facts::match_question(&said, &f.current()).cloned());
+    // A built-in topic the file has no entry for (or with no file) gets "I don't have that
+    // information", never an exhibit that shares a word ("Is there parking?" → a park).
+    let facts_now = deps.facts.as_ref().map(|f| f.current()).unwrap_or_default();
+    let fact = match crate::retrieval::facts::classify(&said, &facts_now) {
+        Some(Service::Fact(f)) => Some(f.clone()),
+        Some(Service::NoEntry(topic)) => {
+            tracing::info!(
+                topic,
+                "a visitor-services question the facts file does not cover"
+            );
+            let text = crate::providers::llm::offline::fact_answer(
+                &crate::retrieval::facts::Fact {
+                    topic: topic.to_string(),
+                    en: crate::retrieval::facts::no_entry_answer(false).to_string(),
+                    zh: crate::retrieval::facts::no_entry_answer(true).to_string(),
+                    triggers: Vec::new(),
+                },
+                &said,
+            );
+            return answer_without_model(job, reply, user_turn, &text).await;
+        }
+        None => None,
+    };
     if let Some(f) = fact.as_ref().filter(|_| deps.facts_verbatim) {
         let text = crate::providers::llm::offline::fact_answer(f, &said);
         return answer_without_model(job, reply, user_turn, &text).await;

@@ -1,5 +1,7 @@
 //! Visitor services (toilets, opening hours, tickets, café, cloakroom, Wi-Fi, accessibility,
-//! lost and found) answered from a small museum-editable TOML file, never from exhibit records.
+//! lost and found, photography, shop, parking, pets, audio guide, tours) answered from a small
+//! museum-editable TOML file, never from exhibit records: a built-in topic the file has no entry
+//! for gets "I don't have information about that" ([`Service::NoEntry`]).
 //!
 //! [`match_question`] is pure: it finds the topic of a service question in English or Chinese
 //! (Traditional folded to Simplified by [`text::normalize`](super::text::normalize)) and refuses
@@ -19,7 +21,8 @@ use super::text::normalize;
 #[serde(deny_unknown_fields)]
 pub struct Fact {
     /// A built-in topic (`toilets`, `hours`, `tickets`, `cafe`, `cloakroom`, `wifi`,
-    /// `accessibility`, `lost_found`) or the museum's own (matched by `triggers` only).
+    /// `accessibility`, `lost_found`, `photography`, `shop`, `parking`, `pets`, `audio_guide`,
+    /// `tours`) or the museum's own (matched by `triggers` only).
     pub topic: String,
     pub en: String,
     pub zh: String,
@@ -276,6 +279,120 @@ const TOPICS: &[(&str, &[&str])] = &[
             "婴儿车",
         ],
     ),
+    (
+        "photography",
+        &[
+            "take photos",
+            "take a photo",
+            "take photographs",
+            "take pictures",
+            "take a picture",
+            "taking photos",
+            "taking pictures",
+            "photos allowed",
+            "pictures allowed",
+            "photography allowed",
+            "photography permitted",
+            "allowed to photograph",
+            "no photography",
+            "flash photography",
+            "use flash",
+            "use a flash",
+            "selfie",
+            "拍照",
+            "能照相",
+            "可以照相",
+            "照相吗",
+            "闪光灯",
+            "自拍",
+        ],
+    ),
+    (
+        "shop",
+        &[
+            "gift shop",
+            "museum shop",
+            "souvenir",
+            "souvenirs",
+            "postcard",
+            "postcards",
+            "bookshop",
+            "book shop",
+            "纪念品",
+            "文创",
+            "礼品店",
+            "商店",
+            "明信片",
+        ],
+    ),
+    (
+        "parking",
+        &[
+            "parking",
+            "park my car",
+            "park the car",
+            "park our car",
+            "car park",
+            "where can i park",
+            "where can we park",
+            "停车",
+            "车位",
+        ],
+    ),
+    (
+        "pets",
+        &[
+            "bring my dog",
+            "bring a dog",
+            "bring our dog",
+            "bring my pet",
+            "bring pets",
+            "bring a pet",
+            "dogs allowed",
+            "dog allowed",
+            "pets allowed",
+            "pet allowed",
+            "dog friendly",
+            "pet friendly",
+            "service animal",
+            "service dog",
+            "guide dog",
+            "宠物",
+            "带狗",
+            "导盲犬",
+        ],
+    ),
+    (
+        "audio_guide",
+        &[
+            "audio guide",
+            "audio guides",
+            "audioguide",
+            "audio tour",
+            "headphones",
+            "语音导览",
+            "讲解器",
+            "导览机",
+            "耳机",
+        ],
+    ),
+    (
+        "tours",
+        &[
+            "guided tour",
+            "guided tours",
+            "tour guide",
+            "docent tour",
+            "group tour",
+            "group tours",
+            "free tour",
+            "导览团",
+            "讲解服务",
+            "人工讲解",
+            "团体参观",
+            "导游",
+        ],
+    ),
 ];
 
 /// Words and phrases that make a question about an exhibit, not about visiting.
@@ -370,10 +487,21 @@ const QUESTION_CUES: &[&str] = &[
     "？",
 ];
 
-/// The fact answering `question`, when it is a visitor-service question and the file has an
-/// entry for its topic. `None` for exhibit questions, other questions, or a topic with no entry.
-pub fn match_question<'a>(question: &str, facts: &'a [Fact]) -> Option<&'a Fact> {
-    if facts.is_empty() || question.trim().is_empty() {
+/// What a visitor-service question gets.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Service<'a> {
+    /// The museum's answer for its topic.
+    Fact(&'a Fact),
+    /// A built-in topic the file has no entry for: the guide says it does not know (and never
+    /// answers with an exhibit that shares a word, "Is there parking?" → a photograph of a park).
+    NoEntry(&'static str),
+}
+
+/// Whether `question` is a visitor-service question, and what answers it. `None` for exhibit
+/// questions and other questions. Works with no facts at all (every built-in topic is then
+/// [`Service::NoEntry`]).
+pub fn classify<'a>(question: &str, facts: &'a [Fact]) -> Option<Service<'a>> {
+    if question.trim().is_empty() {
         return None;
     }
     let q = normalize(question);
@@ -384,7 +512,7 @@ pub fn match_question<'a>(question: &str, facts: &'a [Fact]) -> Option<&'a Fact>
     // The museum's own phrases first: they are the most specific.
     for f in facts {
         if f.triggers.iter().any(|t| contains(&q, t)) {
-            return Some(f);
+            return Some(Service::Fact(f));
         }
     }
     let cjk = q.chars().filter(|c| super::text::is_cjk(*c)).count();
@@ -400,7 +528,31 @@ pub fn match_question<'a>(question: &str, facts: &'a [Fact]) -> Option<&'a Fact>
         .iter()
         .find(|(_, kws)| kws.iter().any(|k| contains(&q, k)))?
         .0;
-    facts.iter().find(|f| f.topic == topic)
+    Some(
+        facts
+            .iter()
+            .find(|f| f.topic == topic)
+            .map_or(Service::NoEntry(topic), Service::Fact),
+    )
+}
+
+/// The fact answering `question`, when it is a visitor-service question and the file has an
+/// entry for its topic. `None` for exhibit questions, other questions, or a topic with no entry.
+pub fn match_question<'a>(question: &str, facts: &'a [Fact]) -> Option<&'a Fact> {
+    match classify(question, facts)? {
+        Service::Fact(f) => Some(f),
+        Service::NoEntry(_) => None,
+    }
+}
+
+/// The answer to a visitor-service question the museum's file does not cover, in the visitor's
+/// language (`zh`): honest, and pointing to the staff.
+pub fn no_entry_answer(zh: bool) -> &'static str {
+    if zh {
+        "这方面我没有资料，请向博物馆工作人员询问。"
+    } else {
+        "I'm sorry, I don't have information about that. Please ask a member of the museum staff."
+    }
 }
 
 /// Whether `needle` occurs in `hay`, on word boundaries when it starts or ends with a Latin
@@ -550,6 +702,36 @@ mod tests {
         for (topic, _) in TOPICS {
             assert!(facts.iter().any(|f| f.topic == *topic), "{topic}");
         }
+    }
+
+    #[test]
+    fn a_topic_the_file_lacks_is_no_entry_and_never_an_exhibit_question() {
+        assert_eq!(
+            classify("Is there parking?", &[]),
+            Some(Service::NoEntry("parking"))
+        );
+        assert_eq!(
+            classify("可以带宠物吗？", &[]),
+            Some(Service::NoEntry("pets"))
+        );
+        let facts = example();
+        let without: Vec<Fact> = facts
+            .iter()
+            .filter(|f| f.topic != "toilets")
+            .cloned()
+            .collect();
+        assert_eq!(
+            classify("Where are the toilets?", &without),
+            Some(Service::NoEntry("toilets"))
+        );
+        assert_eq!(match_question("Where are the toilets?", &without), None);
+        assert!(matches!(
+            classify("Where are the toilets?", &facts),
+            Some(Service::Fact(f)) if f.topic == "toilets"
+        ));
+        assert_eq!(classify("Who painted Toilet of Helen?", &[]), None);
+        assert_eq!(classify("Is there a painting of a dog?", &[]), None);
+        assert!(no_entry_answer(true).contains("工作人员"));
     }
 
     /// Every line of `fixtures/facts/questions.jsonl`: `{"q": ..., "topic": ... or null}`.

@@ -283,6 +283,47 @@ async fn an_llm_gets_the_exhibit_of_the_conversation_for_a_follow_up() {
     assert!(sys.contains(&format!("[{HELEN}]")), "{sys}");
 }
 
+#[tokio::test]
+async fn a_service_topic_the_file_lacks_is_not_answered_with_an_exhibit() {
+    use museum_agent::retrieval::facts::no_entry_answer;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("facts.toml");
+    let hours = example_text()
+        .split("[[fact]]")
+        .find(|block| block.contains("topic = \"hours\""))
+        .unwrap()
+        .to_string();
+    std::fs::write(&path, format!("[[fact]]{hours}")).unwrap();
+    let (app, _d) = app(LlmProviderKind::Openai, path).await;
+    let mut c = app.client().await;
+    for (id, q, want) in [
+        (
+            "park",
+            "Is there parking?",
+            no_entry_answer(false).to_string(),
+        ),
+        (
+            "dog",
+            "Can I bring my dog?",
+            no_entry_answer(false).to_string(),
+        ),
+        (
+            "wc",
+            "洗手間在哪裡？",
+            museum_agent::retrieval::text::to_traditional(no_entry_answer(true)),
+        ),
+    ] {
+        c.text_request(id, q).await;
+        let r = c.reply(id).await;
+        assert_eq!(r.text, want, "{q}");
+        assert!(r.calls.is_empty(), "{q}: {:?}", r.calls);
+    }
+    c.text_request("hours", "What time does the museum close?")
+        .await;
+    assert_eq!(c.reply("hours").await.text, fact("hours").en);
+    assert!(app.llm.requests().is_empty(), "no model was called");
+}
+
 /// Asks `q` until the reply is `want`, or fails after 10 s (the file is checked every 2 s).
 async fn until_answer(c: &mut Client, q: &str, want: &str) {
     let until = tokio::time::Instant::now() + Duration::from_secs(10);
