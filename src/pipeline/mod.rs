@@ -216,12 +216,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
                 "a visitor-services question the facts file does not cover"
             );
             let text = crate::providers::llm::offline::fact_answer(
-                &crate::retrieval::facts::Fact {
-                    topic: topic.to_string(),
-                    en: crate::retrieval::facts::no_entry_answer(false).to_string(),
-                    zh: crate::retrieval::facts::no_entry_answer(true).to_string(),
-                    triggers: Vec::new(),
-                },
+                &crate::retrieval::facts::no_entry_fact(topic),
                 &said,
             );
             return answer_without_model(job, reply, user_turn, &text).await;

@@ -545,6 +545,17 @@ pub fn match_question<'a>(question: &str, facts: &'a [Fact]) -> Option<&'a Fact>
     }
 }
 
+/// A stand-in fact for a built-in `topic` the file has no entry for: [`no_entry_answer`] in both
+/// languages, said like any fact.
+pub fn no_entry_fact(topic: &str) -> Fact {
+    Fact {
+        topic: topic.to_string(),
+        en: no_entry_answer(false).to_string(),
+        zh: no_entry_answer(true).to_string(),
+        triggers: Vec::new(),
+    }
+}
+
 /// The answer to a visitor-service question the museum's file does not cover, in the visitor's
 /// language (`zh`): honest, and pointing to the staff.
 pub fn no_entry_answer(zh: bool) -> &'static str {

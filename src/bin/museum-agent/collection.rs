@@ -137,20 +137,27 @@ pub(crate) async fn search(
         );
         return Ok(());
     }
-    // The pipeline's order: a visitor-service question is answered from the facts file and
-    // never reaches the collection.
-    if let Some(facts) = retrieval::facts::FactsStore::from_config(&config.srs)
-        && let Some(f) = retrieval::facts::match_question(&query, &facts.current())
-    {
-        let answer = offline::fact_answer(f, &query);
+    // The pipeline's order: a visitor-service question is answered from the facts file (or
+    // "I don't have information about that" for a built-in topic it lacks) and never reaches
+    // the collection.
+    let facts = retrieval::facts::FactsStore::from_config(&config.srs)
+        .map(|f| f.current())
+        .unwrap_or_default();
+    if let Some(service) = retrieval::facts::classify(&query, &facts) {
+        let (f, source) = match service {
+            retrieval::facts::Service::Fact(f) => (
+                f.clone(),
+                format!("from {}", config.srs.facts_path.display()),
+            ),
+            retrieval::facts::Service::NoEntry(topic) => (
+                retrieval::facts::no_entry_fact(topic),
+                "no entry in the facts file".to_string(),
+            ),
+        };
+        let answer = offline::fact_answer(&f, &query);
         say(
             "fact",
-            format!(
-                "visitor-services fact ({}), from {}:\n  {}",
-                f.topic,
-                config.srs.facts_path.display(),
-                answer
-            ),
+            format!("visitor-services fact ({}), {source}:\n  {answer}", f.topic),
             serde_json::json!({"fact": {"topic": f.topic, "answer": answer}}),
         );
         return Ok(());
