@@ -1,5 +1,6 @@
-//! Small talk: a visitor who says only "hello", "thanks", "bye" or "what can you do?" (in
-//! English or Chinese) is talking to the guide, not asking about the collection.
+//! Small talk: a visitor who says only "hello", "thanks", "bye", "what can you do?" or asks about
+//! the collection as a whole ("how many objects do you have?", "what do you recommend?"), in
+//! English or Chinese, is talking to the guide, not asking about one record.
 //!
 //! Before this, the offline answerer searched the collection for "你好" and, finding nothing,
 //! said "Sorry, I don't know …" to a greeting; an LLM was told "the collection search found
@@ -22,8 +23,12 @@ pub enum SmallTalk {
     Greeting,
     Thanks,
     Goodbye,
-    /// "Who are you?", "What can you do?", "Help".
+    /// "Who are you?", "What can you do?", "Help", "What's your name?", "Do you speak English?".
     Help,
+    /// The collection as a whole: "How many objects do you have?", "What is the most famous
+    /// piece here?", "What do you recommend?". Searched, these named whichever record shared a
+    /// word ("famous" → a Deposition after Rogier van der Weyden's famous altarpiece).
+    Overview,
 }
 
 /// English phrases, matched as whole words in the lower-cased utterance. Longer first within
@@ -71,6 +76,30 @@ const EN: &[(&str, SmallTalk)] = &[
     ("can you help me", SmallTalk::Help),
     ("help me", SmallTalk::Help),
     ("help", SmallTalk::Help),
+    ("what's your name", SmallTalk::Help),
+    ("what is your name", SmallTalk::Help),
+    ("do you speak english", SmallTalk::Help),
+    ("do you speak chinese", SmallTalk::Help),
+    ("can you speak english", SmallTalk::Help),
+    ("can you speak chinese", SmallTalk::Help),
+    ("how many objects", SmallTalk::Overview),
+    ("how many exhibits", SmallTalk::Overview),
+    ("how many works", SmallTalk::Overview),
+    ("how many items", SmallTalk::Overview),
+    ("how many pieces", SmallTalk::Overview),
+    ("how many things", SmallTalk::Overview),
+    ("how big is the collection", SmallTalk::Overview),
+    ("most famous", SmallTalk::Overview),
+    ("most important", SmallTalk::Overview),
+    ("most valuable", SmallTalk::Overview),
+    ("most popular", SmallTalk::Overview),
+    ("what should i see", SmallTalk::Overview),
+    ("what should we see", SmallTalk::Overview),
+    ("what do you recommend", SmallTalk::Overview),
+    ("what would you recommend", SmallTalk::Overview),
+    ("highlights", SmallTalk::Overview),
+    ("must see", SmallTalk::Overview),
+    ("best pieces", SmallTalk::Overview),
 ];
 
 /// Words that may stand beside the phrases without making the utterance a question.
@@ -120,6 +149,44 @@ const EN_FILLERS: &[&str] = &[
     "museum",
     "sir",
     "madam",
+    // Around a question about the collection as a whole.
+    "what",
+    "which",
+    "is",
+    "are",
+    "do",
+    "does",
+    "have",
+    "has",
+    "in",
+    "here",
+    "there",
+    "this",
+    "piece",
+    "pieces",
+    "object",
+    "objects",
+    "exhibit",
+    "exhibits",
+    "work",
+    "works",
+    "thing",
+    "things",
+    "collection",
+    "i",
+    "we",
+    "should",
+    "see",
+    "first",
+    "to",
+    "of",
+    "any",
+    "can",
+    "me",
+    "us",
+    "some",
+    "one",
+    "ones",
 ];
 
 /// Chinese phrases (Simplified; the utterance is folded to Simplified first).
@@ -165,10 +232,24 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("怎么使用", SmallTalk::Help),
     ("帮帮我", SmallTalk::Help),
     ("帮助", SmallTalk::Help),
+    ("会说英语", SmallTalk::Help),
+    ("会说英文", SmallTalk::Help),
+    ("会说中文", SmallTalk::Help),
+    ("有多少件", SmallTalk::Overview),
+    ("多少件展品", SmallTalk::Overview),
+    ("多少件藏品", SmallTalk::Overview),
+    ("多少展品", SmallTalk::Overview),
+    ("多少藏品", SmallTalk::Overview),
+    ("最有名", SmallTalk::Overview),
+    ("最著名", SmallTalk::Overview),
+    ("镇馆之宝", SmallTalk::Overview),
+    ("推荐", SmallTalk::Overview),
+    ("必看", SmallTalk::Overview),
+    ("最值得看", SmallTalk::Overview),
 ];
 
 /// Characters that may stand beside the Chinese phrases (particles, "you", "very", "ok").
-const ZH_FILLERS: &str = "啊呀哦噢喔嗯好的了啦吧呢吗嘛哈你您很太非常真是们呀诶哎嘿喂也都再一下";
+const ZH_FILLERS: &str = "啊呀哦噢喔嗯好的了啦吧呢吗嘛哈你您很太非常真是们呀诶哎嘿喂也都再一下这里馆有什么哪些件个给我看展品藏品作品东西";
 
 /// Which small talk `utterance` is, or None when it says anything else.
 pub fn classify(utterance: &str) -> Option<SmallTalk> {
@@ -228,6 +309,7 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
     [
         SmallTalk::Goodbye,
         SmallTalk::Thanks,
+        SmallTalk::Overview,
         SmallTalk::Help,
         SmallTalk::Greeting,
     ]
@@ -254,6 +336,9 @@ pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
             (SmallTalk::Help, false) => {
                 "我是博物馆的导览员，只根据本馆的藏品资料回答。您可以说出展品的名称，问它是谁做的、什么年代、用什么材料、画的是什么。"
             }
+            (SmallTalk::Overview, _) => {
+                "我没法为整个馆藏计数或排名，但可以介绍任何一件展品：请告诉我展品的名称，或者问某位作者、某种材料、某个地方或题材。"
+            }
         };
         match text::script_of(utterance) {
             Script::Traditional => text::to_traditional(zh),
@@ -276,6 +361,9 @@ pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
             }
             (SmallTalk::Help, false) => {
                 "I'm the museum's guide, and I answer from the museum's own collection records. Name an exhibit and ask who made it, when, what it is made of or what it shows."
+            }
+            (SmallTalk::Overview, _) => {
+                "I can't count or rank the whole collection, but I can tell you about any exhibit: name one, or ask about a maker, a material, a place or a subject."
             }
         }
         .to_string()
