@@ -220,6 +220,18 @@ impl std::fmt::Debug for ShortStr {
     }
 }
 
+/// The cases of a JSON-lines fixture (`path` under the crate root), for data-driven unit tests.
+#[cfg(test)]
+pub fn fixture_cases<T: serde::de::DeserializeOwned>(path: &str) -> Vec<T> {
+    let full = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path);
+    std::fs::read_to_string(&full)
+        .unwrap_or_else(|e| panic!("{}: {e}", full.display()))
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{path}: {e}: {l}")))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

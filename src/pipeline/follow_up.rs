@@ -107,11 +107,10 @@ pub fn anchor<'a>(history: impl DoubleEndedIterator<Item = &'a ChatMessage>) -> 
 /// The offline answer to a follow-up with nothing to follow: which exhibit is meant?
 pub fn which_exhibit(utterance: &str) -> String {
     if crate::providers::llm::offline::is_chinese(utterance) {
-        let zh = "您指的是哪件展品？请告诉我它的名称，或者描述一下它的样子。";
-        match text::script_of(utterance) {
-            text::Script::Traditional => text::to_traditional(zh),
-            _ => zh.to_string(),
-        }
+        crate::providers::llm::offline::zh_in(
+            "您指的是哪件展品？请告诉我它的名称，或者描述一下它的样子。",
+            utterance,
+        )
     } else {
         "Which exhibit do you mean? Tell me its name, or describe what it looks like.".to_string()
     }
@@ -129,12 +128,8 @@ mod tests {
             q: String,
             follow_up: bool,
         }
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/questions/follow_up.jsonl");
-        let text = std::fs::read_to_string(path).unwrap();
-        let mut n = 0;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let c: Case = serde_json::from_str(line).unwrap();
+        let cases: Vec<Case> = crate::util::fixture_cases("fixtures/questions/follow_up.jsonl");
+        for c in &cases {
             assert_eq!(
                 is_follow_up(&c.q),
                 c.follow_up,
@@ -142,8 +137,8 @@ mod tests {
                 c.q,
                 text::query_terms(&c.q)
             );
-            n += 1;
         }
+        let n = cases.len();
         assert!(n >= 30, "{n} cases");
     }
 

@@ -14,7 +14,7 @@
 //! collection. "Hello, who made the lacquer box?" or "你好，这件鼎是哪一年的？"
 //! is a question and goes to the search as before. Cases: `fixtures/questions/small_talk.jsonl`.
 
-use crate::retrieval::text::{self, Script};
+use crate::retrieval::text;
 
 /// What the visitor said, when it is only small talk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -340,10 +340,7 @@ pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
                 "我没法为整个馆藏计数或排名，但可以介绍任何一件展品：请告诉我展品的名称，或者问某位作者、某种材料、某个地方或题材。"
             }
         };
-        match text::script_of(utterance) {
-            Script::Traditional => text::to_traditional(zh),
-            _ => zh.to_string(),
-        }
+        crate::providers::llm::offline::zh_in(zh, utterance)
     } else {
         match (kind, services) {
             (SmallTalk::Greeting, true) => {
@@ -382,15 +379,11 @@ mod tests {
             q: String,
             kind: Option<SmallTalk>,
         }
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("fixtures/questions/small_talk.jsonl");
-        let text = std::fs::read_to_string(path).unwrap();
-        let mut n = 0;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let c: Case = serde_json::from_str(line).unwrap();
+        let cases: Vec<Case> = crate::util::fixture_cases("fixtures/questions/small_talk.jsonl");
+        for c in &cases {
             assert_eq!(classify(&c.q), c.kind, "{:?}", c.q);
-            n += 1;
         }
+        let n = cases.len();
         assert!(n >= 40, "{n} cases");
     }
 

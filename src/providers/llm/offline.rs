@@ -564,7 +564,7 @@ pub fn fact_answer(f: &crate::retrieval::facts::Fact, question: &str) -> String 
 }
 
 /// Our own Chinese words (written in Simplified) in the visitor's script.
-fn zh_in(ours: &str, question: &str) -> String {
+pub fn zh_in(ours: &str, question: &str) -> String {
     match visitor_script(question) {
         Script::Traditional => text::to_traditional(ours),
         _ => ours.to_string(),
