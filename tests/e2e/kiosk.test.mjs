@@ -3,7 +3,8 @@
 // Chromium with real fonts. At 1280×800, 1920×1080, 1080×1920 and 390×844, in Chinese and in
 // English: the welcome screen with questions drawn from the collection, a typed question
 // answered with the matching card from /api/exhibits, the geometry of the first screen, the
-// voice controls hidden; then the idle reset and the "new visitor" button.
+// voice controls hidden; a conversation (greeting, question, follow-up, thanks); then the idle
+// reset and the "new visitor" button.
 //
 // Screenshots go to a fresh directory under the system temp dir, printed at the start
 // ("# screenshots: ..."); it is kept after the run so a person can look at them.
@@ -227,6 +228,41 @@ for (const [w, h] of SIZES) {
     });
   }
 }
+
+test('a conversation: a greeting, a question, a follow-up about the same exhibit, thanks', { timeout: 60000 }, async () => {
+  const { context, page, errors } = await openKiosk(1280, 800, 'en', '&idle=0');
+  try {
+    const rec = enRecord();
+    // Asks `q` and returns its request end (the n-th text request of the page).
+    let n = 0;
+    const ask = async (q) => {
+      n += 1;
+      await page.fill('#question', q);
+      await page.press('#question', 'Enter');
+      await page.waitForFunction((k) => window.__e2e.ends.filter((e) => e.kind === 'text').length >= k, n, { timeout: 15000 });
+      return page.evaluate((k) => window.__e2e.ends.filter((e) => e.kind === 'text')[k - 1], n);
+    };
+    // A greeting is answered as one: no search, no card.
+    const hello = await ask('Hello!');
+    assert.match(hello.text, /^Hello! I'm the museum's guide\./);
+    assert.deepEqual(hello.functionCalls, []);
+    assert.equal(await page.$$eval('#cards > *', (x) => x.length), 0, 'a card for a greeting');
+    // A question about a record, then a follow-up that only says "it".
+    const first = await ask(`Who made the ${rec.title}?`);
+    assert.deepEqual(first.functionCalls, ['show_exhibit']);
+    const when = await ask('When was it made?');
+    assert.deepEqual(when.functionCalls, ['show_exhibit']);
+    assert.ok(when.text.includes(rec.title.trim()), when.text);
+    assert.ok(when.text.includes(`is dated ${rec.date}`), when.text);
+    await page.locator(`[data-card="exhibit-${rec.id}"][data-state="ready"]`).waitFor({ timeout: 10000 });
+    const thanks = await ask('Thanks!');
+    assert.equal(thanks.text, "You're welcome! Ask me about anything else in the collection.");
+    await page.screenshot({ path: path.join(shots, 'conversation.png') });
+    assert.deepEqual(errors, []);
+  } finally {
+    await context.close();
+  }
+});
 
 test('a voice request sent anyway gets a non-retryable error shown in the page language', { timeout: 30000 }, async () => {
   const { context, page } = await openKiosk(1280, 800, 'en', '&idle=0');
