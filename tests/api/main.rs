@@ -45,6 +45,9 @@
 //! - `retrieval::`, `grounding::` — the embedded index, hybrid search with a fake embeddings
 //!   server, the remote SRS client, `ingest`/`search`/`eval`, quality over the demo collection,
 //!   passages and server tools in answers.
+//! - `facts::` — answers that are not a plain search of the question: visitor-services facts
+//!   (word for word with or without a model, a topic the file lacks, hot reload), small talk,
+//!   follow-ups searched with the question they follow.
 //! - `hub::` — several real hub clients per scenario: action/outcome, broadcasts, order, forged
 //!   senders, offline inbox, acks and resume, restarts, ttl, priorities, tiers, request/response,
 //!   the agent society, replaced and dead connections, metrics, and the hostile corpus
