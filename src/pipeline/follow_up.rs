@@ -94,7 +94,9 @@ pub fn is_follow_up(question: &str) -> bool {
 /// The visitor's question a follow-up refers to: the latest earlier user message that is not a
 /// follow-up itself (nor small talk), among the last `LOOK_BACK` user messages of `history`.
 pub fn anchor<'a>(history: impl DoubleEndedIterator<Item = &'a ChatMessage>) -> Option<String> {
-    const LOOK_BACK: usize = 3;
+    // A visitor may ask several follow-ups about one exhibit ("When?", "Made of?", "Where?",
+    // "Tell me more"): the topic ends with a question that names something, not after a count.
+    const LOOK_BACK: usize = 8;
     history
         .rev()
         .filter(|m| m.role == Role::User)

@@ -240,6 +240,13 @@ async fn a_follow_up_is_about_the_exhibit_of_the_conversation() {
         assert!(r.text.contains(want), "{q} → {}", r.text);
         assert!(r.text.contains("Toilet of Helen"), "{q} → {}", r.text);
     }
+    // "Tell me more": the record's sentences that no answer quoted yet.
+    c.text_request("more", "Tell me more").await;
+    let more = c.reply("more").await.text;
+    assert!(
+        more.starts_with("More from our record of “Toilet of Helen"),
+        "{more}"
+    );
     let mut zh = app.client().await;
     zh.text_request("t", "介绍一下蒋夫人兰竹山水花卉册").await;
     zh.reply("t").await;

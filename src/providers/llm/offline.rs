@@ -554,6 +554,74 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
     }
 }
 
+/// Words asking for more about what was just said ("tell me more", 详细 …).
+const MORE_CUES: &[&str] = &[
+    "tell me more",
+    "more about",
+    "more details",
+    "more detail",
+    "go on",
+    "详细",
+    "更多",
+    "多讲",
+    "多说",
+    "再讲",
+    "再说",
+    "还有呢",
+];
+
+/// "Tell me more" about an exhibit the conversation has already named: the sentences of its
+/// record not yet quoted in `earlier` (the guide's previous answers), at most two; or that the
+/// record says no more. `None` when the question does not ask for more, or the first hit is not
+/// an exhibit the conversation has named (then [`compose`] answers as usual).
+pub fn more_answer(question: &str, retrieved: Option<&[Hit]>, earlier: &[&str]) -> Option<String> {
+    let q = normalize(question);
+    if !MORE_CUES.iter().any(|c| q.contains(c)) {
+        return None;
+    }
+    let e = &retrieved?.first()?.exhibit;
+    let zh = is_chinese(question);
+    let script = visitor_script(question);
+    let title = if zh {
+        text::in_script(e.title.trim(), script)
+    } else {
+        e.title.trim().to_string()
+    };
+    if title.is_empty() || !earlier.iter().any(|a| a.contains(&title)) {
+        return None;
+    }
+    let quoted = |s: &str| {
+        if zh {
+            text::in_script(s, script)
+        } else {
+            s.to_string()
+        }
+    };
+    // A sentence counts as said when its first 40 characters were.
+    let said = |s: &str| {
+        let head: String = s.chars().take(40).collect();
+        earlier.iter().any(|a| a.contains(head.trim()))
+    };
+    let fresh: Vec<String> = text::sentences(&e.description)
+        .into_iter()
+        .map(|s| quoted(s.trim()))
+        .filter(|s| !s.is_empty() && !said(s))
+        .take(2)
+        .collect();
+    Some(match (fresh.is_empty(), zh) {
+        (true, true) => zh_in(&format!("关于《{title}》，馆藏资料就这些了。"), question),
+        (true, false) => format!("That is all our record says about “{title}”."),
+        (false, true) => {
+            let frame = zh_in(&format!("馆藏《{title}》的资料还记载："), question);
+            end_zh(frame + &clip(&fresh.concat(), 200))
+        }
+        (false, false) => format!(
+            "More from our record of “{title}”: {}",
+            end_en(clip(&fresh.join(" "), 400))
+        ),
+    })
+}
+
 /// A visitor-services fact's text word for word, in the visitor's language and script.
 pub fn fact_answer(f: &crate::retrieval::facts::Fact, question: &str) -> String {
     if is_chinese(question) {
@@ -775,10 +843,17 @@ impl LlmProvider for OfflineProvider {
             .find(|m| m.role == Role::User)
             .map(|m| m.content.clone())
             .unwrap_or_default();
+        let earlier: Vec<&str> = request
+            .messages
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .map(|m| m.content.as_str())
+            .collect();
         let (answer, show) = match &request.fact {
             Some(f) => (fact_answer(f, &question), None),
             None => (
-                compose(&question, request.retrieved.as_deref()),
+                more_answer(&question, request.retrieved.as_deref(), &earlier)
+                    .unwrap_or_else(|| compose(&question, request.retrieved.as_deref())),
                 request
                     .retrieved
                     .as_deref()
@@ -825,6 +900,40 @@ mod tests {
         assert!(is_chinese("這是誰寫的"));
         assert!(!is_chinese("Who made the lacquer box?"));
         assert!(!is_chinese("Tell me about the Ming vase 瓶 please"));
+    }
+
+    #[test]
+    fn tell_me_more_quotes_what_was_not_said_yet() {
+        let h = vec![record(
+            "Inro with Badger",
+            "Jokasai",
+            "19th century",
+            "lacquer",
+            "A standard black and gold lacquer inro with four compartments. A standing badger in \
+             front of autumn grasses looks at a full moon. The other side shows the moon alone. \
+             The netsuke is a carved gourd.",
+        )];
+        let first = compose("Tell me about the Inro with Badger", Some(&h));
+        assert!(first.contains("four compartments"), "{first}");
+        let more = more_answer("Tell me more", Some(&h), &[&first]).unwrap();
+        assert_eq!(
+            more,
+            "More from our record of “Inro with Badger”: A standing badger in front of autumn \
+             grasses looks at a full moon. The other side shows the moon alone."
+        );
+        let last = more_answer("Tell me more about it", Some(&h), &[&first, &more]).unwrap();
+        assert_eq!(
+            last,
+            "More from our record of “Inro with Badger”: The netsuke is a carved gourd."
+        );
+        assert_eq!(
+            more_answer("Go on", Some(&h), &[&first, &more, &last]).as_deref(),
+            Some("That is all our record says about “Inro with Badger”.")
+        );
+        // Not about an exhibit the conversation named, or not asking for more: as usual.
+        assert_eq!(more_answer("Tell me more", Some(&h), &["Hello!"]), None);
+        assert_eq!(more_answer("When was it made?", Some(&h), &[&first]), None);
+        assert_eq!(more_answer("Tell me more", Some(&[]), &[&first]), None);
     }
 
     fn record(title: &str, maker: &str, date: &str, medium: &str, description: &str) -> Hit {
