@@ -979,9 +979,19 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
     let norm = normalize(subject.as_deref().unwrap_or(query));
     let zh_stop = &stop_sets().1;
     let mut terms: Vec<QueryTerm> = Vec::new();
+    // Until the question's first content word, words that only ask to be shown something
+    // ("Show me", "I want to see", 我想看, 带我去) are frames, not content.
+    let mut leading = true;
     for run in runs(&norm) {
         match run {
-            Run::Word(w) => terms.extend(word_token(w).map(QueryTerm::exact)),
+            Run::Word(w) => {
+                if leading && EN_REQUEST.contains(&w) {
+                    continue;
+                }
+                let t = word_token(w);
+                leading &= t.is_none();
+                terms.extend(t.map(QueryTerm::exact));
+            }
             Run::Cjk(s) => {
                 // Consecutive non-stop words form a span; bigrams never cross a stop word.
                 let mut spans: Vec<String> = Vec::new();
@@ -997,7 +1007,13 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
                         jieba().cut(&piece, false).iter().map(|t| t.word).collect();
                     for (i, w) in words.iter().enumerate() {
                         let next = words.get(i + 1).copied();
-                        if zh_stop.contains(w) || is_making_frame(after_who, w, next) {
+                        let first = leading && spans.is_empty() && cur.is_empty();
+                        let last = words[i + 1..].iter().all(|n| zh_stop.contains(n));
+                        if zh_stop.contains(w)
+                            || (ZH_LOOK.contains(w) && (first || last))
+                            || (first && ZH_REQUEST.contains(w))
+                            || is_making_frame(after_who, w, next)
+                        {
                             if !cur.is_empty() {
                                 spans.push(std::mem::take(&mut cur));
                             }
@@ -1010,6 +1026,7 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
                 if !cur.is_empty() {
                     spans.push(cur);
                 }
+                leading &= spans.is_empty();
                 for span in spans {
                     let chars: Vec<char> = span.chars().collect();
                     if chars.len() == 1 {
@@ -1032,6 +1049,54 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
     terms.truncate(MAX_QUERY_TERMS);
     terms
 }
+
+/// English words that only ask to be shown something ("Show me armor", "I'd like to see some
+/// vases", "Where can I see …", "I'm looking for …"): dropped from a question while no content
+/// word precedes them, so they neither dilute the match nor find records that say "see
+/// Walters 44.375". Later in a question they are content ("a picture that shows a ruler").
+const EN_REQUEST: &[&str] = &[
+    "see", "show", "find", "look", "looking", "want", "wanna", "take", "bring", "id", "im",
+];
+
+/// Whether a lower-case word (apostrophes kept) only asks to be shown something: one of
+/// [`EN_REQUEST`] or a contraction of "I" ("I'd", "I'm", "I've", "I'll"). "Show me armor" names
+/// nothing, though "Show" is capitalised.
+fn is_request_word(lower: &str) -> bool {
+    let bare = lower.replace(['\'', '’'], "");
+    EN_REQUEST.contains(&bare.as_str()) || (bare != lower && matches!(bare.as_str(), "ive" | "ill"))
+}
+
+/// Chinese words of looking (我想看瓷器, 给我看看青铜器, 有什么瓷器可以看到): frames before the
+/// question's first content word or with only stop words after them; between content words
+/// they are content (于右任站在讲台后面看文件的那张照片).
+const ZH_LOOK: &[&str] = &[
+    "看",
+    "看看",
+    "看一看",
+    "看一下",
+    "看到",
+    "瞧",
+    "瞧瞧",
+    "参观",
+];
+
+/// Chinese request words (带我去看, 我要找, 给我): frames only before the question's first
+/// content word (a 带钩 or 去年 later in the question is jieba's one word anyway).
+const ZH_REQUEST: &[&str] = &[
+    "带",
+    "去",
+    "要",
+    "找",
+    "领",
+    "帮",
+    "想要",
+    "带我去",
+    "带我",
+    "给我",
+    "我要",
+    "我想",
+    "想去",
+];
 
 /// One-character verbs of making in general (写, 画, 烧, ...): in a question frame they carry no
 /// content. Verbs that name a technique or a medium (拍 a photograph, 刻 carved, 印 printed, 织
@@ -1406,7 +1471,7 @@ pub fn named_phrases(query: &str) -> Vec<String> {
         };
         let lower = stem.to_lowercase();
         let capital = stem.chars().next().is_some_and(|c| c.is_uppercase());
-        if capital && !stops.contains(lower.as_str()) {
+        if capital && !stops.contains(lower.as_str()) && !is_request_word(&lower) {
             run.append(&mut pending);
             run.push(stem.to_string());
             if possessive {
@@ -1803,6 +1868,17 @@ mod tests {
             ("溥心畬是什么人", "溥心畬"),
             ("請問溥心畬是誰", "溥心畬"),
             ("Who was Shibata Zeshin?", "Shibata Zeshin"),
+            // Requests to be shown something (a kiosk visitor's way of asking).
+            ("Show me some lacquer boxes", "lacquer boxes"),
+            ("I want to see armor", "armor"),
+            ("I'd like to see some vases", "vases"),
+            ("Where can I see the lacquer boxes?", "lacquer boxes"),
+            ("Can you show me a lacquer box?", "lacquer box"),
+            ("I'm looking for Japanese prints", "Japanese prints"),
+            ("我想看瓷器", "瓷器"),
+            ("给我看看青铜器", "青铜器"),
+            ("带我去看书法", "书法"),
+            ("有什么瓷器可以看？", "瓷器"),
         ] {
             assert_eq!(
                 texts(&query_terms(framed)),
@@ -1810,6 +1886,39 @@ mod tests {
                 "{framed}"
             );
         }
+    }
+
+    #[test]
+    fn a_request_at_the_start_names_nothing() {
+        for q in [
+            "Show me armor",
+            "I'd like to see some vases",
+            "I’m looking for Japanese prints",
+            "Look at this",
+        ] {
+            let n = named_phrases(q);
+            assert!(
+                !n.iter()
+                    .any(|x| ["show", "i'd", "i’m", "look"].contains(&x.as_str())),
+                "{q}: {n:?}"
+            );
+        }
+        assert_eq!(
+            named_phrases("Show me the Night Watch"),
+            vec!["night watch"]
+        );
+    }
+
+    /// After the question's first content word, "show" and "see" are content again.
+    #[test]
+    fn request_words_later_in_a_question_are_kept() {
+        let q = query_terms("Which picture shows a ruler with a looking glass?");
+        let t = texts(&q);
+        assert!(t.contains(&"show") && t.contains(&"look"), "{t:?}");
+        let q = query_terms("于右任站在讲台后面看文件的那张照片");
+        assert!(texts(&q).iter().any(|x| x.contains('看')), "{q:?}");
+        let q = query_terms("瓷器 带钩");
+        assert!(texts(&q).iter().any(|x| x.contains('带')), "{q:?}");
     }
 
     #[test]
