@@ -92,18 +92,108 @@ pub fn is_follow_up(question: &str) -> bool {
 }
 
 /// The visitor's question a follow-up refers to: the latest earlier user message that is not a
-/// follow-up itself (nor small talk), among the last `LOOK_BACK` user messages of `history`.
+/// follow-up itself (nor small talk), among the last `LOOK_BACK` user messages of `history`. A
+/// question that picked an exhibit from a list ("the second one") stands for that exhibit's
+/// title ([`pick_from_list`]).
 pub fn anchor<'a>(history: impl DoubleEndedIterator<Item = &'a ChatMessage>) -> Option<String> {
     // A visitor may ask several follow-ups about one exhibit ("When?", "Made of?", "Where?",
     // "Tell me more"): the topic ends with a question that names something, not after a count.
     const LOOK_BACK: usize = 8;
-    history
+    let msgs: Vec<&ChatMessage> = history.collect();
+    msgs.iter()
+        .enumerate()
         .rev()
-        .filter(|m| m.role == Role::User)
+        .filter(|(_, m)| m.role == Role::User)
         .take(LOOK_BACK)
-        .map(|m| m.content.as_str())
-        .find(|q| !is_follow_up(q) && super::small_talk::classify(q).is_none())
-        .map(str::to_string)
+        .find_map(|(i, m)| {
+            let q = m.content.as_str();
+            if let Some(title) = pick_from_list(q, msgs[..i].iter().copied()) {
+                return Some(title);
+            }
+            (!is_follow_up(q) && super::small_talk::classify(q).is_none()).then(|| q.to_string())
+        })
+}
+
+/// Where a question points in a list the guide has just given: "the second one", "the first",
+/// "the last one", 第二件, 第一个, 最后一件. `Some(0)` is the first; `usize::MAX` the last.
+pub fn ordinal(question: &str) -> Option<usize> {
+    let norm = text::normalize(question);
+    let words: Vec<&str> = norm
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    const EN: [&str; 5] = ["first", "second", "third", "fourth", "last"];
+    const ZH: [&str; 5] = ["第一", "第二", "第三", "第四", "最后"];
+    let en = words.iter().find_map(|w| EN.iter().position(|o| o == w));
+    let zh = ZH.iter().position(|o| norm.contains(o));
+    let n = en.or(zh)?;
+    // The ordinal words and their nouns go; what is left must name nothing of its own
+    // ("the second world war" is not a pick from a list).
+    let spaced: String = norm
+        .chars()
+        .map(|c| if c.is_alphanumeric() { c } else { ' ' })
+        .collect();
+    let mut rest = format!(
+        " {} ",
+        spaced.split_whitespace().collect::<Vec<_>>().join(" ")
+    );
+    for w in EN.iter().chain(["one", "ones", "item", "exhibit"].iter()) {
+        rest = rest.replace(&format!(" {w} "), " ");
+    }
+    for o in ZH {
+        for unit in ["件", "个", "幅", "张", "尊", "本", "只", "块", "把", ""] {
+            rest = rest.replace(&format!("{o}{unit}"), " ");
+        }
+    }
+    let generic = generic_terms();
+    let names_nothing = text::query_terms(&rest)
+        .iter()
+        .all(|t| generic.contains(&t.text));
+    names_nothing.then_some(if n == 4 { usize::MAX } else { n })
+}
+
+/// The titles an answer of the guide quotes, in order (“…” and 《…》, not a quoted question),
+/// each once.
+pub fn quoted_titles(answer: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur: Option<String> = None;
+    for c in answer.chars() {
+        match (c, cur.as_mut()) {
+            ('“' | '《', None) => cur = Some(String::new()),
+            ('”' | '》', Some(_)) => {
+                let t = cur.take().unwrap_or_default();
+                let t = t.trim().to_string();
+                // A quoted question ("for example “When was it made?”") is not a title.
+                if !t.is_empty() && !t.ends_with(['?', '？']) && !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+            (c, Some(t)) => t.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The title a question picks from the list in the guide's latest answer that gave one (of the
+/// last four answers): "Tell me about the second one" after "Our collection holds these: “A”,
+/// “B” and “C”" → `B`, searched instead of the question.
+pub fn pick_from_list<'a>(
+    question: &str,
+    earlier: impl DoubleEndedIterator<Item = &'a ChatMessage>,
+) -> Option<String> {
+    // The list may be a few answers back: "Do you have any armor?", "The second one", "When
+    // was it made?", "And the last one?".
+    const LOOK_BACK: usize = 4;
+    let n = ordinal(question)?;
+    let titles = earlier
+        .rev()
+        .filter(|m| m.role == Role::Assistant)
+        .take(LOOK_BACK)
+        .map(|m| quoted_titles(&m.content))
+        .find(|t| t.len() >= 2)?;
+    let i = if n == usize::MAX { titles.len() - 1 } else { n };
+    titles.get(i).cloned()
 }
 
 /// The offline answer to a follow-up with nothing to follow: which exhibit is meant?
@@ -165,5 +255,70 @@ mod tests {
         );
         assert_eq!(anchor([user("What is it made of?")].iter()), None);
         assert_eq!(anchor([].iter()), None);
+    }
+
+    #[test]
+    fn ordinals_point_into_a_list() {
+        for (q, n) in [
+            ("Tell me about the second one", Some(1)),
+            ("When was the first one made?", Some(0)),
+            ("What about the last one?", Some(usize::MAX)),
+            ("And the third?", Some(2)),
+            ("第二件是什么年代的？", Some(1)),
+            ("第一個是誰做的", Some(0)),
+            ("介绍一下最后一件", Some(usize::MAX)),
+            ("Do you have anything from the Second World War?", None),
+            ("Who was the first emperor of Qin?", None),
+            ("第一次鸦片战争的文物", None),
+            ("Tell me about the Peach Bloom Vase", None),
+        ] {
+            assert_eq!(ordinal(q), n, "{q}");
+        }
+    }
+
+    #[test]
+    fn the_second_one_is_the_second_title_of_the_last_answer() {
+        let user = |s: &str| ChatMessage::new(Role::User, s.to_string());
+        let bot = |s: &str| ChatMessage::new(Role::Assistant, s.to_string());
+        let list = "Our collection holds these: “Child's Suit of Armor” (1580-1620), “Body Armor” and “Sallet”. Ask me about any of them, “When was the first one made?”";
+        assert_eq!(
+            quoted_titles(list),
+            vec!["Child's Suit of Armor", "Body Armor", "Sallet"]
+        );
+        let h = [user("Do you have any armor?"), bot(list)];
+        assert_eq!(
+            pick_from_list("Tell me about the second one", h.iter()).as_deref(),
+            Some("Body Armor")
+        );
+        assert_eq!(
+            pick_from_list("the last one?", h.iter()).as_deref(),
+            Some("Sallet")
+        );
+        assert_eq!(pick_from_list("the fourth one", h.iter()), None);
+        assert_eq!(pick_from_list("Tell me about armor", h.iter()), None);
+        let zh = [
+            user("有哪些瓷器？"),
+            bot(
+                "馆藏中与此相关的展品有：《青花盘》（明代）、《粉彩瓶》。想了解哪一件，可以接着问我。",
+            ),
+        ];
+        assert_eq!(
+            pick_from_list("第二件是什么年代的？", zh.iter()).as_deref(),
+            Some("粉彩瓶")
+        );
+        // A later follow-up ("Where is it?") refers to the exhibit picked, not the list.
+        let h = [
+            user("Do you have any armor?"),
+            bot(list),
+            user("Tell me about the second one"),
+            bot("“Body Armor” is …"),
+            user("Where is it?"),
+        ];
+        assert_eq!(anchor(h[..4].iter()).as_deref(), Some("Body Armor"));
+        // The list stays pickable after an answer about one of its exhibits.
+        assert_eq!(
+            pick_from_list("And the last one?", h[..4].iter()).as_deref(),
+            Some("Sallet")
+        );
     }
 }

@@ -430,11 +430,20 @@ fn function_result_turn(job: &Job, fr: &FunctionResult, text: Option<&str>) -> V
 /// What the collection is searched for when the visitor said `said`: a follow-up ("When was it
 /// made?") together with the visitor's last question that named something (follow_up.rs);
 /// None for a follow-up with no such question.
+/// A pick from a list the guide gave ("Tell me about the second one") is searched as the title
+/// it points at, with the question that asked for the list (a short title such as "Vase" then
+/// finds the exhibit listed).
 fn search_query(job: &Job, said: &str) -> Option<String> {
+    let history = job.history.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(title) = follow_up::pick_from_list(said, history.messages()) {
+        return Some(match follow_up::anchor(history.messages()) {
+            Some(anchor) => format!("{title} {anchor}"),
+            None => title,
+        });
+    }
     if !follow_up::is_follow_up(said) {
         return Some(said.to_string());
     }
-    let history = job.history.lock().unwrap_or_else(|p| p.into_inner());
     follow_up::anchor(history.messages()).map(|anchor| format!("{anchor} {said}"))
 }
 

@@ -270,6 +270,82 @@ async fn a_follow_up_is_about_the_exhibit_of_the_conversation() {
     assert!(r.calls.is_empty(), "{:?}", r.calls);
 }
 
+/// "Do you have any armor?" gets a short list of the matching exhibits (before: one record's
+/// passage); "the second one", 第二件, "and the last one?" pick from it, and the card shown is
+/// the exhibit picked.
+#[tokio::test]
+async fn a_browse_question_gets_a_list_and_the_visitor_picks_from_it() {
+    // The whole demo collection: lists need several exhibits of a kind, and the no-answer fit
+    // is for a collection of a museum's size.
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection/exhibits.jsonl");
+    let titles_by_id: std::collections::HashMap<String, String> = std::fs::read_to_string(&demo)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["id"].as_str().unwrap().to_string(),
+                v["title"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let app = spawn_app_with(move |c| {
+        c.srs.load_demo = true;
+        c.srs.demo_path = demo;
+        c.llm.provider = LlmProviderKind::Offline;
+    })
+    .await;
+    // The server parses the bilingual dictionary in the background after start; a debug build
+    // takes longer than the search's 5 s bound, so the test waits for it first.
+    tokio::task::spawn_blocking(museum_agent::retrieval::dictionary::warm_up)
+        .await
+        .unwrap();
+    let mut c = app.client().await;
+    c.text_request("list", "Do you have any armor?").await;
+    let list = c.reply("list").await;
+    assert!(
+        list.text.starts_with("Our collection holds these: "),
+        "{}",
+        list.text
+    );
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+    assert!((2..=4).contains(&titles.len()), "{titles:?}");
+    let shown = |r: &Reply| r.calls[0]["parameters"]["exhibit_id"].clone();
+    let title_of = |id: &serde_json::Value| titles_by_id[id.as_str().unwrap()].clone();
+    assert_eq!(title_of(&shown(&list)), titles[0]);
+    c.text_request("second", "Tell me about the second one")
+        .await;
+    let r = c.reply("second").await;
+    assert!(r.text.contains(&titles[1]), "{} → {}", titles[1], r.text);
+    assert_eq!(title_of(&shown(&r)), titles[1]);
+    c.text_request("when", "When was it made?").await;
+    let r = c.reply("when").await;
+    assert!(r.text.contains(&titles[1]), "{}", r.text);
+    c.text_request("last", "And the last one?").await;
+    let r = c.reply("last").await;
+    let last = titles.last().unwrap();
+    assert!(r.text.contains(last.as_str()), "{last} → {}", r.text);
+    // In Chinese, over the peach-bloom porcelains of the issue.
+    let mut zh = app.client().await;
+    zh.text_request("list", "有没有康熙年间烧的那种豇豆红釉的瓷器？")
+        .await;
+    let list = zh.reply("list").await;
+    assert!(
+        list.text.starts_with("馆藏中与此相关的展品有："),
+        "{}",
+        list.text
+    );
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+    assert!(titles[0].contains("Peach Bloom"), "{titles:?}");
+    zh.text_request("second", "第二件是什么年代的？").await;
+    let r = zh.reply("second").await;
+    assert!(
+        r.text.starts_with(&format!("《{}》的年代是", titles[1])),
+        "{}",
+        r.text
+    );
+}
+
 #[tokio::test]
 async fn an_llm_gets_the_exhibit_of_the_conversation_for_a_follow_up() {
     let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);

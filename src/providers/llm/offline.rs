@@ -537,6 +537,12 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
         };
     }
     let a = asks(question);
+    if a == Asks::General
+        && is_browse(question)
+        && let Some(list) = browse_answer(question, hits)
+    {
+        return list;
+    }
     let sentence = answer_sentence(e, question, a, passage);
     let others: Vec<&str> = hits
         .iter()
@@ -552,6 +558,134 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
     } else {
         compose_en(e, a, &sentence, &others)
     }
+}
+
+/// Cues of a browse question, normalised: the visitor asks what the collection holds of a kind
+/// ("Do you have any armor?", "What paintings do you have?", 有哪些书法作品, 有没有青花瓷) rather
+/// than about one exhibit.
+const BROWSE_CUES: &[&str] = &[
+    "do you have any",
+    "do you have some",
+    "have you got any",
+    "are there any",
+    "are there some",
+    "is there any",
+    "any other",
+    "show me some",
+    "see some",
+    "what kinds of",
+    "what kind of",
+    "what sorts of",
+    "what types of",
+    "which kinds of",
+    "有哪些",
+    "有没有",
+    "有什么",
+    "都有",
+    "还有什么",
+    "还有哪些",
+    "有几件",
+];
+
+/// Words that point at one exhibit ("this", 这件): a question holding one is about that exhibit,
+/// not a browse question (这件瓷器有什么特点).
+const POINTING: &[&str] = &[
+    " this ", " that ", " it ", " its ", "这", "那件", "那幅", "那张", "那个", "那只", "它",
+];
+
+/// Whether `question` asks what the collection holds of a kind (see [`BROWSE_CUES`]); also a
+/// question that ends in "do you have" / "are there" ("What paintings do you have?").
+pub fn is_browse(question: &str) -> bool {
+    let q = format!(" {} ", normalize(question));
+    if POINTING.iter().any(|p| q.contains(p)) {
+        return false;
+    }
+    let bare = q.trim_end_matches(|c: char| !c.is_alphanumeric() && !text::is_cjk(c));
+    BROWSE_CUES.iter().any(|c| q.contains(c))
+        || ["do you have", "are there", "is there"]
+            .iter()
+            .any(|e| bare.ends_with(e))
+}
+
+/// Hits that score within this share of the best are listed in a browse answer.
+const BROWSE_NEAR: f64 = 0.75;
+/// Most exhibits a browse answer lists (a visitor hears it, so a short list).
+const BROWSE_MAX: usize = 4;
+
+/// The answer to a browse question: the exhibits that match it, each with its short maker and
+/// date, and an invitation to ask about one. `None` when fewer than two distinct exhibits
+/// match well enough (then the question is answered from the best one as usual).
+pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
+    let top = hits.first()?;
+    let mut listed: Vec<&Exhibit> = Vec::new();
+    for h in hits {
+        if h.score < BROWSE_NEAR * top.score || listed.len() == BROWSE_MAX {
+            break;
+        }
+        if !listed
+            .iter()
+            .any(|e| e.title.trim() == h.exhibit.title.trim())
+        {
+            listed.push(&h.exhibit);
+        }
+    }
+    if listed.len() < 2 {
+        return None;
+    }
+    // The first part of a field ("Sèvres Porcelain Manufactory (French, active …) [Maker]; …"
+    // → "Sèvres Porcelain Manufactory").
+    let short = |f: &str| -> Option<String> {
+        let f = f.split([';', '[']).next().unwrap_or("").trim();
+        let f = f.split(" (").next().unwrap_or("").trim();
+        let f = f.trim_end_matches([',', '，']).trim();
+        (!f.is_empty()).then(|| clip(f, 40))
+    };
+    let details = |e: &Exhibit| -> Vec<String> {
+        [short(&e.maker), short(&e.date).or_else(|| short(&e.period))]
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    if is_chinese(question) {
+        let script = visitor_script(question);
+        let q = |s: &str| text::in_script(s, script);
+        let items: Vec<String> = listed
+            .iter()
+            .map(|e| {
+                let d = details(e);
+                let d = if d.is_empty() {
+                    String::new()
+                } else {
+                    format!("（{}）", q(&d.join("，")))
+                };
+                format!("《{}》{d}", q(e.title.trim()))
+            })
+            .collect();
+        let out = format!(
+            "馆藏中与此相关的展品有：{}。想了解哪一件，可以接着问我，比如：第一件是什么年代的？",
+            items.join("、")
+        );
+        return Some(match script {
+            Script::Traditional => text::to_traditional(&out),
+            _ => out,
+        });
+    }
+    let items: Vec<String> = listed
+        .iter()
+        .map(|e| {
+            let d = details(e);
+            if d.is_empty() {
+                format!("“{}”", e.title.trim())
+            } else {
+                format!("“{}” ({})", e.title.trim(), d.join(", "))
+            }
+        })
+        .collect();
+    let (last, rest) = items.split_last().expect("two or more");
+    Some(format!(
+        "Our collection holds these: {} and {last}. Ask me about any of them, for example: When was the first one made?",
+        rest.join(", ")
+    ))
 }
 
 /// Words asking for more about what was just said ("tell me more", 详细 …).
@@ -892,6 +1026,61 @@ mod tests {
             score: 1.0,
             passages: vec![passage.into()],
         }
+    }
+
+    #[test]
+    fn browse_questions_are_told_apart_from_questions_about_one_exhibit() {
+        for q in [
+            "Do you have any armor?",
+            "What paintings do you have?",
+            "Are there any vases?",
+            "I'd like to see some vases",
+            "What kinds of porcelain are there?",
+            "有哪些书法作品？",
+            "有沒有青花瓷？",
+            "馆藏里都有什么瓷器？",
+        ] {
+            assert!(is_browse(q), "{q}");
+        }
+        for q in [
+            "Who made the lacquer box?",
+            "Tell me about the Peach Bloom Vase",
+            "这件瓷器有什么特点？",
+            "Is there any gold in this box?",
+            "What is it made of?",
+        ] {
+            assert!(!is_browse(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn a_browse_question_gets_a_short_list() {
+        let mut a = hit(
+            "Child's Suit of Armor",
+            "",
+            "1580-1620, with later additions",
+            "Sons of noblemen.",
+        );
+        a.exhibit.maker = "Workshop of X (German, active 1570) [Armorer]; Y".into();
+        let mut b = hit("Body Armor", "", "", "Plates.");
+        b.score = 0.97;
+        let mut c = hit("Sallet", "", "ca. 1480", "A helmet.");
+        c.score = 0.92;
+        let mut far = hit("Juno and Paris", "", "", "A painting.");
+        far.score = 0.5;
+        let hits = [a, b, c, far];
+        let en = compose("Do you have any armor?", Some(&hits));
+        assert_eq!(
+            en,
+            "Our collection holds these: “Child's Suit of Armor” (Workshop of X, 1580-1620, with later additions), “Body Armor” and “Sallet” (ca. 1480). Ask me about any of them, for example: When was the first one made?"
+        );
+        let zh = compose("有沒有盔甲？", Some(&hits));
+        assert!(zh.starts_with("館藏中與此相關的展品有：《Child's Suit of Armor》（Workshop of X，1580-1620, with later additions）、《Body Armor》、《Sallet》"), "{zh}");
+        // One good match: answered from it, as any question.
+        let one = compose("Do you have any armor?", Some(&hits[..1]));
+        assert!(one.starts_with("The closest match"), "{one}");
+        let lone = [hits[0].clone(), hits[3].clone()];
+        assert!(compose("Do you have any armor?", Some(&lone)).starts_with("The closest match"));
     }
 
     #[test]
