@@ -380,6 +380,10 @@ pub struct LlmConfig {
     /// The client function that shows an exhibit on screen (one id parameter): the offline
     /// answerer calls it for the exhibit it answers from when the session registered it.
     pub show_exhibit_function: String,
+    /// With a model: when its answer names one of the exhibits the search found (its id, or its
+    /// title) and it called no client function itself, the server calls `show_exhibit_function`
+    /// for that exhibit (small local models rarely call tools).
+    pub show_mentioned_exhibit: bool,
 }
 
 impl Default for LlmConfig {
@@ -402,6 +406,7 @@ impl Default for LlmConfig {
             max_tool_steps: 4,
             max_client_tools: 16,
             show_exhibit_function: "show_exhibit".into(),
+            show_mentioned_exhibit: true,
         }
     }
 }

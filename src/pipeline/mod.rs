@@ -353,7 +353,84 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
             break;
         }
     }
+    if cfg.show_mentioned_exhibit && !offline {
+        show_mentioned(
+            &mut reply,
+            &mut turn,
+            &offered,
+            &client_names,
+            retrieved.as_deref(),
+            &cfg.show_exhibit_function,
+        )
+        .await;
+    }
     finish(job, reply, turn).await
+}
+
+/// With a model, the card of the exhibit its answer talks about: when the model called no client
+/// function this turn, the session offers the show function (one parameter), and the reply names
+/// one of the exhibits the search found (its id, or its title or the title's head before a comma,
+/// colon or bracket, four characters or more, compared after normalisation, so Traditional and
+/// Simplified match), the server calls the show
+/// function for the one named first, as the offline answerer does. The call is recorded in the
+/// turn like a call of the model's.
+async fn show_mentioned(
+    reply: &mut ReplyStream,
+    turn: &mut [ChatMessage],
+    offered: &[ToolSpec],
+    client_names: &HashSet<String>,
+    retrieved: Option<&[Hit]>,
+    show_function: &str,
+) {
+    let called = turn
+        .iter()
+        .any(|m| m.tool_calls.iter().any(|c| client_names.contains(&c.name)));
+    let Some(hits) = retrieved.filter(|h| !h.is_empty()) else {
+        return;
+    };
+    if called || !client_names.contains(show_function) {
+        return;
+    }
+    let said = crate::retrieval::text::normalize(reply.text());
+    let first = hits
+        .iter()
+        .filter_map(|h| {
+            // The whole title, or its head before a comma, colon or bracket ("Toilet of Helen,
+            // La Belle Hélène", 荷蘭瓷器資料(打字稿)): models shorten titles so.
+            let title = crate::retrieval::text::normalize(h.exhibit.title.trim());
+            let head = title
+                .split([',', '(', ':', ';', '，', '（', '：', '；'])
+                .next()
+                .unwrap_or("")
+                .trim();
+            let by_title = [title.as_str(), head]
+                .into_iter()
+                .filter(|t| t.chars().count() >= 4)
+                .filter_map(|t| said.find(t))
+                .min();
+            let by_id = said.find(&h.exhibit.id.to_lowercase());
+            by_title.into_iter().chain(by_id).min().map(|at| (at, h))
+        })
+        .min_by_key(|(at, _)| *at);
+    let Some((_, hit)) = first else {
+        return;
+    };
+    let Some(call) =
+        crate::providers::llm::offline::OfflineProvider::new(show_function).show_call(offered, hit)
+    else {
+        return;
+    };
+    tracing::debug!(exhibit = %hit.exhibit.id, "the model named an exhibit without showing it; showing it");
+    reply
+        .push_function_call(FunctionCall {
+            name: call.name.clone(),
+            parameters: call.arguments.clone().unwrap_or_default(),
+            call_id: Some(call.id.clone()),
+        })
+        .await;
+    if let Some(m) = turn.iter_mut().rev().find(|m| m.role == Role::Assistant) {
+        m.tool_calls.push(call);
+    }
 }
 
 /// Ends a request normally: waits for pending output, claims the end, sends the final frame and

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use museum_agent::config::LlmProviderKind;
 
-use crate::support::fake_llm::text_reply;
+use crate::support::fake_llm::{Script, finish_chunk, text_reply, tool_chunk};
 use crate::support::*;
 
 const HELEN: &str = "walters-17593";
@@ -229,7 +229,8 @@ async fn a_follow_up_is_about_the_exhibit_of_the_conversation() {
     let mut c = app.client().await;
     c.text_request("t", "Tell me about the Toilet of Helen")
         .await;
-    assert!(c.reply("t").await.text.contains("Toilet of Helen"));
+    let first = c.reply("t").await.text;
+    assert!(first.contains("Toilet of Helen"), "{first}");
     for (id, q, want) in [
         ("when", "When was it made?", "1914"),
         ("what", "What is it made of?", "oil on canvas"),
@@ -295,11 +296,6 @@ async fn a_browse_question_gets_a_list_and_the_visitor_picks_from_it() {
         c.llm.provider = LlmProviderKind::Offline;
     })
     .await;
-    // The server parses the bilingual dictionary in the background after start; a debug build
-    // takes longer than the search's 5 s bound, so the test waits for it first.
-    tokio::task::spawn_blocking(museum_agent::retrieval::dictionary::warm_up)
-        .await
-        .unwrap();
     let mut c = app.client().await;
     c.text_request("list", "Do you have any armor?").await;
     let list = c.reply("list").await;
@@ -344,6 +340,60 @@ async fn a_browse_question_gets_a_list_and_the_visitor_picks_from_it() {
         "{}",
         r.text
     );
+}
+
+/// A model that names an exhibit of the search without calling `show_exhibit` (SmolLM2 never
+/// did) gets the card shown for it by the server; a reply that names none shows nothing; a
+/// model that calls it itself is not doubled; the call is in the history like the model's own.
+#[tokio::test]
+async fn the_card_of_the_exhibit_a_model_names_is_shown() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (app, _d) = app(LlmProviderKind::Openai, facts).await;
+    let mut c = app.client().await;
+    app.llm.push(text_reply(&[
+        "The Toilet of Helen was painted by Bryson Burroughs in 1914.",
+    ]));
+    c.text_request("named", "Tell me about the Toilet of Helen")
+        .await;
+    let r = c.reply("named").await;
+    assert_eq!(r.calls.len(), 1, "{:?}", r.calls);
+    assert_eq!(r.calls[0]["name"], "show_exhibit");
+    assert_eq!(r.calls[0]["parameters"]["exhibit_id"], HELEN);
+    // The next request's history carries the call and a result placeholder (vendors refuse an
+    // assistant tool call without one).
+    app.llm.push(text_reply(&["I do not know."]));
+    c.text_request("none", "Who was Helen?").await;
+    let r = c.reply("none").await;
+    assert!(
+        r.calls.is_empty(),
+        "nothing named, nothing shown: {:?}",
+        r.calls
+    );
+    let msgs = app.llm.requests()[1]["messages"].clone();
+    let msgs = msgs.as_array().unwrap();
+    let call = msgs
+        .iter()
+        .position(|m| m["tool_calls"][0]["function"]["name"] == "show_exhibit")
+        .unwrap_or_else(|| panic!("{msgs:?}"));
+    assert_eq!(msgs[call + 1]["role"], "tool", "{msgs:?}");
+    // The model shows it itself: one call, its own.
+    app.llm.push(Script::Stream {
+        chunks: vec![
+            tool_chunk(
+                0,
+                Some("m1"),
+                Some("show_exhibit"),
+                &format!("{{\"exhibit_id\": \"{HELEN}\"}}"),
+            ),
+            finish_chunk("tool_calls"),
+        ],
+        delay: Duration::ZERO,
+        done: true,
+    });
+    c.text_request("own", "Show me the Toilet of Helen").await;
+    let r = c.reply("own").await;
+    assert_eq!(r.calls.len(), 1, "{:?}", r.calls);
+    assert_eq!(r.calls[0]["call_id"], "m1");
 }
 
 #[tokio::test]

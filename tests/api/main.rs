@@ -47,7 +47,8 @@
 //!   passages and server tools in answers.
 //! - `facts::` — answers that are not a plain search of the question: visitor-services facts
 //!   (word for word with or without a model, a topic the file lacks, hot reload), small talk,
-//!   follow-ups searched with the question they follow.
+//!   follow-ups searched with the question they follow, browse questions answered with a list
+//!   and picks from it, the card of the exhibit a model names.
 //! - `hub::` — several real hub clients per scenario: action/outcome, broadcasts, order, forged
 //!   senders, offline inbox, acks and resume, restarts, ttl, priorities, tiers, request/response,
 //!   the agent society, replaced and dead connections, metrics, and the hostile corpus

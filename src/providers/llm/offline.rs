@@ -41,7 +41,7 @@ impl OfflineProvider {
         let tool = tools.iter().find(|t| t.name == self.show_function)?;
         let param = single_parameter(&tool.parameters)?;
         Some(ToolCall {
-            id: crate::util::random_id("call_offline_"),
+            id: crate::util::random_id("call_show_"),
             name: tool.name.clone(),
             arguments: Ok(json!({ param: hit.exhibit.id })),
         })

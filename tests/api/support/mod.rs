@@ -66,6 +66,13 @@ pub async fn spawn_app() -> TestApp {
 }
 
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    // A server parses the bilingual dictionary and the thesaurus in the background after its
+    // start, and a question asked meanwhile waits for them. A debug build under the whole suite's
+    // load takes longer than the search's 5 s bound for it (the first question of a test then
+    // got "collection search is off"), so the parse is done here, once per test process.
+    tokio::task::spawn_blocking(museum_agent::retrieval::dictionary::warm_up)
+        .await
+        .unwrap();
     let llm = FakeLlm::start().await;
     let dir = tempfile::tempdir().unwrap();
     let mut config = test_config(dir.path(), &llm);
