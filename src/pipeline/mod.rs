@@ -367,13 +367,12 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     finish(job, reply, turn).await
 }
 
-/// With a model, the card of the exhibit its answer talks about: when the model called no client
+/// With a model, the card of the exhibit its answer talks about. When the model called no client
 /// function this turn, the session offers the show function (one parameter), and the reply names
-/// one of the exhibits the search found (its id, or its title or the title's head before a comma,
-/// colon or bracket, four characters or more, compared after normalisation, so Traditional and
-/// Simplified match), the server calls the show
-/// function for the one named first, as the offline answerer does. The call is recorded in the
-/// turn like a call of the model's.
+/// one of the exhibits the search found (its id, or its title or the title's head before a
+/// comma, colon or bracket, four characters or more, compared after normalisation, so
+/// Traditional and Simplified match), the server calls the show function for the one named
+/// first, as the offline answerer does. The call is recorded in the turn like the model's own.
 async fn show_mentioned(
     reply: &mut ReplyStream,
     turn: &mut [ChatMessage],
@@ -415,9 +414,7 @@ async fn show_mentioned(
     let Some((_, hit)) = first else {
         return;
     };
-    let Some(call) =
-        crate::providers::llm::offline::OfflineProvider::new(show_function).show_call(offered, hit)
-    else {
+    let Some(call) = crate::providers::llm::offline::show_call(show_function, offered, hit) else {
         return;
     };
     tracing::debug!(exhibit = %hit.exhibit.id, "the model named an exhibit without showing it; showing it");
@@ -506,10 +503,9 @@ fn function_result_turn(job: &Job, fr: &FunctionResult, text: Option<&str>) -> V
 /// A failing search never fails the request: it is logged and the answer goes on without it.
 /// What the collection is searched for when the visitor said `said`: a follow-up ("When was it
 /// made?") together with the visitor's last question that named something (follow_up.rs);
-/// None for a follow-up with no such question.
-/// A pick from a list the guide gave ("Tell me about the second one") is searched as the title
-/// it points at, with the question that asked for the list (a short title such as "Vase" then
-/// finds the exhibit listed).
+/// None for a follow-up with no such question. A pick from a list the guide gave ("Tell me
+/// about the second one") is searched as the title it points at, with the question that asked
+/// for the list (a short title such as "Vase" then finds the exhibit listed).
 fn search_query(job: &Job, said: &str) -> Option<String> {
     let history = job.history.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(title) = follow_up::pick_from_list(said, history.messages()) {

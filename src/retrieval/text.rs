@@ -1008,9 +1008,11 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
                     for (i, w) in words.iter().enumerate() {
                         let next = words.get(i + 1).copied();
                         let first = leading && spans.is_empty() && cur.is_empty();
-                        let last = words[i + 1..].iter().all(|n| zh_stop.contains(n));
+                        // Only stop words after it (checked only for a word of looking: a long
+                        // question would otherwise scan its rest at every word).
+                        let last = || words[i + 1..].iter().all(|n| zh_stop.contains(n));
                         if zh_stop.contains(w)
-                            || (ZH_LOOK.contains(w) && (first || last))
+                            || (ZH_LOOK.contains(w) && (first || last()))
                             || (first && ZH_REQUEST.contains(w))
                             || is_making_frame(after_who, w, next)
                         {

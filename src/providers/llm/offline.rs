@@ -35,17 +35,24 @@ impl OfflineProvider {
     /// The call showing `hit`'s exhibit, when `tools` offers the show function with exactly
     /// one parameter (its id).
     pub fn show_call(&self, tools: &[ToolSpec], hit: &Hit) -> Option<ToolCall> {
-        if self.show_function.is_empty() {
-            return None;
-        }
-        let tool = tools.iter().find(|t| t.name == self.show_function)?;
-        let param = single_parameter(&tool.parameters)?;
-        Some(ToolCall {
-            id: crate::util::random_id("call_show_"),
-            name: tool.name.clone(),
-            arguments: Ok(json!({ param: hit.exhibit.id })),
-        })
+        show_call(&self.show_function, tools, hit)
     }
+}
+
+/// The call of the client function `show_function` ("" = none) showing `hit`'s exhibit, when
+/// `tools` offers it with exactly one parameter (its id). Also used with a model
+/// (`pipeline::show_mentioned`).
+pub fn show_call(show_function: &str, tools: &[ToolSpec], hit: &Hit) -> Option<ToolCall> {
+    if show_function.is_empty() {
+        return None;
+    }
+    let tool = tools.iter().find(|t| t.name == show_function)?;
+    let param = single_parameter(&tool.parameters)?;
+    Some(ToolCall {
+        id: crate::util::random_id("call_show_"),
+        name: tool.name.clone(),
+        arguments: Ok(json!({ param: hit.exhibit.id })),
+    })
 }
 
 /// The name of a JSON Schema object's only property (or its only required one).
