@@ -96,6 +96,14 @@ pub fn is_follow_up(question: &str) -> bool {
 /// question that picked an exhibit from a list ("the second one") stands for that exhibit's
 /// title ([`pick_from_list`]).
 pub fn anchor<'a>(history: impl DoubleEndedIterator<Item = &'a ChatMessage>) -> Option<String> {
+    anchor_with_pick(history).map(|(a, _)| a)
+}
+
+/// [`anchor`], and whether it is the title of an exhibit picked from a list (then the search
+/// puts the exhibit of that very title first: [`pick_from_list`] reads titles, not ids).
+pub fn anchor_with_pick<'a>(
+    history: impl DoubleEndedIterator<Item = &'a ChatMessage>,
+) -> Option<(String, bool)> {
     // A visitor may ask several follow-ups about one exhibit ("When?", "Made of?", "Where?",
     // "Tell me more"): the topic ends with a question that names something, not after a count.
     const LOOK_BACK: usize = 8;
@@ -108,9 +116,10 @@ pub fn anchor<'a>(history: impl DoubleEndedIterator<Item = &'a ChatMessage>) -> 
         .find_map(|(i, m)| {
             let q = m.content.as_str();
             if let Some(title) = pick_from_list(q, msgs[..i].iter().copied()) {
-                return Some(title);
+                return Some((title, true));
             }
-            (!is_follow_up(q) && super::small_talk::classify(q).is_none()).then(|| q.to_string())
+            (!is_follow_up(q) && super::small_talk::classify(q).is_none())
+                .then(|| (q.to_string(), false))
         })
 }
 
@@ -315,6 +324,15 @@ mod tests {
             user("Where is it?"),
         ];
         assert_eq!(anchor(h[..4].iter()).as_deref(), Some("Body Armor"));
+        assert_eq!(
+            anchor_with_pick(h[..4].iter()),
+            Some(("Body Armor".to_string(), true)),
+            "a picked title: the search puts that exhibit first"
+        );
+        assert_eq!(
+            anchor_with_pick(h[..2].iter()),
+            Some(("Do you have any armor?".to_string(), false))
+        );
         // The list stays pickable after an answer about one of its exhibits.
         assert_eq!(
             pick_from_list("And the last one?", h[..4].iter()).as_deref(),

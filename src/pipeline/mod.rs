@@ -29,6 +29,7 @@ use tokio::time::Instant;
 use crate::config::{LlmConfig, secs};
 use crate::metrics::{Metrics, Outcome};
 use crate::protocol::{ErrorCode, ErrorPayload, FunctionCall, FunctionResult, ServerMessage};
+use crate::providers::llm::offline;
 use crate::providers::llm::{
     ChatMessage, ChatRequest, LlmError, LlmProvider, Role, Segment, ToolCall, ToolSpec,
 };
@@ -36,7 +37,7 @@ use crate::request::attributes::Attributes;
 use crate::request::inflight::{InFlight, RequestCtx};
 use crate::request::outbox::Outbox;
 use crate::retrieval::facts::Service;
-use crate::retrieval::{Hit, Retriever};
+use crate::retrieval::{Browse, Hit, Retriever};
 use history::{CUT_OFF_MARKER, History};
 use reply::ReplyStream;
 use tools::CallKind;
@@ -231,10 +232,21 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // replies with a line of its own; a model gets the conversation and no search result.
     let offline = deps.llm.as_ref().is_some_and(|l| l.name() == "offline");
     let small_talk = small_talk::classify(&said);
+    // The collection as a whole ("What do you have?", "How many objects?", 你们有哪些藏品？): its
+    // total and largest departments when the retriever can tell.
+    let overview = match small_talk {
+        Some(small_talk::SmallTalk::Overview) if fact.is_none() => {
+            collection_overview(job, deps).await
+        }
+        _ => None,
+    };
     if let Some(kind) = small_talk
         && offline
     {
-        let text = small_talk::answer(kind, &said, deps.facts.is_some());
+        let text = match &overview {
+            Some(o) => small_talk::overview_answer(&said, o),
+            None => small_talk::answer(kind, &said, deps.facts.is_some()),
+        };
         return answer_without_model(job, reply, user_turn, &text).await;
     }
     // A follow-up with no earlier question to follow ("Where can I see it?" first) is not
@@ -253,8 +265,22 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     };
     let cfg = &deps.llm_config;
     let deadline = Instant::now() + secs(cfg.total_timeout_seconds);
+    // A browse question about a kind of object ("Do you have any ceramics?") lists the kind's
+    // exhibits with their total; any other question, or a kind the collection lacks, is
+    // searched.
+    let browse = match (&fact, small_talk, &query) {
+        (None, None, Some((query, None))) if query == &said && offline::is_browse(&said) => {
+            browse_kind(job, deps, &said).await
+        }
+        _ => None,
+    };
     let retrieved = match (&fact, small_talk, query) {
-        (None, None, Some(query)) => retrieve(job, deps, &query).await,
+        _ if browse.is_some() => browse.as_ref().map(|b| b.hits.clone()),
+        (None, None, Some((query, None))) => retrieve(job, deps, &query).await,
+        (None, None, Some((query, Some(title)))) => {
+            let hits = retrieve(job, deps, &query).await;
+            pin_title(job, deps, hits, &title).await
+        }
         _ => None,
     };
 
@@ -277,6 +303,12 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     if let Some(f) = &fact {
         system.push_str(&prompt::visitor_fact(f));
     }
+    if let Some(b) = &browse {
+        system.push_str(&prompt::browse_total(b));
+    }
+    if let Some(o) = &overview {
+        system.push_str(&prompt::overview(o));
+    }
 
     // The tool loop: the model answers, server tools and error observations go back to it, until
     // it answers without needing them or the step limit is reached.
@@ -296,6 +328,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
             tools: offered.clone(),
             retrieved: retrieved.clone(),
             fact: fact.clone(),
+            browse: browse.clone(),
         };
         let Some(out) = stream_step(
             job,
@@ -499,27 +532,65 @@ fn function_result_turn(job: &Job, fr: &FunctionResult, text: Option<&str>) -> V
     turn
 }
 
-/// Searches the collection for the visitor's words when the session has `enable_srs`.
-/// A failing search never fails the request: it is logged and the answer goes on without it.
 /// What the collection is searched for when the visitor said `said`: a follow-up ("When was it
 /// made?") together with the visitor's last question that named something (follow_up.rs);
 /// None for a follow-up with no such question. A pick from a list the guide gave ("Tell me
 /// about the second one") is searched as the title it points at, with the question that asked
-/// for the list (a short title such as "Vase" then finds the exhibit listed).
-fn search_query(job: &Job, said: &str) -> Option<String> {
+/// for the list (a short title such as "Vase" then finds the exhibit listed); that title comes
+/// back too, as does a picked title a follow-up refers to, for [`pin_title`].
+fn search_query(job: &Job, said: &str) -> Option<(String, Option<String>)> {
     let history = job.history.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(title) = follow_up::pick_from_list(said, history.messages()) {
-        return Some(match follow_up::anchor(history.messages()) {
+        let query = match follow_up::anchor(history.messages()) {
             Some(anchor) => format!("{title} {anchor}"),
-            None => title,
-        });
+            None => title.clone(),
+        };
+        return Some((query, Some(title)));
     }
     if !follow_up::is_follow_up(said) {
-        return Some(said.to_string());
+        return Some((said.to_string(), None));
     }
-    follow_up::anchor(history.messages()).map(|anchor| format!("{anchor} {said}"))
+    follow_up::anchor_with_pick(history.messages())
+        .map(|(anchor, picked)| (format!("{anchor} {said}"), picked.then_some(anchor)))
 }
 
+/// Puts the exhibit titled `title` (picked from a list) first among `hits`, searching the title
+/// alone when the question's search did not return it: the list's words around the title can
+/// rank another exhibit first ("And the last one?" after "Do you have any swords?" found a
+/// sword guard whose title has "Sword"). Unchanged when no exhibit has that title.
+async fn pin_title(
+    job: &Job,
+    deps: &Deps,
+    hits: Option<Vec<Hit>>,
+    title: &str,
+) -> Option<Vec<Hit>> {
+    let key = |t: &str| crate::retrieval::text::normalize(t.trim());
+    let wanted = key(title);
+    let same = |h: &Hit| key(&h.exhibit.title) == wanted;
+    let mut hits = hits;
+    if let Some(list) = hits.as_mut()
+        && let Some(i) = list.iter().position(same)
+    {
+        let h = list.remove(i);
+        list.insert(0, h);
+        return hits;
+    }
+    let found = retrieve(job, deps, title)
+        .await
+        .and_then(|more| more.into_iter().find(same));
+    match (hits, found) {
+        (Some(mut hits), Some(h)) => {
+            hits.insert(0, h);
+            hits.truncate(deps.retrieval_k.max(1));
+            Some(hits)
+        }
+        (None, Some(h)) => Some(vec![h]),
+        (hits, None) => hits,
+    }
+}
+
+/// Searches the collection for the visitor's words when the session has `enable_srs`.
+/// A failing search never fails the request: it is logged and the answer goes on without it.
 async fn retrieve(job: &Job, deps: &Deps, said: &str) -> Option<Vec<Hit>> {
     let r = deps.retriever.as_ref()?;
     if !job.attrs.enable_srs || said.trim().is_empty() {
@@ -537,6 +608,56 @@ async fn retrieve(job: &Job, deps: &Deps, said: &str) -> Option<Vec<Hit>> {
             }
             Err(_) => {
                 tracing::warn!(retriever = r.name(), "collection search timed out; answering without it");
+                None
+            }
+        },
+    }
+}
+
+/// What the collection holds as a whole ([`Retriever::overview`]), under the same bound and
+/// cancellation as a search; None when the session has no search or the retriever cannot tell.
+async fn collection_overview(job: &Job, deps: &Deps) -> Option<crate::retrieval::Overview> {
+    let r = deps.retriever.as_ref()?;
+    if !job.attrs.enable_srs {
+        return None;
+    }
+    tokio::select! {
+        biased;
+        _ = job.ctx.token.cancelled() => None,
+        res = tokio::time::timeout(SERVER_TOOL_TIMEOUT, r.overview()) => match res {
+            Ok(Ok(o)) => o,
+            Ok(Err(e)) => {
+                tracing::warn!(retriever = r.name(), error = %e, "collection overview failed");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(retriever = r.name(), "collection overview timed out");
+                None
+            }
+        },
+    }
+}
+
+/// The kind a browse question names and a few of its exhibits ([`Retriever::browse`]), under
+/// the same bound and cancellation as a search; None (searched as usual) when the kind is not
+/// the collection's, the session has no search, or the lookup fails.
+async fn browse_kind(job: &Job, deps: &Deps, said: &str) -> Option<Browse> {
+    let r = deps.retriever.as_ref()?;
+    if !job.attrs.enable_srs {
+        return None;
+    }
+    let k = deps.retrieval_k.min(offline::BROWSE_MAX);
+    tokio::select! {
+        biased;
+        _ = job.ctx.token.cancelled() => None,
+        res = tokio::time::timeout(SERVER_TOOL_TIMEOUT, r.browse(said, k)) => match res {
+            Ok(Ok(b)) => b,
+            Ok(Err(e)) => {
+                tracing::warn!(retriever = r.name(), error = %e, "kind lookup failed; searching instead");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(retriever = r.name(), "kind lookup timed out; searching instead");
                 None
             }
         },

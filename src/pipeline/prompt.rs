@@ -21,6 +21,38 @@ pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
     }
 }
 
+/// For a browse question about a kind of object, to append to the system message: how many
+/// exhibits of the kind the collection holds (the exhibits above are a few of them).
+pub fn browse_total(b: &crate::retrieval::Browse) -> String {
+    format!(
+        "\n\nThe visitor asks what the collection holds of a kind. The collection holds {} \
+         exhibits in {}; the exhibits above are a few of them. Say how many there are, list these \
+         briefly and invite the visitor to ask about one.\n",
+        b.total, b.label
+    )
+}
+
+/// For a question about the collection as a whole, to append to the system message: its total
+/// and largest departments (the model has no search result for it).
+pub fn overview(o: &crate::retrieval::Overview) -> String {
+    let parts: Vec<String> = o
+        .departments
+        .iter()
+        .take(10)
+        .map(|(d, n)| format!("{d} ({n})"))
+        .collect();
+    format!(
+        "\n\nThe visitor asks about the collection as a whole. It holds {} exhibits; its largest \
+         departments: {}.\n",
+        o.total,
+        if parts.is_empty() {
+            "none recorded".to_string()
+        } else {
+            parts.join(", ")
+        }
+    )
+}
+
 /// The visitor-services answer for this question, to append to the system message: the
 /// museum's own text, authoritative over anything else.
 pub fn visitor_fact(fact: &crate::retrieval::facts::Fact) -> String {

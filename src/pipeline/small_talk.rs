@@ -13,6 +13,13 @@
 //! ("oh", "ok", "so", 啊, 呀, 好的 …). The replies name no exhibit: they serve any museum's
 //! collection. "Hello, who made the lacquer box?" or "你好，这件鼎是哪一年的？"
 //! is a question and goes to the search as before. Cases: `fixtures/questions/small_talk.jsonl`.
+//!
+//! A question about the whole collection ("What do you have?", "What kinds of objects do you
+//! have?", "How many objects?", 你们有哪些藏品？) is answered, when the retriever can tell, with
+//! the number of exhibits and the largest departments of the catalogue ([`overview_answer`];
+//! before, "What kinds of objects do you have?" listed four rubbings the search ranked first, and
+//! "What do you have in your collection?" was refused); a model gets the same figures in its
+//! system message.
 
 use crate::retrieval::text;
 
@@ -89,6 +96,12 @@ const EN: &[(&str, SmallTalk)] = &[
     ("how many pieces", SmallTalk::Overview),
     ("how many things", SmallTalk::Overview),
     ("how big is the collection", SmallTalk::Overview),
+    ("what do you have", SmallTalk::Overview),
+    ("what have you got", SmallTalk::Overview),
+    ("what kinds of", SmallTalk::Overview),
+    ("what kind of", SmallTalk::Overview),
+    ("what sorts of", SmallTalk::Overview),
+    ("what types of", SmallTalk::Overview),
     ("most famous", SmallTalk::Overview),
     ("most important", SmallTalk::Overview),
     ("most valuable", SmallTalk::Overview),
@@ -236,6 +249,13 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("会说英文", SmallTalk::Help),
     ("会说中文", SmallTalk::Help),
     ("有多少件", SmallTalk::Overview),
+    ("有哪些藏品", SmallTalk::Overview),
+    ("有什么藏品", SmallTalk::Overview),
+    ("有哪些展品", SmallTalk::Overview),
+    ("有什么展品", SmallTalk::Overview),
+    ("都有什么", SmallTalk::Overview),
+    ("什么类别", SmallTalk::Overview),
+    ("哪些类别", SmallTalk::Overview),
     ("多少件展品", SmallTalk::Overview),
     ("多少件藏品", SmallTalk::Overview),
     ("多少展品", SmallTalk::Overview),
@@ -367,9 +387,163 @@ pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
     }
 }
 
+/// Words of a question that asks the guide to rank the collection (normalised: Simplified, lower
+/// case).
+const RANKING: &[&str] = &[
+    "most famous",
+    "most important",
+    "most valuable",
+    "most popular",
+    "recommend",
+    "highlights",
+    "must see",
+    "best pieces",
+    "what should i see",
+    "what should we see",
+    "最有名",
+    "最著名",
+    "镇馆之宝",
+    "推荐",
+    "必看",
+    "最值得看",
+];
+
+/// Departments an overview names (a visitor hears it: a short list).
+const OVERVIEW_DEPARTMENTS: usize = 5;
+
+/// The answer to a question about the collection as a whole when the retriever can tell what
+/// it holds ([`crate::retrieval::Overview`]): the number of exhibits, its largest departments
+/// with their counts, and a question to ask next that names one of them (a browse question the
+/// guide answers with that department's exhibits), a department named in the visitor's language
+/// when there is one.
+pub fn overview_answer(utterance: &str, o: &crate::retrieval::Overview) -> String {
+    let shown = &o.departments[..o.departments.len().min(OVERVIEW_DEPARTMENTS)];
+    let zh = crate::providers::llm::offline::is_chinese(utterance);
+    let example = shown
+        .iter()
+        .find(|(d, _)| d.chars().any(crate::retrieval::text::is_cjk) == zh)
+        .or(shown.first())
+        .map(|(d, _)| d.as_str())
+        .unwrap_or_default();
+    // "What is the most famous piece?": the guide cannot rank, and says so before the figures.
+    let norm = text::normalize(utterance);
+    let ranking = RANKING.iter().any(|r| norm.contains(r));
+    if zh {
+        let script = crate::providers::llm::offline::visitor_script(utterance);
+        let name = |d: &str| crate::retrieval::text::in_script(d, script);
+        let mut zh = if ranking {
+            "我没法为展品排名，不过可以告诉您馆藏的概况：".to_string()
+        } else {
+            String::new()
+        };
+        zh.push_str(&format!("本馆的藏品资料共收录{}件展品。", o.total));
+        if !shown.is_empty() {
+            let first = name(example);
+            let parts: Vec<String> = shown
+                .iter()
+                .map(|(d, n)| format!("{}（{n}件）", name(d)))
+                .collect();
+            zh.push_str(&format!(
+                "按类别，最多的是：{}。想看哪一类，可以接着问我，比如：有没有{first}的展品？",
+                parts.join("、")
+            ));
+        } else {
+            zh.push_str("您可以说出展品的名称，或者问某位作者、某种材料、某个地方或题材。");
+        }
+        return crate::providers::llm::offline::zh_in(&zh, utterance);
+    }
+    let mut en = format!(
+        "{}ur collection records hold {} exhibits.",
+        if ranking {
+            "I can't rank the exhibits by fame or value, but here is what we hold: o"
+        } else {
+            "O"
+        },
+        thousands(o.total)
+    );
+    match shown {
+        [] => en.push_str(
+            " Ask me about any of them: name one, or ask about a maker, a material, a place or a subject.",
+        ),
+        [(d, n)] => en.push_str(&format!(
+            " They are in {d} ({}). Ask me about any of them, for example: Do you have anything in {d}?",
+            thousands(*n)
+        )),
+        [rest @ .., (last, n)] => {
+            let parts: Vec<String> = rest
+                .iter()
+                .map(|(d, n)| format!("{d} ({})", thousands(*n)))
+                .collect();
+            en.push_str(&format!(
+                " The largest departments are {} and {last} ({}). Ask me about any of them, for example: Do you have anything in {example}?",
+                parts.join(", "),
+                thousands(*n),
+            ));
+        }
+    }
+    en
+}
+
+/// 2700 → "2,700".
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overview_names_the_total_and_the_largest_departments() {
+        let o = crate::retrieval::Overview {
+            total: 2700,
+            departments: vec![
+                ("藝術品／文獻".into(), 984),
+                ("Painting & Drawing".into(), 330),
+                ("Ceramics".into(), 200),
+            ],
+        };
+        assert_eq!(
+            overview_answer("What do you have?", &o),
+            "Our collection records hold 2,700 exhibits. The largest departments are 藝術品／文獻 (984), Painting & Drawing (330) and Ceramics (200). Ask me about any of them, for example: Do you have anything in Painting & Drawing?"
+        );
+        assert_eq!(
+            overview_answer("你们有多少件展品？", &o),
+            "本馆的藏品资料共收录2700件展品。按类别，最多的是：艺术品／文献（984件）、Painting & Drawing（330件）、Ceramics（200件）。想看哪一类，可以接着问我，比如：有没有艺术品／文献的展品？"
+        );
+        assert!(
+            overview_answer("What is the most famous piece here?", &o)
+                .starts_with("I can't rank the exhibits by fame or value, but here is what we hold: our collection records hold 2,700 exhibits.")
+        );
+        assert!(
+            overview_answer("镇馆之宝是什么？", &o)
+                .starts_with("我没法为展品排名，不过可以告诉您馆藏的概况：本馆")
+        );
+        let one = crate::retrieval::Overview {
+            total: 12,
+            departments: vec![("Prints".into(), 12)],
+        };
+        assert!(
+            overview_answer("How many objects do you have?", &one)
+                .contains("They are in Prints (12).")
+        );
+        let none = crate::retrieval::Overview {
+            total: 1234567,
+            departments: vec![],
+        };
+        assert!(
+            overview_answer("How many objects do you have?", &none)
+                .starts_with("Our collection records hold 1,234,567 exhibits. Ask me")
+        );
+    }
 
     /// Every line of `fixtures/questions/small_talk.jsonl`: `{"q": ..., "kind": ... or null}`.
     #[test]

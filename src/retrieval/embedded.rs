@@ -32,7 +32,7 @@ use super::ingest::{FileRows, Rejected};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
 use super::translit::{self, BridgeKind};
-use super::{Exhibit, Hit, RetrievalError, RetrievalFuture, Retriever};
+use super::{Browse, Exhibit, Hit, Overview, RetrievalError, RetrievalFuture, Retriever};
 use crate::store::StoreError;
 use crate::store::collection::{CollectionStore, ExhibitRow};
 use crate::store::lexical::MatchTerm;
@@ -224,6 +224,9 @@ pub struct EmbeddedRetriever {
     /// lexical, semantic.
     fitted: Arc<Mutex<Option<Arc<AbstentionModel>>>>,
     fitted_semantic: Arc<Mutex<Option<Arc<AbstentionModel>>>>,
+    /// The collection's overview and the generation it was read at (a scan of every row: once
+    /// a generation).
+    overview: Arc<Mutex<Option<(i64, Overview)>>>,
 }
 
 impl Drop for EmbeddedRetriever {
@@ -332,8 +335,22 @@ pub fn analyze(e: &Exhibit) -> [String; 7] {
         text::index_text(&e.medium),
         text::index_text(&e.description),
         text::index_text(&extra),
-        text::index_text(&format!("{} {} {}", e.gallery, e.dimensions, e.id)),
+        meta_text(e),
     ]
+}
+
+/// The meta column: gallery, dimensions and id, then the record's kind markers
+/// ([`super::kinds`]).
+fn meta_text(e: &Exhibit) -> String {
+    let mut meta = text::index_text(&format!("{} {} {}", e.gallery, e.dimensions, e.id));
+    let markers = super::kinds::markers(&e.gallery, &e.medium);
+    if !markers.is_empty() {
+        if !meta.is_empty() {
+            meta.push(' ');
+        }
+        meta.push_str(&markers);
+    }
+    meta
 }
 
 /// Writes rows to the store: unchanged rows (same content hash) are skipped, the others are
@@ -1268,6 +1285,94 @@ pub fn fuse_ranked<T: Clone + Eq + std::hash::Hash>(
     fuse_lists(&lists, opts.rrf_k)
 }
 
+/// Rows of the collection read to choose the exhibits a [`Browse`] lists, per exhibit listed.
+const BROWSE_READ_PER_LISTED: usize = 6;
+
+/// The kind a browse question names and a few of its exhibits ([`super::kinds`]),
+/// synchronously: None when its words name no kind. The exhibits listed are the kind's most
+/// fully described records (longest in the index: a curator wrote most about them), one per
+/// title and, while there are enough, one per maker.
+pub fn browse_blocking(
+    store: &CollectionStore,
+    question: &str,
+    k: usize,
+) -> Result<Option<Browse>, StoreError> {
+    use super::kinds;
+    if k == 0 {
+        return Ok(None);
+    }
+    let dict = super::dictionary::dictionary();
+    let units = kinds::subject(question, &|w| dict.english_of(w));
+    let mut members_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
+        let mut rows = store.rows_holding(&format!("{}{t}", kinds::DEPARTMENT))?;
+        rows.extend(store.rows_holding(&format!("{}{t}", kinds::MEDIUM))?);
+        rows.sort_unstable();
+        rows.dedup();
+        Ok(rows)
+    };
+    let Some(kinds::Resolved { members, named }) = kinds::resolve(&units, &mut members_of)? else {
+        return Ok(None);
+    };
+    let read: Vec<i64> = members
+        .iter()
+        .take(k * BROWSE_READ_PER_LISTED)
+        .map(|(pk, _)| *pk)
+        .collect();
+    let rows: Vec<Exhibit> = store
+        .exhibits_by_pk(&read)?
+        .into_iter()
+        .map(|(_, r)| Exhibit::from(r))
+        .collect();
+    let mut listed: Vec<&Exhibit> = Vec::new();
+    for distinct_makers in [true, false] {
+        for e in &rows {
+            if listed.len() == k {
+                break;
+            }
+            let same = |o: &&Exhibit| {
+                o.id == e.id
+                    || o.title.trim() == e.title.trim()
+                    || (distinct_makers && !e.maker.trim().is_empty() && o.maker == e.maker)
+            };
+            if !listed.iter().any(same) {
+                listed.push(e);
+            }
+        }
+    }
+    let holds = |e: &Exhibit, mark: &str| {
+        let markers = kinds::markers(&e.gallery, &e.medium);
+        named
+            .iter()
+            .any(|t| markers.split(' ').any(|m| m.strip_prefix(mark) == Some(t)))
+    };
+    let departments: Vec<&str> = listed
+        .iter()
+        .filter(|e| holds(e, kinds::DEPARTMENT))
+        .filter_map(|e| kinds::department(&e.gallery))
+        .collect();
+    let media: Vec<String> = listed
+        .iter()
+        .filter(|e| holds(e, kinds::MEDIUM))
+        .filter_map(|e| kinds::medium_word(&e.medium))
+        .collect();
+    Ok(Some(Browse {
+        total: members.len(),
+        label: kinds::label(&departments, &media),
+        words: units.into_iter().map(|u| u.word).collect(),
+        hits: listed
+            .into_iter()
+            .map(|e| Hit {
+                exhibit: e.clone(),
+                score: 1.0,
+                passages: text::sentences(&e.description)
+                    .into_iter()
+                    .take(1)
+                    .collect(),
+            })
+            .collect(),
+    }))
+}
+
 /// The whole search, synchronously (blocking: SQLite and text analysis). Empty, whitespace or
 /// stop-word-only questions give no hits; a very long one is cut to `max_query_chars`.
 pub fn search_blocking(
@@ -1321,6 +1426,7 @@ impl EmbeddedRetriever {
             semantic: embedder.map(|e| Semantic::new(e, query_timeout)),
             fitted: Arc::new(Mutex::new(None)),
             fitted_semantic: Arc::new(Mutex::new(None)),
+            overview: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -1623,6 +1729,40 @@ impl Retriever for EmbeddedRetriever {
 
     fn semantic(&self) -> Option<Arc<Semantic>> {
         self.semantic.clone()
+    }
+    fn overview(&self) -> RetrievalFuture<'_, Option<Overview>> {
+        Box::pin(async move {
+            let cache = self.overview.clone();
+            self.store
+                .call(move |s| {
+                    let generation = s.collection_generation()?;
+                    if let Some((g, o)) = &*cache.lock().unwrap_or_else(|p| p.into_inner())
+                        && *g == generation
+                    {
+                        return Ok(Some(o.clone()));
+                    }
+                    let galleries = s.gallery_counts()?;
+                    let o = Overview {
+                        total: galleries.iter().map(|(_, n)| *n as usize).sum(),
+                        departments: super::kinds::departments(&galleries),
+                    };
+                    *cache.lock().unwrap_or_else(|p| p.into_inner()) =
+                        Some((generation, o.clone()));
+                    Ok(Some(o))
+                })
+                .await
+                .map_err(|e: StoreError| RetrievalError::Failed(e.to_string()))
+        })
+    }
+
+    fn browse<'a>(&'a self, question: &'a str, k: usize) -> RetrievalFuture<'a, Option<Browse>> {
+        Box::pin(async move {
+            let q = text::clip(question, self.opts.max_query_chars);
+            self.store
+                .call(move |s| browse_blocking(s, &q, k))
+                .await
+                .map_err(|e| RetrievalError::Failed(e.to_string()))
+        })
     }
 
     fn reload_file<'a>(&'a self, path: &'a Path) -> Option<super::ReloadFuture<'a>> {

@@ -1430,7 +1430,22 @@ mod tests {
         // Two loads: the index is read over more than one segment.
         store_rows(&s, rows[..1000].to_vec()).unwrap();
         store_rows(&s, rows.clone()).unwrap();
-        let fts = Fts5Reference::new(&s.indexed_columns().unwrap());
+        // The reference gets the words only: the kind markers (`#d:ceram`) are no words, which
+        // the index leaves out of a row's length (FTS5 would read `d` and `ceram`).
+        let words_only = |rows: Vec<(i64, [String; 7])>| -> Vec<(i64, [String; 7])> {
+            rows.into_iter()
+                .map(|(pk, cols)| {
+                    let cols = cols.map(|c| {
+                        c.split(' ')
+                            .filter(|t| !crate::retrieval::kinds::is_marker(t))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    });
+                    (pk, cols)
+                })
+                .collect()
+        };
+        let fts = Fts5Reference::new(&words_only(s.indexed_columns().unwrap()));
         let mut questions: Vec<String> = Vec::new();
         for f in ["dev_queries.jsonl", "dev_queries_v2.jsonl"] {
             for line in std::fs::read_to_string(root.join(f)).unwrap().lines() {
@@ -1474,7 +1489,7 @@ mod tests {
             e.title = "Jade".into();
         }
         store_rows(&s, changed).unwrap();
-        let cols = s.indexed_columns().unwrap();
+        let cols = words_only(s.indexed_columns().unwrap());
         fts.replace(&cols.iter().step_by(7).cloned().collect::<Vec<_>>());
         assert!(compare(&fts, &questions[..60]) > 60);
     }

@@ -29,6 +29,7 @@
 //! translit.rs    pinyin bridge between the scripts (康熙 ↔ Kangxi): Bridge, coverage credit
 //! dictionary.rs  dictionary bridge (CC-CEDICT, compiled in from cedict/): 义和团 ↔ Boxers
 //! thesaurus.rs   English synonym bridge (WordNet 3.0, compiled in from wordnet/): timepiece → watch
+//! kinds.rs       kinds of object (department, medium head) for "Do you have any ceramics?". Pure
 //! ```
 //!
 //! The internals (analysis, ranking, abstention, evaluation, ingest formats) follow, from
@@ -42,6 +43,7 @@ pub mod embeddings;
 pub mod eval;
 pub mod facts;
 pub mod ingest;
+pub mod kinds;
 pub mod local_e5;
 pub mod remote;
 pub mod semantic;
@@ -102,6 +104,29 @@ pub struct Hit {
     pub passages: Vec<String>,
 }
 
+/// The answer to a browse question about a kind of object ("Do you have any ceramics?"):
+/// how many exhibits of that kind the collection holds, and a few of them ([`kinds`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Browse {
+    /// Exhibits of the kind in the whole collection.
+    pub total: usize,
+    /// The collection's own names of the kind: departments, then medium words ("Ceramics",
+    /// "Ceramics / porcelain").
+    pub label: String,
+    /// The visitor's words that named it, as written (normalised): "ceramics", 瓷器.
+    pub words: Vec<String>,
+    /// A few of its exhibits (the most fully described first), score 1.
+    pub hits: Vec<Hit>,
+}
+
+/// What the collection holds as a whole, for "What do you have?" and "How many objects do you
+/// have?": the number of exhibits and its departments ([`kinds::department`]), largest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Overview {
+    pub total: usize,
+    pub departments: Vec<(String, usize)>,
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum RetrievalError {
     #[error("retrieval is unavailable: {0}")]
@@ -124,6 +149,16 @@ pub trait Retriever: Send + Sync {
     fn name(&self) -> &'static str;
     /// The top `k` exhibits for a visitor's question; empty when nothing clears the threshold.
     fn search<'a>(&'a self, query: &'a str, k: usize) -> RetrievalFuture<'a, Vec<Hit>>;
+    /// The exhibits of the kind a browse question names ("Do you have any ceramics?"), at most
+    /// `k` of them with the total; None when its words name no kind of this collection (then
+    /// it is searched as usual), or this retriever knows no kinds.
+    fn browse<'a>(&'a self, _question: &'a str, _k: usize) -> RetrievalFuture<'a, Option<Browse>> {
+        Box::pin(async { Ok(None) })
+    }
+    /// The collection as a whole (None: this retriever cannot tell).
+    fn overview(&self) -> RetrievalFuture<'_, Option<Overview>> {
+        Box::pin(async { Ok(None) })
+    }
     /// One exhibit by id.
     fn get<'a>(&'a self, id: &'a str) -> RetrievalFuture<'a, Option<Exhibit>>;
     /// The semantic path (embeddings), when this retriever has one: for `/readyz`, the start-up

@@ -21,7 +21,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 /// Bumped whenever the analysis below changes: the index is then rebuilt from the stored rows.
-pub const ANALYZER_VERSION: &str = "3";
+pub const ANALYZER_VERSION: &str = "4";
 
 /// Most terms one query contributes (a very long question is cut, never an error).
 pub const MAX_QUERY_TERMS: usize = 48;
@@ -810,6 +810,21 @@ fn push_long_words(span: &str, out: &mut Vec<String>) {
             out.push(t.word.to_string());
         }
     }
+}
+
+/// The words of a normalised CJK span as jieba cuts it (Chinese stop words kept: the caller
+/// decides), for question analysis outside the index ([`super::kinds`]).
+pub fn cjk_words(span: &str) -> Vec<String> {
+    jieba()
+        .cut(span, false)
+        .iter()
+        .map(|t| t.word.to_string())
+        .collect()
+}
+
+/// Whether a normalised Chinese word is one of the index's stop words.
+pub fn is_zh_stop(word: &str) -> bool {
+    stop_sets().1.contains(word)
 }
 
 /// Index tokens of a field's text (duplicates kept: term frequency matters to BM25).

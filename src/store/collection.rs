@@ -737,6 +737,17 @@ impl CollectionStore {
     /// Number of exhibits. Read on every question (IDF), so it is kept in `collection_meta`
     /// (`exhibit_count`, raised in the transaction that inserts rows) instead of counting 500,000
     /// rows each time; a database without the key counts once and stores it, in one statement.
+    /// Every distinct `gallery` field with its number of exhibits (one scan of the table: the
+    /// caller keeps the result per [`Self::collection_generation`]).
+    pub fn gallery_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        self.with_read(|c| {
+            let mut st =
+                c.prepare_cached("SELECT gallery, count(*) FROM exhibits GROUP BY gallery")?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
     pub fn exhibit_count(&self) -> Result<i64, StoreError> {
         self.with(|c| {
             let stored: Option<String> = c
@@ -882,6 +893,13 @@ impl CollectionStore {
         self.store
             .lexical
             .candidates(&searcher, terms, weights, limit)
+    }
+
+    /// The rows holding the exact index token `token` (a kind marker), as `(pk, length in
+    /// tokens)`, in no particular order.
+    pub fn rows_holding(&self, token: &str) -> Result<Vec<(i64, u64)>, StoreError> {
+        let searcher = self.lexical_searcher()?;
+        self.store.lexical.rows_holding(&searcher, token)
     }
 
     /// The index as this view reads it: caught up to the generation the view's SQLite

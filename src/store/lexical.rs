@@ -63,6 +63,10 @@ pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 const LOCK_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 /// Indexing memory of the writer (tantivy's floor is 15 MB a thread).
 const WRITER_BYTES: usize = 64 << 20;
+/// Tokens starting with this are markers (the retrieval's kinds of object, `#d:ceram`), not
+/// words: no question term holds it, and a row's length leaves them out, so BM25 scores the
+/// words as if the markers were not there.
+pub const MARKER: char = '#';
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
@@ -322,7 +326,10 @@ impl LexicalIndex {
                 let mut len = 0u64;
                 for (field, text) in f.columns.iter().zip(cols) {
                     let text = text.as_ref();
-                    len += text.split_ascii_whitespace().count() as u64;
+                    len += text
+                        .split_ascii_whitespace()
+                        .filter(|t| !t.starts_with(MARKER))
+                        .count() as u64;
                     doc.add_text(*field, text);
                 }
                 doc.add_i64(f.pk, *pk);
@@ -511,6 +518,37 @@ impl LexicalIndex {
             }
         }
         Ok(())
+    }
+
+    /// Every row holding the exact token `token` in any column, as `(pk, length in tokens)`,
+    /// in no particular order (a kind's members: see [`MARKER`]).
+    pub fn rows_holding(
+        &self,
+        searcher: &Searcher,
+        token: &str,
+    ) -> Result<Vec<(i64, u64)>, StoreError> {
+        let mut out = Vec::new();
+        for seg in searcher.segment_readers() {
+            let ff = seg.fast_fields();
+            let lens = ff
+                .u64("len")
+                .map_err(lexical_error)?
+                .first_or_default_col(0);
+            let pks = ff.i64("pk").map_err(lexical_error)?.first_or_default_col(0);
+            let mut docs: Vec<u32> = Vec::new();
+            self.each_posting(
+                seg,
+                MatchTerm {
+                    text: token,
+                    prefix: false,
+                },
+                |doc, _, _| docs.push(doc),
+            )?;
+            docs.sort_unstable();
+            docs.dedup();
+            out.extend(docs.into_iter().map(|d| (pks.get_val(d), lens.get_val(d))));
+        }
+        Ok(out)
     }
 
     /// The rows matching any of `terms` in `searcher`'s view of the index, best first, at
@@ -738,6 +776,48 @@ mod tests {
         cols[0] = title.to_string();
         cols[4] = description.to_string();
         (pk, cols)
+    }
+
+    #[test]
+    fn markers_are_found_but_leave_the_ranking_of_words_alone() {
+        let with = LexicalIndex::in_memory().unwrap();
+        let without = LexicalIndex::in_memory().unwrap();
+        let mut marked = row(1, "bronz vessel", "ritual wine");
+        marked.1[6] = "walter 12 #d:ceram #m:bronz".into();
+        let mut plain = marked.clone();
+        plain.1[6] = "walter 12".into();
+        let other = row(2, "jade bowl", "bronz age ritual");
+        with.add(&[marked, other.clone()]).unwrap();
+        without.add(&[plain, other]).unwrap();
+        with.commit(1).unwrap();
+        without.commit(1).unwrap();
+        let terms = [
+            MatchTerm {
+                text: "bronz",
+                prefix: false,
+            },
+            MatchTerm {
+                text: "ritual",
+                prefix: false,
+            },
+        ];
+        let w = [4.0, 3.0, 2.0, 2.0, 1.0, 3.0, 0.5];
+        assert_eq!(
+            with.candidates(&with.searcher(), &terms, &w, 10).unwrap(),
+            without
+                .candidates(&without.searcher(), &terms, &w, 10)
+                .unwrap()
+        );
+        assert_eq!(
+            with.rows_holding(&with.searcher(), "#d:ceram").unwrap(),
+            [(1, 6)],
+            "pk and length in words (markers left out)"
+        );
+        assert!(
+            with.rows_holding(&with.searcher(), "#d:jade")
+                .unwrap()
+                .is_empty()
+        );
     }
 
     #[test]

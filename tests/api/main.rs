@@ -47,8 +47,10 @@
 //!   passages and server tools in answers.
 //! - `facts::` — answers that are not a plain search of the question: visitor-services facts
 //!   (word for word with or without a model, a topic the file lacks, hot reload), small talk,
-//!   follow-ups searched with the question they follow, browse questions answered with a list
-//!   and picks from it, the card of the exhibit a model names.
+//!   follow-ups searched with the question they follow, the card of the exhibit a model names.
+//! - `browse::` — browse questions over the whole demo collection: a kind the catalogue names
+//!   (department, medium) answered with its total and a few exhibits, offline and for a model;
+//!   other browse questions with the search's list; picks from either list.
 //! - `hub::` — several real hub clients per scenario: action/outcome, broadcasts, order, forged
 //!   senders, offline inbox, acks and resume, restarts, ttl, priorities, tiers, request/response,
 //!   the agent society, replaced and dead connections, metrics, and the hostile corpus
@@ -98,6 +100,7 @@ mod support;
 
 mod architecture;
 mod bad_frames;
+mod browse;
 mod cli;
 mod exhibits;
 mod facts;

@@ -85,6 +85,10 @@ pub struct ChatRequest {
     /// providers see it in the system message; the offline provider answers with it word for
     /// word.
     pub fact: Option<crate::retrieval::facts::Fact>,
+    /// A browse question about a kind of object ("Do you have any ceramics?"): the kind's
+    /// total and name; `retrieved` then holds a few of its exhibits. Vendor providers see it
+    /// in the system message; the offline provider lists them with the total.
+    pub browse: Option<crate::retrieval::Browse>,
 }
 
 /// Usage and timing reported at the end of a reply.

@@ -430,7 +430,7 @@ const MAX_SUGGESTIONS: usize = 2;
 
 /// The script an answer to `question` is written in: the visitor's (quoted titles in 《》 or
 /// quotes do not count: visitors copy them from labels), Simplified when it cannot be told.
-fn visitor_script(question: &str) -> Script {
+pub fn visitor_script(question: &str) -> Script {
     let mut own = String::new();
     let mut depth = 0usize;
     for c in question.chars() {
@@ -617,7 +617,7 @@ pub fn is_browse(question: &str) -> bool {
 /// Hits that score within this share of the best are listed in a browse answer.
 const BROWSE_NEAR: f64 = 0.75;
 /// Most exhibits a browse answer lists (a visitor hears it, so a short list).
-const BROWSE_MAX: usize = 4;
+pub const BROWSE_MAX: usize = 4;
 
 /// The answer to a browse question: the exhibits that match it, each with its short maker and
 /// date, and an invitation to ask about one. `None` when fewer than two distinct exhibits
@@ -639,6 +639,24 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
     if listed.len() < 2 {
         return None;
     }
+    Some(list_answer(question, &listed, None))
+}
+
+/// The answer to a browse question about a kind of object the collection holds
+/// ([`crate::retrieval::Browse`]): how many, in which of the museum's departments or media,
+/// then a few of them as [`browse_answer`] lists them.
+pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String {
+    let listed: Vec<&Exhibit> = browse.hits.iter().map(|h| &h.exhibit).collect();
+    list_answer(question, &listed, Some(browse))
+}
+
+/// A list of exhibits, each with the head of its maker and date fields, and an invitation to
+/// ask about one; headed by the kind's total when there is one.
+fn list_answer(
+    question: &str,
+    listed: &[&Exhibit],
+    kind: Option<&crate::retrieval::Browse>,
+) -> String {
     // The first part of a field ("Sèvres Porcelain Manufactory (French, active …) [Maker]; …"
     // → "Sèvres Porcelain Manufactory").
     let short = |f: &str| -> Option<String> {
@@ -647,8 +665,22 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
         let f = f.trim_end_matches([',', '，']).trim();
         (!f.is_empty()).then(|| clip(f, 40))
     };
+    // A date of one part of the object ("Vase: 1661-1722; Lid: …") without the part's name.
+    let date = |f: &str| -> Option<String> {
+        let d = short(f)?;
+        Some(match d.split_once(": ") {
+            Some((part, rest))
+                if part.chars().count() <= 24
+                    && part.chars().all(|c| c.is_alphabetic() || c == ' ')
+                    && !rest.trim().is_empty() =>
+            {
+                rest.trim().to_string()
+            }
+            _ => d,
+        })
+    };
     let details = |e: &Exhibit| -> Vec<String> {
-        [short(&e.maker), short(&e.date).or_else(|| short(&e.period))]
+        [short(&e.maker), date(&e.date).or_else(|| short(&e.period))]
             .into_iter()
             .flatten()
             .collect()
@@ -668,14 +700,30 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
                 format!("《{}》{d}", q(e.title.trim()))
             })
             .collect();
+        let head = match kind {
+            // 馆藏中有 200 件瓷器（Ceramics），例如： / 馆藏中「艺术品／文献」类的展品有 984 件，例如：
+            Some(b) if b.label.chars().any(text::is_cjk) => {
+                format!("馆藏中「{}」类的展品有{}件，例如：", q(&b.label), b.total)
+            }
+            Some(b) => {
+                let words: String = b.words.concat();
+                let label = if b.label.is_empty() {
+                    String::new()
+                } else {
+                    format!("（{}）", b.label)
+                };
+                format!("馆藏中有{}件{words}{label}，例如：", b.total)
+            }
+            None => "馆藏中与此相关的展品有：".to_string(),
+        };
         let out = format!(
-            "馆藏中与此相关的展品有：{}。想了解哪一件，可以接着问我，比如：第一件是什么年代的？",
+            "{head}{}。想了解哪一件，可以接着问我，比如：第一件是什么年代的？",
             items.join("、")
         );
-        return Some(match script {
+        return match script {
             Script::Traditional => text::to_traditional(&out),
             _ => out,
-        });
+        };
     }
     let items: Vec<String> = listed
         .iter()
@@ -688,11 +736,23 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
             }
         })
         .collect();
-    let (last, rest) = items.split_last().expect("two or more");
-    Some(format!(
-        "Our collection holds these: {} and {last}. Ask me about any of them, for example: When was the first one made?",
-        rest.join(", ")
-    ))
+    let list = match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => String::new(),
+    };
+    let head = match kind {
+        Some(b) if !b.label.is_empty() => format!(
+            "Our collection has {} exhibits in {}, for example: ",
+            b.total, b.label
+        ),
+        Some(b) => format!(
+            "Our collection has {} such exhibits, for example: ",
+            b.total
+        ),
+        None => "Our collection holds these: ".to_string(),
+    };
+    format!("{head}{list}. Ask me about any of them, for example: When was the first one made?")
 }
 
 /// Words asking for more about what was just said ("tell me more", 详细 …).
@@ -990,16 +1050,20 @@ impl LlmProvider for OfflineProvider {
             .filter(|m| m.role == Role::Assistant)
             .map(|m| m.content.as_str())
             .collect();
-        let (answer, show) = match &request.fact {
-            Some(f) => (fact_answer(f, &question), None),
-            None => (
+        let first_hit = || {
+            request
+                .retrieved
+                .as_deref()
+                .and_then(|hits| hits.first())
+                .and_then(|top| self.show_call(&request.tools, top))
+        };
+        let (answer, show) = match (&request.fact, &request.browse) {
+            (Some(f), _) => (fact_answer(f, &question), None),
+            (None, Some(b)) => (kind_answer(&question, b), first_hit()),
+            (None, None) => (
                 more_answer(&question, request.retrieved.as_deref(), &earlier)
                     .unwrap_or_else(|| compose(&question, request.retrieved.as_deref())),
-                request
-                    .retrieved
-                    .as_deref()
-                    .and_then(|hits| hits.first())
-                    .and_then(|top| self.show_call(&request.tools, top)),
+                first_hit(),
             ),
         };
         let mut segs: Vec<Result<Segment, super::LlmError>> = show
@@ -1088,6 +1152,40 @@ mod tests {
         assert!(one.starts_with("The closest match"), "{one}");
         let lone = [hits[0].clone(), hits[3].clone()];
         assert!(compose("Do you have any armor?", Some(&lone)).starts_with("The closest match"));
+    }
+
+    #[test]
+    fn a_kind_is_answered_with_its_total_and_the_museums_name_for_it() {
+        let browse = |label: &str, words: &[&str]| crate::retrieval::Browse {
+            total: 140,
+            label: label.into(),
+            words: words.iter().map(|w| w.to_string()).collect(),
+            hits: vec![
+                hit("Sallet", "", "ca. 1480", "A helmet."),
+                hit(
+                    "Body Armor",
+                    "",
+                    "Body: 16th century; Helmet: later",
+                    "Plates.",
+                ),
+            ],
+        };
+        assert_eq!(
+            kind_answer(
+                "Do you have any armor?",
+                &browse("Arms & Armor", &["armor"])
+            ),
+            "Our collection has 140 exhibits in Arms & Armor, for example: “Sallet” (ca. 1480) and “Body Armor” (16th century). Ask me about any of them, for example: When was the first one made?"
+        );
+        assert!(
+            kind_answer("有没有盔甲？", &browse("Arms & Armor", &["盔甲"]))
+                .starts_with("馆藏中有140件盔甲（Arms & Armor），例如：《Sallet》（ca. 1480）、《Body Armor》（16th century）。")
+        );
+        // The visitor's script, the museum's own Chinese name of the kind included.
+        assert!(
+            kind_answer("有哪些藝術品？", &browse("藝術品／文獻", &["艺术品"]))
+                .starts_with("館藏中「藝術品／文獻」類的展品有140件，例如："),
+        );
     }
 
     #[test]
@@ -1438,6 +1536,7 @@ mod tests {
             )],
             retrieved: Some(vec![top]),
             fact: None,
+            browse: None,
         };
         let segs = futures_executor_block(p.stream(request));
         assert!(matches!(&segs[0], Segment::ToolCall(c) if c.arguments == Ok(json!({"id": "x"}))));

@@ -1,0 +1,560 @@
+//! Kinds of object in the collection, for browse questions about a kind ("Do you have any
+//! ceramics?", "What paintings do you have?", 有没有青铜器？). Pure.
+//!
+//! A record's kinds come from two of its own fields, so every museum's catalogue brings its
+//! own:
+//! - its **department**: the part of `gallery_or_department` after the institution ("Walters
+//!   Art Museum, Ceramics" → "Ceramics"; "國立歷史博物館 …；藝術品／文獻" → "藝術品／文獻"), the
+//!   whole field when it names no institution;
+//! - the head of its **medium**: the last word of the medium's first phrase ("porcelain with
+//!   underglaze blue" → porcelain, "cast bronze" → bronze, "oil on canvas" → oil).
+//!
+//! They are indexed as marker tokens in the record's meta column (`#d:` + each department
+//! token, `#m:` + the medium head's token), which no question term can match and which the
+//! index leaves out of a row's length, so the BM25 ranking is exactly what it was without them.
+//! A browse question whose every content word names a kind ([`subject`]) is answered from the
+//! kinds' members ([`resolve`]): how many there are, and a few of them
+//! ([`super::embedded::browse_blocking`]).
+
+use super::text::{self, Run};
+
+/// Marker of a department token in the index.
+pub const DEPARTMENT: &str = "#d:";
+/// Marker of a medium head token in the index.
+pub const MEDIUM: &str = "#m:";
+
+/// Whether an index token is a kind marker (the index leaves it out of a row's length:
+/// [`crate::store::lexical::MARKER`]).
+pub fn is_marker(token: &str) -> bool {
+    token.starts_with(crate::store::lexical::MARKER)
+}
+
+/// Separators between an institution and its department, in the order tried.
+const INSTITUTION_SEPARATORS: &[&str] = &["；", ";", "，", ", "];
+
+/// The department of a `gallery_or_department` field (see the module header); None when empty.
+pub fn department(gallery: &str) -> Option<&str> {
+    let g = gallery.trim();
+    let d = INSTITUTION_SEPARATORS
+        .iter()
+        .find_map(|s| g.split_once(s).map(|(_, rest)| rest))
+        .unwrap_or(g)
+        .trim();
+    (!d.is_empty()).then_some(d)
+}
+
+/// Where a medium's first phrase ends.
+const MEDIUM_BREAKS: &[&str] = &[
+    ",",
+    ";",
+    "(",
+    " on ",
+    " with ",
+    " and ",
+    " over ",
+    " in ",
+    " heightened ",
+    " mounted ",
+];
+
+/// The head word of a medium, lower case as written ("Cast bronze" → "bronze"); None for an
+/// empty medium.
+pub fn medium_word(medium: &str) -> Option<String> {
+    let m = medium.to_lowercase();
+    let end = MEDIUM_BREAKS
+        .iter()
+        .filter_map(|b| m.find(b))
+        .min()
+        .unwrap_or(m.len());
+    m[..end].split_whitespace().last().map(str::to_string)
+}
+
+/// The index token of a medium's head (see the module header); None for an empty or
+/// non-Latin medium (a Chinese medium has no head word to take without a parser).
+pub fn medium_head(medium: &str) -> Option<String> {
+    text::latin_tokens(&medium_word(medium)?).pop()
+}
+
+/// The kind marker tokens of a record, space separated (empty when it has none).
+pub fn markers(gallery: &str, medium: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    if let Some(d) = department(gallery) {
+        for t in text::index_tokens(d) {
+            // Words of three letters or more, and CJK: no dimension or gallery number.
+            if t.chars().any(text::is_cjk) || (t.len() >= 3 && t.chars().all(char::is_alphabetic)) {
+                let m = format!("{DEPARTMENT}{t}");
+                if !out.contains(&m) {
+                    out.push(m);
+                }
+            }
+        }
+    }
+    if let Some(h) = medium_head(medium) {
+        out.push(format!("{MEDIUM}{h}"));
+    }
+    out.join(" ")
+}
+
+/// One content word of a browse question and the index tokens that may name its kind:
+/// alternatives (any of them), each a set of tokens that must all hold (a dictionary sense
+/// such as "oil painting"). Tokens that name no kind are dropped from a set when resolving.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Unit {
+    /// The visitor's word as written (normalised), for the answer.
+    pub word: String,
+    pub alternatives: Vec<Vec<String>>,
+}
+
+/// English words of a browse question that say nothing about the kind ("What sorts of
+/// objects do you have on display?"), as written; the index's stop words are dropped too.
+const EN_FRAME: &[&str] = &[
+    "sort",
+    "sorts",
+    "type",
+    "types",
+    "kind",
+    "kinds",
+    "show",
+    "see",
+    "look",
+    "looking",
+    "find",
+    "collection",
+    "collections",
+    "museum",
+    "exhibit",
+    "exhibits",
+    "exhibition",
+    "object",
+    "objects",
+    "work",
+    "works",
+    "piece",
+    "pieces",
+    "item",
+    "items",
+    "thing",
+    "things",
+    "anything",
+    "something",
+    "artwork",
+    "artworks",
+    "display",
+    "view",
+    "like",
+    "want",
+    "got",
+    "else",
+    "other",
+    "others",
+    "example",
+    "examples",
+    "please",
+    "tell",
+    "list",
+    "name",
+    "yours",
+    "here",
+    "today",
+];
+
+/// Chinese words of a browse question that say nothing about the kind (有没有…？ 你们这里有什么…可以看？).
+const ZH_FRAME: &[&str] = &[
+    "有",
+    "没有",
+    "有没有",
+    "哪些",
+    "什么",
+    "什么样",
+    "都",
+    "还",
+    "可以",
+    "看",
+    "看看",
+    "展品",
+    "作品",
+    "藏品",
+    "东西",
+    "你们",
+    "你",
+    "我",
+    "我们",
+    "馆",
+    "本馆",
+    "这里",
+    "这儿",
+    "吗",
+    "呢",
+    "类",
+    "件",
+    "些",
+    "一些",
+    "的",
+    "想",
+    "要",
+    "给",
+    "里",
+    "展出",
+    "展览",
+    "收藏",
+    "馆藏",
+    "博物馆",
+    "哪种",
+    "种",
+    "几件",
+    "几",
+    "其他",
+    "别的",
+    "请问",
+    "请",
+    "多少",
+    "共",
+    "一共",
+    "方面",
+    "相关",
+    "关于",
+    "能",
+    "吧",
+    "啊",
+    "了",
+];
+
+/// The content words of a browse question (already known to be one), each with the tokens
+/// that may name its kind: an English word its own index token; a Chinese word its
+/// dictionary senses (`english_of`, as index tokens) and its own index tokens (a department
+/// written in Chinese). Empty when the question has no content word.
+pub fn subject<'a>(question: &str, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str>]>) -> Vec<Unit> {
+    let norm = text::normalize(question);
+    let mut out: Vec<Unit> = Vec::new();
+    for run in text::runs(&norm) {
+        match run {
+            Run::Word(w) => {
+                if EN_FRAME.contains(&w) {
+                    continue;
+                }
+                if let Some(t) = text::latin_tokens(w).pop()
+                    && !out.iter().any(|u| u.word == w)
+                {
+                    out.push(Unit {
+                        word: w.to_string(),
+                        alternatives: vec![vec![t]],
+                    });
+                }
+            }
+            Run::Cjk(s) => {
+                for w in text::cjk_words(s) {
+                    if ZH_FRAME.contains(&w.as_str()) || text::is_zh_stop(&w) {
+                        continue;
+                    }
+                    let mut alternatives: Vec<Vec<String>> = english_of(&w)
+                        .into_iter()
+                        .map(|p| p.iter().map(|t| t.to_string()).collect())
+                        .collect();
+                    let own = text::index_tokens(&w);
+                    if !own.is_empty() {
+                        alternatives.push(own);
+                    }
+                    if !out.iter().any(|u| u.word == w) {
+                        out.push(Unit {
+                            word: w,
+                            alternatives,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A row of a kind: `(pk, length in tokens)`.
+pub type Member = (i64, u64);
+
+/// What [`resolve`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resolved {
+    /// The rows of the kind, longest first (then by pk).
+    pub members: Vec<Member>,
+    /// The question's tokens that named a kind.
+    pub named: Vec<String>,
+}
+
+/// The members of the kinds a browse question names: for each [`Unit`], the union of its
+/// alternatives (each the intersection of its tokens that name a kind); across units, the
+/// intersection ("rare books": rare ∩ book). `members_of(token)` gives the rows holding a kind
+/// marker of `token` (department or medium). None when a unit names no kind or fewer than two
+/// rows are left.
+pub fn resolve<E>(
+    units: &[Unit],
+    members_of: &mut dyn FnMut(&str) -> Result<Vec<Member>, E>,
+) -> Result<Option<Resolved>, E> {
+    use std::collections::HashMap;
+    if units.is_empty() {
+        return Ok(None);
+    }
+    let mut memo: HashMap<String, HashMap<i64, u64>> = HashMap::new();
+    let mut named: Vec<String> = Vec::new();
+    let mut acc: Option<HashMap<i64, u64>> = None;
+    for unit in units {
+        let mut unit_rows: HashMap<i64, u64> = HashMap::new();
+        for alt in &unit.alternatives {
+            let mut alt_rows: Option<HashMap<i64, u64>> = None;
+            for t in alt {
+                if !memo.contains_key(t) {
+                    let rows: HashMap<i64, u64> = members_of(t)?.into_iter().collect();
+                    memo.insert(t.clone(), rows);
+                }
+                let rows = &memo[t];
+                if rows.is_empty() {
+                    continue;
+                }
+                if !named.contains(t) {
+                    named.push(t.clone());
+                }
+                alt_rows = Some(match alt_rows {
+                    None => rows.clone(),
+                    Some(a) => a
+                        .into_iter()
+                        .filter(|(pk, _)| rows.contains_key(pk))
+                        .collect(),
+                });
+            }
+            unit_rows.extend(alt_rows.unwrap_or_default());
+        }
+        if unit_rows.is_empty() {
+            return Ok(None);
+        }
+        acc = Some(match acc {
+            None => unit_rows,
+            Some(a) => a
+                .into_iter()
+                .filter(|(pk, _)| unit_rows.contains_key(pk))
+                .collect(),
+        });
+    }
+    let mut members: Vec<(i64, u64)> = acc.unwrap_or_default().into_iter().collect();
+    if members.len() < 2 {
+        return Ok(None);
+    }
+    members.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(Some(Resolved { members, named }))
+}
+
+/// The departments of a collection from its `gallery` fields and their counts
+/// ([`crate::store::collection::CollectionStore::gallery_counts`]), largest first (then by
+/// name); exhibits with no department are left out.
+pub fn departments(galleries: &[(String, i64)]) -> Vec<(String, usize)> {
+    let mut by: Vec<(String, usize)> = Vec::new();
+    for (g, n) in galleries {
+        let Some(d) = department(g) else { continue };
+        match by.iter_mut().find(|(name, _)| name == d) {
+            Some((_, m)) => *m += *n as usize,
+            None => by.push((d.to_string(), *n as usize)),
+        }
+    }
+    by.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    by
+}
+
+/// How a listing names its kinds: the departments and medium heads of the exhibits it lists
+/// that hold the question's kind tokens, departments first, in order of first appearance; a
+/// medium a department already names is left out ("Prints", not "Prints / print").
+pub fn label(departments: &[&str], media: &[String]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for d in departments {
+        if !parts.iter().any(|p| p == d) {
+            parts.push(d.to_string());
+        }
+    }
+    let named: Vec<String> = departments
+        .iter()
+        .flat_map(|d| text::latin_tokens(d))
+        .collect();
+    for m in media {
+        let token = text::latin_tokens(m).pop();
+        if !parts.iter().any(|p| p == m) && !token.is_some_and(|t| named.contains(&t)) {
+            parts.push(m.clone());
+        }
+    }
+    parts.join(" / ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_department_is_the_part_after_the_institution() {
+        assert_eq!(
+            department("Walters Art Museum, Gold, Silver & Jewelry"),
+            Some("Gold, Silver & Jewelry")
+        );
+        assert_eq!(
+            department("國立歷史博物館 National Museum of History (Taipei)；藝術品／文獻"),
+            Some("藝術品／文獻")
+        );
+        assert_eq!(department("Asian Art"), Some("Asian Art"));
+        assert_eq!(department("  "), None);
+    }
+
+    #[test]
+    fn the_medium_head_is_the_last_word_of_its_first_phrase() {
+        let h = |m: &str| medium_head(m);
+        assert_eq!(
+            h("porcelain with underglaze blue").as_deref(),
+            Some("porcelain")
+        );
+        assert_eq!(h("Cast bronze").as_deref(), Some("bronz"));
+        assert_eq!(h("oil on canvas").as_deref(), Some("oil"));
+        assert_eq!(h("ink and pigments on laid paper").as_deref(), Some("ink"));
+        assert_eq!(h("silver, gold").as_deref(), Some("silver"));
+        assert_eq!(h(""), None);
+        assert_eq!(h("紙本設色"), None);
+    }
+
+    #[test]
+    fn markers_name_department_words_and_the_medium_head() {
+        assert_eq!(
+            markers("Walters Art Museum, Arms & Armor", "steel and leather"),
+            "#d:arm #d:armor #m:steel"
+        );
+        assert_eq!(markers("Gallery 12", ""), "#d:galleri");
+        assert!(markers("國立歷史博物館；藝術品／文獻", "").contains("#d:文献"));
+        assert_eq!(markers("", ""), "");
+        assert!(
+            markers("Walters Art Museum, Ceramics", "porcelain")
+                .split(' ')
+                .all(is_marker)
+        );
+    }
+
+    fn no_dictionary(_: &str) -> Vec<&'static [Box<str>]> {
+        Vec::new()
+    }
+
+    #[test]
+    fn the_subject_of_a_browse_question_is_its_content_words() {
+        let words = |q: &str| -> Vec<String> {
+            subject(q, &no_dictionary)
+                .into_iter()
+                .map(|u| u.word)
+                .collect()
+        };
+        assert_eq!(words("Do you have any ceramics?"), ["ceramics"]);
+        assert_eq!(
+            words("What kinds of objects do you have?"),
+            Vec::<String>::new()
+        );
+        assert_eq!(words("Are there any rare books?"), ["rare", "books"]);
+        assert_eq!(words("有没有青铜器？"), ["青铜器"]);
+        assert_eq!(words("你们这里有什么瓷器可以看？"), ["瓷器"]);
+        let u = &subject("What paintings do you have?", &no_dictionary)[0];
+        assert_eq!(u.alternatives, vec![vec!["paint".to_string()]]);
+    }
+
+    #[test]
+    fn a_chinese_word_brings_its_dictionary_senses() {
+        let senses: Vec<Box<[Box<str>]>> =
+            vec![vec!["bronz".into(), "implement".into()].into_boxed_slice()];
+        let english = |w: &str| -> Vec<&[Box<str>]> {
+            if w == "青铜器" {
+                senses.iter().map(|s| &s[..]).collect()
+            } else {
+                Vec::new()
+            }
+        };
+        let u = &subject("有没有青铜器？", &english)[0];
+        assert_eq!(u.alternatives[0], ["bronz", "implement"]);
+        assert!(u.alternatives[1].contains(&"青铜".to_string()));
+    }
+
+    #[test]
+    fn kinds_resolve_to_the_union_of_senses_and_the_intersection_of_words() {
+        let unit = |w: &str, alts: &[&[&str]]| Unit {
+            word: w.into(),
+            alternatives: alts
+                .iter()
+                .map(|a| a.iter().map(|t| t.to_string()).collect())
+                .collect(),
+        };
+        // pk → length; ceramics 1, 2, 3; porcelain 2, 3, 4; book 5, 6; rare 6, 7.
+        let mut members = |t: &str| -> Result<Vec<Member>, ()> {
+            Ok(match t {
+                "ceram" => vec![(1, 10), (2, 30), (3, 20)],
+                "porcelain" => vec![(2, 30), (3, 20), (4, 5)],
+                "book" => vec![(5, 1), (6, 2)],
+                "rare" => vec![(6, 2), (7, 3)],
+                _ => vec![],
+            })
+        };
+        let r = resolve(&[unit("ceramics", &[&["ceram"]])], &mut members)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.members, [(2, 30), (3, 20), (1, 10)], "longest first");
+        assert_eq!(r.named, ["ceram"]);
+        // A Chinese word: senses are alternatives; a sense's word naming no kind is dropped.
+        let r = resolve(
+            &[unit("瓷器", &[&["china"], &["porcelain", "implement"]])],
+            &mut members,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.members.len(), 3);
+        // Two words: both must hold. "rare books" leaves one row: no listing.
+        assert!(
+            resolve(
+                &[unit("rare", &[&["rare"]]), unit("books", &[&["book"]])],
+                &mut members
+            )
+            .unwrap()
+            .is_none()
+        );
+        let r = resolve(
+            &[
+                unit("ceramics", &[&["ceram"]]),
+                unit("porcelain", &[&["porcelain"]]),
+            ],
+            &mut members,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.members, [(2, 30), (3, 20)]);
+        // A word that names no kind: no listing (the question is searched as usual).
+        assert!(
+            resolve(
+                &[
+                    unit("japanese", &[&["japanes"]]),
+                    unit("ceramics", &[&["ceram"]])
+                ],
+                &mut members
+            )
+            .unwrap()
+            .is_none()
+        );
+        assert!(resolve(&[], &mut members).unwrap().is_none());
+    }
+
+    #[test]
+    fn departments_add_up_across_institutions_largest_first() {
+        let g = |s: &str, n: i64| (s.to_string(), n);
+        assert_eq!(
+            departments(&[
+                g("Walters Art Museum, Ceramics", 3),
+                g("Other Museum, Ceramics", 2),
+                g("Walters Art Museum, Prints", 4),
+                g("", 9),
+            ]),
+            [("Ceramics".to_string(), 5), ("Prints".to_string(), 4)]
+        );
+    }
+
+    #[test]
+    fn a_label_lists_departments_then_media_once() {
+        assert_eq!(
+            label(&["Ceramics", "Ceramics"], &["porcelain".into()]),
+            "Ceramics / porcelain"
+        );
+        assert_eq!(label(&[], &["bronze".into()]), "bronze");
+        assert_eq!(label(&["Prints"], &["print".into()]), "Prints");
+    }
+}

@@ -1,0 +1,250 @@
+//! Browse questions: a visitor asks what the collection holds rather than about one exhibit.
+//! A kind the museum's records name (a department, the head of a medium: "Do you have any
+//! ceramics?", 有没有瓷器？) is answered with its total and a few of its exhibits; other browse
+//! questions with the best matches; "the second one" picks from either list.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use museum_agent::config::LlmProviderKind;
+use museum_agent::retrieval::kinds;
+
+use crate::support::fake_llm::text_reply;
+use crate::support::*;
+
+fn demo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection/exhibits.jsonl")
+}
+
+/// The demo's records by id: (title, department, medium head token).
+fn records() -> HashMap<String, (String, String, Option<String>)> {
+    std::fs::read_to_string(demo())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            (
+                s("id"),
+                (
+                    s("title"),
+                    kinds::department(&s("gallery_or_department"))
+                        .unwrap_or("")
+                        .to_string(),
+                    kinds::medium_head(&s("medium")),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// The whole demo collection (lists need several exhibits of a kind, and the no-answer fit is
+/// for a collection of a museum's size), answered offline or by the fake model.
+async fn demo_app(provider: LlmProviderKind) -> TestApp {
+    spawn_app_with(move |c| {
+        c.srs.load_demo = true;
+        c.srs.demo_path = demo();
+        if provider != LlmProviderKind::Openai {
+            c.llm.provider = provider;
+        }
+    })
+    .await
+}
+
+/// "Do you have any ceramics?" is answered with the Ceramics department's total and a few of
+/// its exhibits, the first one's card shown, and a pick from the list works; 有没有瓷器？ reaches
+/// the porcelains through the dictionary; a browse question with a word that names no kind
+/// ("Japanese ceramics") is searched as before; a model gets the total in its prompt.
+#[tokio::test]
+async fn a_question_about_a_kind_gets_its_total_and_a_few_of_its_exhibits() {
+    let records = records();
+    let ceramics = records
+        .values()
+        .filter(|(_, d, m)| d == "Ceramics" || m.as_deref() == Some("ceram"))
+        .count();
+    assert!(ceramics >= 200, "{ceramics}");
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("list", "Do you have any ceramics?").await;
+    let list = c.reply("list").await;
+    let head = format!("Our collection has {ceramics} exhibits in Ceramics, for example: ");
+    assert!(list.text.starts_with(&head), "{}", list.text);
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+    assert_eq!(titles.len(), 4, "{titles:?}");
+    for t in &titles {
+        assert!(
+            records
+                .values()
+                .any(|(title, d, _)| title == t && d == "Ceramics"),
+            "{t} is not a ceramic"
+        );
+    }
+    let shown = list.calls[0]["parameters"]["exhibit_id"].as_str().unwrap();
+    assert_eq!(records[shown].0, titles[0]);
+    c.text_request("second", "Tell me about the second one")
+        .await;
+    let r = c.reply("second").await;
+    assert!(r.text.contains(&titles[1]), "{} → {}", titles[1], r.text);
+    let shown = r.calls[0]["parameters"]["exhibit_id"].as_str().unwrap();
+    assert_eq!(records[shown].0, titles[1]);
+
+    // In Chinese: 瓷器 is "chinaware; porcelain" in the dictionary, porcelain a medium head.
+    let porcelain = records
+        .values()
+        .filter(|(_, _, m)| m.as_deref() == Some("porcelain"))
+        .count();
+    let mut zh = app.client().await;
+    zh.text_request("list", "有没有瓷器？").await;
+    let list = zh.reply("list").await;
+    assert!(
+        list.text
+            .starts_with(&format!("馆藏中有{porcelain}件瓷器（porcelain），例如：")),
+        "{}",
+        list.text
+    );
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+    assert!(titles.len() >= 2, "{titles:?}");
+    for t in &titles {
+        assert!(
+            records
+                .values()
+                .any(|(title, _, m)| title == t && m.as_deref() == Some("porcelain")),
+            "{t} is not porcelain"
+        );
+    }
+
+    // A word that names no kind: the search's list, no total.
+    c.text_request("japanese", "Do you have any Japanese ceramics?")
+        .await;
+    let r = c.reply("japanese").await;
+    assert!(!r.text.starts_with("Our collection has "), "{}", r.text);
+    // Not a browse question: answered about one exhibit.
+    c.text_request("one", "What is the oldest ceramic bowl?")
+        .await;
+    let r = c.reply("one").await;
+    assert!(!r.text.starts_with("Our collection has "), "{}", r.text);
+
+    // A model gets the total and the listed exhibits.
+    let app = demo_app(LlmProviderKind::Openai).await;
+    let mut c = app.client().await;
+    app.llm.push(text_reply(&["We have many ceramics."]));
+    c.text_request("m", "Do you have any ceramics?").await;
+    c.reply("m").await;
+    let sys = app.llm.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        sys.contains(&format!(
+            "The collection holds {ceramics} exhibits in Ceramics"
+        )),
+        "{sys}"
+    );
+}
+
+/// "What do you have?" is answered with the collection's total and its largest departments,
+/// counted from the records; the department its example names is listed when asked; in Chinese
+/// too.
+#[tokio::test]
+async fn a_question_about_the_whole_collection_gets_its_departments() {
+    let records = records();
+    let mut by: HashMap<&str, usize> = HashMap::new();
+    for (_, d, _) in records.values() {
+        *by.entry(d.as_str()).or_default() += 1;
+    }
+    let mut departments: Vec<(&str, usize)> =
+        by.into_iter().filter(|(d, _)| !d.is_empty()).collect();
+    departments.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("all", "What do you have?").await;
+    let r = c.reply("all").await;
+    let total = records.len().to_string();
+    let total = format!(
+        "{},{}",
+        &total[..total.len() - 3],
+        &total[total.len() - 3..]
+    );
+    assert!(
+        r.text.starts_with(&format!(
+            "Our collection records hold {total} exhibits. The largest departments are {} ({}), {} ({}),",
+            departments[0].0, departments[0].1, departments[1].0, departments[1].1
+        )),
+        "{}",
+        r.text
+    );
+    // Its example question names a department in English, and is answered with its exhibits.
+    let example = r.text.split("for example: ").nth(1).unwrap().to_string();
+    assert!(example.starts_with("Do you have anything in "), "{example}");
+    c.text_request("example", &example).await;
+    let list = c.reply("example").await;
+    assert!(
+        list.text.starts_with("Our collection has "),
+        "{}",
+        list.text
+    );
+    let mut zh = app.client().await;
+    zh.text_request("all", "你们有哪些藏品？").await;
+    let r = zh.reply("all").await;
+    assert!(
+        r.text.starts_with(&format!(
+            "本馆的藏品资料共收录{}件展品。按类别，最多的是：",
+            records.len()
+        )),
+        "{}",
+        r.text
+    );
+}
+
+/// "Do you have any swords?" (no department or medium of that name) gets a short list of the
+/// matching exhibits (before: one record's passage); "the second one", 第二件, "and the last one?" pick from it, and the card shown is
+/// the exhibit picked.
+#[tokio::test]
+async fn a_browse_question_gets_a_list_and_the_visitor_picks_from_it() {
+    let records = records();
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("list", "Do you have any swords?").await;
+    let list = c.reply("list").await;
+    assert!(
+        list.text.starts_with("Our collection holds these: "),
+        "{}",
+        list.text
+    );
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+    assert!((2..=4).contains(&titles.len()), "{titles:?}");
+    let shown = |r: &Reply| r.calls[0]["parameters"]["exhibit_id"].clone();
+    let title_of = |id: &serde_json::Value| records[id.as_str().unwrap()].0.clone();
+    assert_eq!(title_of(&shown(&list)), titles[0]);
+    c.text_request("second", "Tell me about the second one")
+        .await;
+    let r = c.reply("second").await;
+    assert!(r.text.contains(&titles[1]), "{} → {}", titles[1], r.text);
+    assert_eq!(title_of(&shown(&r)), titles[1]);
+    c.text_request("when", "When was it made?").await;
+    let r = c.reply("when").await;
+    assert!(r.text.contains(&titles[1]), "{}", r.text);
+    c.text_request("last", "And the last one?").await;
+    let r = c.reply("last").await;
+    let last = titles.last().unwrap();
+    assert!(r.text.contains(last.as_str()), "{last} → {}", r.text);
+    // In Chinese, over the peach-bloom porcelains of the issue.
+    let mut zh = app.client().await;
+    zh.text_request("list", "有没有康熙年间烧的那种豇豆红釉的瓷器？")
+        .await;
+    let list = zh.reply("list").await;
+    assert!(
+        list.text.starts_with("馆藏中与此相关的展品有："),
+        "{}",
+        list.text
+    );
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+    assert!(titles[0].contains("Peach Bloom"), "{titles:?}");
+    zh.text_request("second", "第二件是什么年代的？").await;
+    let r = zh.reply("second").await;
+    assert!(
+        r.text.starts_with(&format!("《{}》的年代是", titles[1])),
+        "{}",
+        r.text
+    );
+}
