@@ -597,21 +597,14 @@ async fn retrieve(job: &Job, deps: &Deps, said: &str) -> Option<Vec<Hit>> {
         return None;
     }
     let k = deps.retrieval_k;
-    tokio::select! {
-        biased;
-        _ = job.ctx.token.cancelled() => None,
-        res = tokio::time::timeout(SERVER_TOOL_TIMEOUT, r.search(said, k)) => match res {
-            Ok(Ok(hits)) => Some(hits),
-            Ok(Err(e)) => {
-                tracing::warn!(retriever = r.name(), error = %e, "collection search failed; answering without it");
-                None
-            }
-            Err(_) => {
-                tracing::warn!(retriever = r.name(), "collection search timed out; answering without it");
-                None
-            }
-        },
-    }
+    bounded(
+        job,
+        r.name(),
+        "collection search",
+        "answering without it",
+        r.search(said, k),
+    )
+    .await
 }
 
 /// What the collection holds as a whole ([`Retriever::overview`]), under the same bound and
@@ -621,21 +614,15 @@ async fn collection_overview(job: &Job, deps: &Deps) -> Option<crate::retrieval:
     if !job.attrs.enable_srs {
         return None;
     }
-    tokio::select! {
-        biased;
-        _ = job.ctx.token.cancelled() => None,
-        res = tokio::time::timeout(SERVER_TOOL_TIMEOUT, r.overview()) => match res {
-            Ok(Ok(o)) => o,
-            Ok(Err(e)) => {
-                tracing::warn!(retriever = r.name(), error = %e, "collection overview failed");
-                None
-            }
-            Err(_) => {
-                tracing::warn!(retriever = r.name(), "collection overview timed out");
-                None
-            }
-        },
-    }
+    bounded(
+        job,
+        r.name(),
+        "collection overview",
+        "answering without it",
+        r.overview(),
+    )
+    .await
+    .flatten()
 }
 
 /// The kind a browse question names and a few of its exhibits ([`Retriever::browse`]), under
@@ -647,17 +634,37 @@ async fn browse_kind(job: &Job, deps: &Deps, said: &str) -> Option<Browse> {
         return None;
     }
     let k = deps.retrieval_k.min(offline::BROWSE_MAX);
+    bounded(
+        job,
+        r.name(),
+        "kind lookup",
+        "searching instead",
+        r.browse(said, k),
+    )
+    .await
+    .flatten()
+}
+
+/// A retriever call under the request's cancellation and [`SERVER_TOOL_TIMEOUT`]: None when
+/// cancelled, failed or late (logged as `what` failed / timed out, then what happens instead).
+async fn bounded<T>(
+    job: &Job,
+    retriever: &str,
+    what: &str,
+    instead: &str,
+    call: impl std::future::Future<Output = Result<T, crate::retrieval::RetrievalError>>,
+) -> Option<T> {
     tokio::select! {
         biased;
         _ = job.ctx.token.cancelled() => None,
-        res = tokio::time::timeout(SERVER_TOOL_TIMEOUT, r.browse(said, k)) => match res {
-            Ok(Ok(b)) => b,
+        res = tokio::time::timeout(SERVER_TOOL_TIMEOUT, call) => match res {
+            Ok(Ok(v)) => Some(v),
             Ok(Err(e)) => {
-                tracing::warn!(retriever = r.name(), error = %e, "kind lookup failed; searching instead");
+                tracing::warn!(retriever, error = %e, "{what} failed; {instead}");
                 None
             }
             Err(_) => {
-                tracing::warn!(retriever = r.name(), "kind lookup timed out; searching instead");
+                tracing::warn!(retriever, "{what} timed out; {instead}");
                 None
             }
         },

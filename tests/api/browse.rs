@@ -228,6 +228,11 @@ async fn a_browse_question_gets_a_list_and_the_visitor_picks_from_it() {
     let r = c.reply("last").await;
     let last = titles.last().unwrap();
     assert!(r.text.contains(last.as_str()), "{last} → {}", r.text);
+    assert_eq!(
+        &title_of(&shown(&r)),
+        last,
+        "the card of the exhibit picked"
+    );
     // In Chinese, over the peach-bloom porcelains of the issue.
     let mut zh = app.client().await;
     zh.text_request("list", "有没有康熙年间烧的那种豇豆红釉的瓷器？")
