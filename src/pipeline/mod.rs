@@ -309,6 +309,17 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     if let Some(o) = &overview {
         system.push_str(&prompt::overview(o));
     }
+    // "Tell me about the second one": the title picked from the guide's own list.
+    let picked = follow_up::pick_from_list(
+        &said,
+        job.history
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .messages(),
+    );
+    if let Some(t) = &picked {
+        system.push_str(&prompt::picked(t));
+    }
 
     // The tool loop: the model answers, server tools and error observations go back to it, until
     // it answers without needing them or the step limit is reached.
@@ -329,6 +340,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
             retrieved: retrieved.clone(),
             fact: fact.clone(),
             browse: browse.clone(),
+            picked: picked.clone(),
         };
         let Some(out) = stream_step(
             job,

@@ -53,6 +53,12 @@ pub fn overview(o: &crate::retrieval::Overview) -> String {
     )
 }
 
+/// For a pick from the guide's list, to append to the system message: which exhibit the visitor
+/// means (its record is the first above).
+pub fn picked(title: &str) -> String {
+    format!("\n\nThe visitor picked “{title}” from the list you gave; answer about that exhibit.\n")
+}
+
 /// The visitor-services answer for this question, to append to the system message: the
 /// museum's own text, authoritative over anything else.
 pub fn visitor_fact(fact: &crate::retrieval::facts::Fact) -> String {

@@ -219,7 +219,12 @@ async fn a_browse_question_gets_a_list_and_the_visitor_picks_from_it() {
     c.text_request("second", "Tell me about the second one")
         .await;
     let r = c.reply("second").await;
-    assert!(r.text.contains(&titles[1]), "{} → {}", titles[1], r.text);
+    assert!(
+        r.text.starts_with(&format!("“{}”", titles[1])),
+        "named as the visitor's pick, not \"the closest match\": {} → {}",
+        titles[1],
+        r.text
+    );
     assert_eq!(title_of(&shown(&r)), titles[1]);
     c.text_request("when", "When was it made?").await;
     let r = c.reply("when").await;

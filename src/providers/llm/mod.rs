@@ -89,6 +89,10 @@ pub struct ChatRequest {
     /// total and name; `retrieved` then holds a few of its exhibits. Vendor providers see it
     /// in the system message; the offline provider lists them with the total.
     pub browse: Option<crate::retrieval::Browse>,
+    /// The title the visitor picked from the guide's list ("Tell me about the second one"); the
+    /// search puts that exhibit first. Vendor providers see it in the system message; the
+    /// offline provider names it as the visitor's pick.
+    pub picked: Option<String>,
 }
 
 /// Usage and timing reported at the end of a reply.

@@ -462,6 +462,13 @@ fn field(s: &str) -> Option<&str> {
 /// The retriever has already decided whether the collection answers at all (the abstention
 /// model): no hits means "I don't know", never a guess.
 pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
+    compose_with(question, retrieved, false)
+}
+
+/// [`compose`]; `picked`: the visitor picked the first hit from the guide's list ("the second
+/// one"), so it is named as theirs, not introduced as "the closest match", and nothing else is
+/// suggested.
+pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> String {
     let zh = is_chinese(question);
     let Some(hits) = retrieved else {
         return if zh {
@@ -554,6 +561,7 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
     let others: Vec<&str> = hits
         .iter()
         .skip(1)
+        .filter(|_| !picked)
         .filter(|h| {
             h.score >= SUGGEST_NEAR_TIE * top.score && h.exhibit.title.trim() != e.title.trim()
         })
@@ -561,9 +569,9 @@ pub fn compose(question: &str, retrieved: Option<&[Hit]>) -> String {
         .map(|h| h.exhibit.title.trim())
         .collect();
     if zh {
-        compose_zh(question, e, a, &sentence, &others)
+        compose_zh(question, e, a, &sentence, &others, picked)
     } else {
-        compose_en(e, a, &sentence, &others)
+        compose_en(e, a, &sentence, &others, picked)
     }
 }
 
@@ -840,7 +848,14 @@ pub fn zh_in(ours: &str, question: &str) -> String {
     }
 }
 
-fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&str]) -> String {
+fn compose_zh(
+    question: &str,
+    e: &Exhibit,
+    a: Asks,
+    sentence: &str,
+    others: &[&str],
+    picked: bool,
+) -> String {
     let script = visitor_script(question);
     // Record text is quoted in the visitor's script; our own words are written in Simplified
     // and converted as a whole.
@@ -912,7 +927,12 @@ fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&s
             says(&mut out, "资料记载：");
         }
         (Asks::Depicts | Asks::General, ..) => {
-            out.push_str(&format!("{}《{title}》", ours("馆藏中最相关的是")));
+            let lead = if picked {
+                ""
+            } else {
+                "馆藏中最相关的是"
+            };
+            out.push_str(&format!("{}《{title}》", ours(lead)));
             for f in [&e.maker, &e.date, &e.period] {
                 if let Some(f) = field(f) {
                     out.push_str(&format!("，{}", q(f)));
@@ -934,7 +954,7 @@ fn compose_zh(question: &str, e: &Exhibit, a: Asks, sentence: &str, others: &[&s
     out
 }
 
-fn compose_en(e: &Exhibit, a: Asks, sentence: &str, others: &[&str]) -> String {
+fn compose_en(e: &Exhibit, a: Asks, sentence: &str, others: &[&str], picked: bool) -> String {
     let title = e.title.trim();
     let quote = clip(sentence, 280);
     // A record written in Chinese is quoted as it is (no translation without a model), and
@@ -992,7 +1012,12 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &str, others: &[&str]) -> String {
             says(&mut out);
         }
         (Asks::Depicts | Asks::General, ..) => {
-            out.push_str(&format!("The closest match in our collection is “{title}”"));
+            let lead = if picked {
+                ""
+            } else {
+                "The closest match in our collection is "
+            };
+            out.push_str(&format!("{lead}“{title}”"));
             if let Some(m) = field(&e.maker) {
                 out.push_str(&format!(", by {m}"));
             }
@@ -1061,8 +1086,14 @@ impl LlmProvider for OfflineProvider {
             (Some(f), _) => (fact_answer(f, &question), None),
             (None, Some(b)) => (kind_answer(&question, b), first_hit()),
             (None, None) => (
-                more_answer(&question, request.retrieved.as_deref(), &earlier)
-                    .unwrap_or_else(|| compose(&question, request.retrieved.as_deref())),
+                more_answer(&question, request.retrieved.as_deref(), &earlier).unwrap_or_else(
+                    || {
+                        let hits = request.retrieved.as_deref();
+                        let top = hits.and_then(|h| h.first()).map(|h| h.exhibit.title.trim());
+                        let picked = request.picked.as_deref().map(str::trim);
+                        compose_with(&question, hits, top.is_some() && top == picked)
+                    },
+                ),
                 first_hit(),
             ),
         };
@@ -1152,6 +1183,11 @@ mod tests {
         assert!(one.starts_with("The closest match"), "{one}");
         let lone = [hits[0].clone(), hits[3].clone()];
         assert!(compose("Do you have any armor?", Some(&lone)).starts_with("The closest match"));
+        // A pick from the list is named as the visitor's, with nothing else suggested.
+        let pick = compose_with("Tell me about the second one", Some(&hits[1..]), true);
+        assert_eq!(pick, "“Body Armor”. The record says: Plates.");
+        let pick = compose_with("第二件是什么？", Some(&hits[1..]), true);
+        assert!(pick.starts_with("《Body Armor》。"), "{pick}");
     }
 
     #[test]
@@ -1537,6 +1573,7 @@ mod tests {
             retrieved: Some(vec![top]),
             fact: None,
             browse: None,
+            picked: None,
         };
         let segs = futures_executor_block(p.stream(request));
         assert!(matches!(&segs[0], Segment::ToolCall(c) if c.arguments == Ok(json!({"id": "x"}))));
