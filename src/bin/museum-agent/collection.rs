@@ -199,6 +199,42 @@ pub(crate) async fn search(
         ))
         .await;
     }
+    // A browse question about a kind the catalogue names ("Do you have any ceramics?"): the
+    // server lists the kind, not the search's hits.
+    let kind = if offline::is_browse(&query) {
+        retriever.browse(&query, k.min(offline::BROWSE_MAX)).await?
+    } else {
+        None
+    };
+    if let Some(b) = kind {
+        let answer = offline::kind_answer(&query, &b);
+        if json {
+            let hits: Vec<serde_json::Value> = b
+                .hits
+                .iter()
+                .map(|h| serde_json::json!({"id": h.exhibit.id, "title": h.exhibit.title, "score": h.score}))
+                .collect();
+            println!(
+                "{}",
+                serde_json::json!({"query": query, "answered_by": "collection",
+                                   "retriever": retriever.name(), "hits": hits,
+                                   "kind": {"label": b.label, "total": b.total, "words": b.words},
+                                   "offline_answer": answer})
+            );
+        } else {
+            println!(
+                "a kind of the catalogue ({} retriever): {}, {} exhibits; listed:",
+                retriever.name(),
+                b.label,
+                b.total
+            );
+            for (i, h) in b.hits.iter().enumerate() {
+                println!("{:>2}. {}  {}", i + 1, h.exhibit.id, h.exhibit.title);
+            }
+            println!("offline answer: {answer}");
+        }
+        return Ok(());
+    }
     let hits = retriever.search(&query, k).await?;
     if hits.is_empty() {
         // The candidate lexical search would have named, and why it was refused.
