@@ -461,6 +461,30 @@ pub fn overview_answer(utterance: &str, o: &crate::retrieval::Overview) -> Strin
         },
         thousands(o.total)
     );
+    // An English voice cannot read a department named in Chinese only (piper said "Chinese
+    // letter" for each character): those are counted together instead of named.
+    let latin = |d: &str| d.chars().any(|c| c.is_ascii_alphabetic());
+    let named: Vec<(String, usize)> = o
+        .departments
+        .iter()
+        .filter(|(d, _)| latin(d))
+        .take(OVERVIEW_DEPARTMENTS)
+        .cloned()
+        .collect();
+    let unnamed: usize = o
+        .departments
+        .iter()
+        .filter(|(d, _)| !latin(d))
+        .map(|(_, n)| n)
+        .sum();
+    let shown = named.as_slice();
+    let example = shown.first().map(|(d, _)| d.as_str()).unwrap_or_default();
+    if unnamed > 0 {
+        en.push_str(&format!(
+            " {} of them are catalogued under Chinese department names.",
+            thousands(unnamed)
+        ));
+    }
     match shown {
         [] => en.push_str(
             " Ask me about any of them: name one, or ask about a maker, a material, a place or a subject.",
@@ -513,7 +537,7 @@ mod tests {
         };
         assert_eq!(
             overview_answer("What do you have?", &o),
-            "Our collection records hold 2,700 exhibits. The largest departments are 藝術品／文獻 (984), Painting & Drawing (330) and Ceramics (200). Ask me about any of them, for example: Do you have anything in Painting & Drawing?"
+            "Our collection records hold 2,700 exhibits. 984 of them are catalogued under Chinese department names. The largest departments are Painting & Drawing (330) and Ceramics (200). Ask me about any of them, for example: Do you have anything in Painting & Drawing?"
         );
         assert_eq!(
             overview_answer("你们有多少件展品？", &o),
