@@ -41,15 +41,19 @@
 //! pipeline/      one request (a Job and its Input, the live STT and transcript time passed in
 //!                them): input → slash command, a visitor-services fact said word for word, the
 //!                offline answerer's small talk (small_talk.rs), or prompt (+ retrieval, a
-//!                follow-up searched with its anchor question: follow_up.rs, history) → tool loop (server tools, observations) → RESPONSE frames via
+//!                follow-up searched with its anchor question and a pick from a list pinned to
+//!                its title: follow_up.rs, history; a kind's listing for a browse question)
+//!                → tool loop (server tools, observations) → RESPONSE frames via
 //!                ReplyStream. Imports request, never session
 //! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC
 //!                folding, the makers' user dictionary), ingest, embedded BM25 ranking with
 //!                bridges across the two languages (pinyin, CC-CEDICT) and to
 //!                English synonyms (WordNet), the semantic path (semantic.rs: embedding in the
 //!                background, fusion; vectors from a server or in process, local_e5.rs), the
-//!                no-answer model (abstain.rs), visitor-service facts, the remote SRS client,
-//!                eval; reaches SQL only through the store's CollectionStore and VectorStore
+//!                no-answer model (abstain.rs), visitor-service facts, kinds of object for
+//!                browse questions (kinds.rs: department, medium head) and the collection's
+//!                overview, the remote SRS client, eval; reaches SQL only through the store's
+//!                CollectionStore and VectorStore
 //! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
 //! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
 //! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
