@@ -51,7 +51,7 @@
 //!                English synonyms (WordNet), the semantic path (semantic.rs: embedding in the
 //!                background, fusion; vectors from a server or in process, local_e5.rs), the
 //!                no-answer model (abstain.rs), visitor-service facts, kinds of object for
-//!                browse questions (kinds.rs: department, medium head) and the collection's
+//!                browse questions (kinds.rs: department, medium and title heads) and the collection's
 //!                overview, the remote SRS client, eval; reaches SQL only through the store's
 //!                CollectionStore and VectorStore
 //! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)

@@ -343,7 +343,7 @@ pub fn analyze(e: &Exhibit) -> [String; 7] {
 /// ([`super::kinds`]).
 fn meta_text(e: &Exhibit) -> String {
     let mut meta = text::index_text(&format!("{} {} {}", e.gallery, e.dimensions, e.id));
-    let markers = super::kinds::markers(&e.gallery, &e.medium);
+    let markers = super::kinds::markers(&e.gallery, &e.medium, &e.title);
     if !markers.is_empty() {
         if !meta.is_empty() {
             meta.push(' ');
@@ -1306,6 +1306,7 @@ pub fn browse_blocking(
     let mut members_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
         let mut rows = store.rows_holding(&format!("{}{t}", kinds::DEPARTMENT))?;
         rows.extend(store.rows_holding(&format!("{}{t}", kinds::MEDIUM))?);
+        rows.extend(store.rows_holding(&format!("{}{t}", kinds::TITLE))?);
         rows.sort_unstable();
         rows.dedup();
         Ok(rows)
@@ -1340,7 +1341,7 @@ pub fn browse_blocking(
         }
     }
     let holds = |e: &Exhibit, mark: &str| {
-        let markers = kinds::markers(&e.gallery, &e.medium);
+        let markers = kinds::markers(&e.gallery, &e.medium, &e.title);
         named
             .iter()
             .any(|t| markers.split(' ').any(|m| m.strip_prefix(mark) == Some(t)))
@@ -1350,11 +1351,25 @@ pub fn browse_blocking(
         .filter(|e| holds(e, kinds::DEPARTMENT))
         .filter_map(|e| kinds::department(&e.gallery))
         .collect();
-    let media: Vec<String> = listed
+    let mut media: Vec<String> = listed
         .iter()
         .filter(|e| holds(e, kinds::MEDIUM))
         .filter_map(|e| kinds::medium_word(&e.medium))
         .collect();
+    // A Chinese title's head word names the kind like a medium does (拓本, 墓志铭); the
+    // visitor's own word when the head holds it (勋章, not the first title's 云麾勋章).
+    media.extend(
+        listed
+            .iter()
+            .filter(|e| holds(e, kinds::TITLE))
+            .filter_map(|e| kinds::title_word(&e.title))
+            .map(|w| {
+                units
+                    .iter()
+                    .find(|u| w.contains(&u.word))
+                    .map_or(w, |u| u.word.clone())
+            }),
+    );
     Ok(Some(Browse {
         total: members.len(),
         label: kinds::label(&departments, &media),

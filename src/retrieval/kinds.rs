@@ -7,7 +7,10 @@
 //!   Art Museum, Ceramics" → "Ceramics"; "國立歷史博物館 …；藝術品／文獻" → "藝術品／文獻"), the
 //!   whole field when it names no institution;
 //! - the head of its **medium**: the last word of the medium's first phrase ("porcelain with
-//!   underglaze blue" → porcelain, "cast bronze" → bronze, "oil on canvas" → oil).
+//!   underglaze blue" → porcelain, "cast bronze" → bronze, "oil on canvas" → oil);
+//! - the head of a **Chinese title**: Chinese catalogues name the kind at the end of the title
+//!   (唐高岑墓誌銘 → 墓志铭, 北魏法生造像記拓本 → 拓本, …勳章, …照片), its last word of two
+//!   characters or more once a closing bracketed note is dropped.
 //!
 //! They are indexed as marker tokens in the record's meta column (`#d:` + each department
 //! token, `#m:` + the medium head's token), which no question term can match and which the
@@ -22,6 +25,8 @@ use super::text::{self, Run};
 pub const DEPARTMENT: &str = "#d:";
 /// Marker of a medium head token in the index.
 pub const MEDIUM: &str = "#m:";
+/// Marker of a Chinese title's head word in the index.
+pub const TITLE: &str = "#t:";
 
 /// Whether an index token is a kind marker (the index leaves it out of a row's length:
 /// [`crate::store::lexical::MARKER`]).
@@ -75,8 +80,38 @@ pub fn medium_head(medium: &str) -> Option<String> {
     text::latin_tokens(&medium_word(medium)?).pop()
 }
 
+/// The head word of a Chinese title (see the module header), normalised (Simplified); None for
+/// a title that does not end in Chinese or whose last word is a single character.
+pub fn title_word(title: &str) -> Option<String> {
+    let mut t = text::normalize(title);
+    // Closing notes: "(打字稿)", "(1906.10.24)", "（複製品）" (normalised to ASCII brackets).
+    loop {
+        let trimmed = t
+            .trim_end()
+            .trim_end_matches(|c: char| !c.is_alphanumeric() && c != ')');
+        if trimmed.ends_with(')')
+            && let Some(open) = trimmed.rfind('(')
+        {
+            t = trimmed[..open].to_string();
+            continue;
+        }
+        t = trimmed.to_string();
+        break;
+    }
+    let last_run = match text::runs(&t).last()? {
+        Run::Cjk(s) => s.to_string(),
+        Run::Word(_) => return None,
+    };
+    // The run must end the title: nothing but punctuation after it.
+    if !t.trim_end().ends_with(&last_run) {
+        return None;
+    }
+    let word = text::cjk_words(&last_run).pop()?;
+    (word.chars().count() >= 2).then_some(word)
+}
+
 /// The kind marker tokens of a record, space separated (empty when it has none).
-pub fn markers(gallery: &str, medium: &str) -> String {
+pub fn markers(gallery: &str, medium: &str, title: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     if let Some(d) = department(gallery) {
         for t in text::index_tokens(d) {
@@ -91,6 +126,14 @@ pub fn markers(gallery: &str, medium: &str) -> String {
     }
     if let Some(h) = medium_head(medium) {
         out.push(format!("{MEDIUM}{h}"));
+    }
+    if let Some(w) = title_word(title) {
+        for t in text::index_tokens(&w) {
+            let m = format!("{TITLE}{t}");
+            if !out.contains(&m) {
+                out.push(m);
+            }
+        }
     }
     out.join(" ")
 }
@@ -415,17 +458,37 @@ mod tests {
     #[test]
     fn markers_name_department_words_and_the_medium_head() {
         assert_eq!(
-            markers("Walters Art Museum, Arms & Armor", "steel and leather"),
+            markers(
+                "Walters Art Museum, Arms & Armor",
+                "steel and leather",
+                "Sallet"
+            ),
             "#d:arm #d:armor #m:steel"
         );
-        assert_eq!(markers("Gallery 12", ""), "#d:galleri");
-        assert!(markers("國立歷史博物館；藝術品／文獻", "").contains("#d:文献"));
-        assert_eq!(markers("", ""), "");
+        assert_eq!(markers("Gallery 12", "", ""), "#d:galleri");
+        assert!(markers("國立歷史博物館；藝術品／文獻", "", "").contains("#d:文献"));
+        assert_eq!(markers("", "", ""), "");
         assert!(
-            markers("Walters Art Museum, Ceramics", "porcelain")
+            markers("Walters Art Museum, Ceramics", "porcelain", "Vase")
                 .split(' ')
                 .all(is_marker)
         );
+    }
+
+    #[test]
+    fn a_chinese_title_names_its_kind_at_the_end() {
+        let w = |t: &str| title_word(t);
+        assert_eq!(w("北魏法生造像記拓本").as_deref(), Some("拓本"));
+        assert_eq!(w("荷蘭瓷器資料(打字稿)").as_deref(), Some("资料"));
+        assert_eq!(
+            w("詹天佑自北平致諾斯洛普夫人函(1906.10.24)"),
+            None,
+            "one character"
+        );
+        assert_eq!(w("Box with Badger and Moon"), None);
+        assert_eq!(w("Seal 印章 No. 3"), None, "does not end in Chinese");
+        let m = markers("", "", "唐故史氏趙夫人墓誌銘");
+        assert!(m.contains("#t:墓志铭"), "{m}");
     }
 
     fn no_dictionary(_: &str) -> Vec<&'static [Box<str>]> {

@@ -29,7 +29,7 @@
 //! translit.rs    pinyin bridge between the scripts (康熙 ↔ Kangxi): Bridge, coverage credit
 //! dictionary.rs  dictionary bridge (CC-CEDICT, compiled in from cedict/): 义和团 ↔ Boxers
 //! thesaurus.rs   English synonym bridge (WordNet 3.0, compiled in from wordnet/): timepiece → watch
-//! kinds.rs       kinds of object (department, medium head) for "Do you have any ceramics?". Pure
+//! kinds.rs       kinds of object (department, medium and Chinese title heads): "Do you have any ceramics?". Pure
 //! ```
 //!
 //! The internals (analysis, ranking, abstention, evaluation, ingest formats) follow, from

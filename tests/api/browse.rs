@@ -113,6 +113,28 @@ async fn a_question_about_a_kind_gets_its_total_and_a_few_of_its_exhibits() {
         );
     }
 
+    // A Chinese catalogue names the kind at the end of its titles (…墓誌銘).
+    let epitaphs = records
+        .values()
+        .filter(|(title, _, _)| {
+            kinds::markers("", "", title)
+                .split(' ')
+                .any(|m| m == "#t:墓志铭")
+        })
+        .count();
+    assert!(epitaphs >= 100, "{epitaphs}");
+    zh.text_request("epitaphs", "有没有墓志铭？").await;
+    let list = zh.reply("epitaphs").await;
+    assert!(
+        list.text
+            .starts_with(&format!("馆藏中「墓志铭」类的展品有{epitaphs}件，例如：")),
+        "{}",
+        list.text
+    );
+    for t in museum_agent::pipeline::follow_up::quoted_titles(&list.text) {
+        assert!(t.ends_with("墓志铭"), "{t}");
+    }
+
     // A word that names no kind: the search's list, no total.
     c.text_request("japanese", "Do you have any Japanese ceramics?")
         .await;
