@@ -252,7 +252,18 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // A follow-up with no earlier question to follow ("Where can I see it?" first) is not
     // searched: any record it matched would share only generic words. The offline answerer asks
     // which exhibit is meant; a model gets no search result.
-    let query = search_query(job, &said);
+    let (query, picked) = match search_query(job, &said) {
+        Some(SearchQuery {
+            query,
+            pinned,
+            picked,
+        }) => {
+            // "Tell me about the second one": the title picked from the guide's own list.
+            let title = pinned.clone().filter(|_| picked);
+            (Some((query, pinned)), title)
+        }
+        None => (None, None),
+    };
     if query.is_none() && small_talk.is_none() && offline {
         let text = follow_up::which_exhibit(&said);
         return answer_without_model(job, reply, user_turn, &text).await;
@@ -309,14 +320,6 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     if let Some(o) = &overview {
         system.push_str(&prompt::overview(o));
     }
-    // "Tell me about the second one": the title picked from the guide's own list.
-    let picked = follow_up::pick_from_list(
-        &said,
-        job.history
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .messages(),
-    );
     if let Some(t) = &picked {
         system.push_str(&prompt::picked(t));
     }
@@ -550,20 +553,40 @@ fn function_result_turn(job: &Job, fr: &FunctionResult, text: Option<&str>) -> V
 /// about the second one") is searched as the title it points at, with the question that asked
 /// for the list (a short title such as "Vase" then finds the exhibit listed); that title comes
 /// back too, as does a picked title a follow-up refers to, for [`pin_title`].
-fn search_query(job: &Job, said: &str) -> Option<(String, Option<String>)> {
+fn search_query(job: &Job, said: &str) -> Option<SearchQuery> {
     let history = job.history.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(title) = follow_up::pick_from_list(said, history.messages()) {
         let query = match follow_up::anchor(history.messages()) {
             Some(anchor) => format!("{title} {anchor}"),
             None => title.clone(),
         };
-        return Some((query, Some(title)));
+        return Some(SearchQuery {
+            query,
+            pinned: Some(title),
+            picked: true,
+        });
     }
     if !follow_up::is_follow_up(said) {
-        return Some((said.to_string(), None));
+        return Some(SearchQuery {
+            query: said.to_string(),
+            pinned: None,
+            picked: false,
+        });
     }
-    follow_up::anchor_with_pick(history.messages())
-        .map(|(anchor, picked)| (format!("{anchor} {said}"), picked.then_some(anchor)))
+    follow_up::anchor_with_pick(history.messages()).map(|(anchor, picked)| SearchQuery {
+        query: format!("{anchor} {said}"),
+        pinned: picked.then_some(anchor),
+        picked: false,
+    })
+}
+
+/// What [`search_query`] found: the text to search, the title of an exhibit picked from a list
+/// that the search puts first ([`pin_title`]), and whether this very question is the pick ("the
+/// second one", not a later "When was it made?").
+struct SearchQuery {
+    query: String,
+    pinned: Option<String>,
+    picked: bool,
 }
 
 /// Puts the exhibit titled `title` (picked from a list) first among `hits`, searching the title

@@ -1340,28 +1340,32 @@ pub fn browse_blocking(
             }
         }
     }
-    let holds = |e: &Exhibit, mark: &str| {
-        let markers = kinds::markers(&e.gallery, &e.medium, &e.title);
-        named
-            .iter()
-            .any(|t| markers.split(' ').any(|m| m.strip_prefix(mark) == Some(t)))
-    };
-    let departments: Vec<&str> = listed
+    // Each listed exhibit's markers, once (a title's are a jieba cut).
+    let marked: Vec<(&Exhibit, String)> = listed
         .iter()
-        .filter(|e| holds(e, kinds::DEPARTMENT))
+        .map(|e| (*e, kinds::markers(&e.gallery, &e.medium, &e.title)))
+        .collect();
+    let named = &named;
+    let holding = |mark: &'static str| {
+        marked
+            .iter()
+            .filter(move |(_, markers)| {
+                named
+                    .iter()
+                    .any(|t| markers.split(' ').any(|m| m.strip_prefix(mark) == Some(t)))
+            })
+            .map(|(e, _)| *e)
+    };
+    let departments: Vec<&str> = holding(kinds::DEPARTMENT)
         .filter_map(|e| kinds::department(&e.gallery))
         .collect();
-    let mut media: Vec<String> = listed
-        .iter()
-        .filter(|e| holds(e, kinds::MEDIUM))
+    let mut media: Vec<String> = holding(kinds::MEDIUM)
         .filter_map(|e| kinds::medium_word(&e.medium))
         .collect();
     // A Chinese title's head word names the kind like a medium does (拓本, 墓志铭); the
     // visitor's own word when the head holds it (勋章, not the first title's 云麾勋章).
     media.extend(
-        listed
-            .iter()
-            .filter(|e| holds(e, kinds::TITLE))
+        holding(kinds::TITLE)
             .filter_map(|e| kinds::title_word(&e.title))
             .map(|w| {
                 units
