@@ -199,6 +199,16 @@ const EN_FRAME: &[&str] = &[
     "yours",
     "here",
     "today",
+    "hold",
+    "holds",
+    "include",
+    "includes",
+    "keep",
+    "guys",
+    "hi",
+    "hello",
+    "excuse",
+    "sorry",
 ];
 
 /// Chinese words of a browse question that say nothing about the kind (有没有…？ 你们这里有什么…可以看？).
@@ -227,6 +237,15 @@ const ZH_FRAME: &[&str] = &[
     "这里",
     "这儿",
     "吗",
+    "么",
+    "嘛",
+    "您",
+    "您们",
+    "贵馆",
+    "贵",
+    "馆里",
+    "馆内",
+    "这边",
     "呢",
     "类",
     "件",
@@ -510,6 +529,9 @@ mod tests {
         );
         assert_eq!(words("Are there any rare books?"), ["rare", "books"]);
         assert_eq!(words("有没有青铜器？"), ["青铜器"]);
+        assert_eq!(words("Hi, does the museum hold swords?"), ["swords"]);
+        assert_eq!(words("请问贵馆有玉器吗？"), ["玉器"]);
+        assert_eq!(words("你们馆里有瓷器么"), ["瓷器"]);
         assert_eq!(words("你们这里有什么瓷器可以看？"), ["瓷器"]);
         let u = &subject("What paintings do you have?", &no_dictionary)[0];
         assert_eq!(u.alternatives, vec![vec!["paint".to_string()]]);

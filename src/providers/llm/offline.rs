@@ -608,10 +608,85 @@ const POINTING: &[&str] = &[
     " this ", " that ", " it ", " its ", "这", "那件", "那幅", "那张", "那个", "那只", "它",
 ];
 
+/// English openings of a question whose object is a kind when it is not one thing named with
+/// "the" or a possessive ("Do you have ceramics?", "Does the museum have a sword?", "Is there
+/// a clock?"; not "Do you have the Peach Bloom Vase?").
+const BROWSE_OPENINGS: &[&str] = &[
+    "do you have",
+    "do you guys have",
+    "do you own",
+    "do you hold",
+    "do you keep",
+    "have you got",
+    "does the museum have",
+    "does the museum own",
+    "does the museum hold",
+    "does your museum have",
+    "does the collection have",
+    "does the collection include",
+    "does your collection have",
+    "does your collection include",
+    "is there",
+    "are there",
+    "can i see",
+    "where can i see",
+    "any",
+    "got any",
+];
+
+/// Words after a [`BROWSE_OPENINGS`] that make its object one thing, or something other than
+/// a kind of object ("Do you have information on…", "Is there a café?").
+const NOT_A_KIND: &[&str] = &[
+    "the",
+    "this",
+    "that",
+    "these",
+    "those",
+    "his",
+    "her",
+    "its",
+    "their",
+    "my",
+    "your",
+    "our",
+    "information",
+    "info",
+    "details",
+    "more",
+    "time",
+    "room",
+    "space",
+];
+
+/// Chinese words before 有…吗 that name who holds it (你们有瓷器吗？ 请问馆里有玉器吗？).
+const ZH_HOLDERS: &[&str] = &[
+    "请问",
+    "你们",
+    "您们",
+    "贵馆",
+    "本馆",
+    "博物馆",
+    "馆里",
+    "馆内",
+    "这里",
+    "这儿",
+    "这边",
+    "馆藏",
+    "里",
+    "中",
+    "的",
+    "还",
+    "也",
+    "都",
+];
+
 /// Whether `question` asks what the collection holds of a kind (see [`BROWSE_CUES`]); also a
-/// question that ends in "do you have" / "are there" ("What paintings do you have?").
+/// question that ends in "do you have" / "are there" ("What paintings do you have?"), opens
+/// with one of [`BROWSE_OPENINGS`] followed by a kind ("Do you have ceramics?"), or is a
+/// Chinese 有…吗 question (你们有瓷器吗？ 有玉器么).
 pub fn is_browse(question: &str) -> bool {
-    let q = format!(" {} ", normalize(question));
+    let norm = normalize(question);
+    let q = format!(" {norm} ");
     if POINTING.iter().any(|p| q.contains(p)) {
         return false;
     }
@@ -620,7 +695,80 @@ pub fn is_browse(question: &str) -> bool {
         || ["do you have", "are there", "is there"]
             .iter()
             .any(|e| bare.ends_with(e))
+        || opens_on_a_kind(&norm)
+        || zh_has_question(bare.trim())
 }
+
+/// "Do you have ceramics?", "Is there a sword?": an opening of [`BROWSE_OPENINGS`], then a
+/// word that is none of [`NOT_A_KIND`] (after an optional "a"/"an"/"some").
+fn opens_on_a_kind(norm: &str) -> bool {
+    let words: Vec<&str> = norm
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let words = match words.first() {
+        Some(&"hi" | &"hello" | &"excuse" | &"sorry" | &"please") => {
+            let skip = if words.get(1) == Some(&"me") { 2 } else { 1 };
+            &words[skip.min(words.len())..]
+        }
+        _ => &words[..],
+    };
+    BROWSE_OPENINGS.iter().any(|o| {
+        let n = o.split(' ').count();
+        if words.len() <= n || !words[..n].iter().copied().eq(o.split(' ')) {
+            return false;
+        }
+        let object: Vec<&str> = words[n..]
+            .iter()
+            .copied()
+            .skip_while(|w| matches!(*w, "a" | "an" | "some"))
+            .collect();
+        // A kind is a word or two ("Chinese bronzes", "rare books"); a longer object describes
+        // one thing ("Is there a painting of a woman hunting buffalo?"), which is searched.
+        object.first().is_some_and(|w| !NOT_A_KIND.contains(w))
+            && object.len() <= MAX_KIND_WORDS
+            && !object.iter().any(|w| DESCRIBING.contains(w))
+    })
+}
+
+/// Most words of a kind after a [`BROWSE_OPENINGS`] ("do you have Japanese woodblock prints").
+const MAX_KIND_WORDS: usize = 3;
+
+/// Words that make the object after a [`BROWSE_OPENINGS`] a description of one thing.
+const DESCRIBING: &[&str] = &[
+    "of", "with", "that", "which", "who", "showing", "from", "by", "where", "about",
+];
+
+/// Most characters after 有 in a 有…吗 question about a kind (你们有青花瓷器吗); a longer one
+/// describes one thing and is searched.
+const MAX_KIND_CHARS: usize = 6;
+
+/// A Chinese 有…吗 question: after the words naming the holder ([`ZH_HOLDERS`]) it opens with
+/// 有 and ends with 吗 / 么 / 嘛 / 没有 (你们有瓷器吗？ 馆里有青铜器没有？).
+fn zh_has_question(bare: &str) -> bool {
+    let Some(body) = ["吗", "么", "嘛", "没有"]
+        .iter()
+        .find_map(|e| bare.strip_suffix(e))
+    else {
+        return false;
+    };
+    let mut rest = body.trim();
+    while let Some(r) = ZH_HOLDERS.iter().find_map(|h| rest.strip_prefix(h)) {
+        rest = r.trim_start();
+    }
+    rest.strip_prefix('有').is_some_and(|r| {
+        let r = r.trim();
+        r.chars().all(text::is_cjk)
+            && (1..=MAX_KIND_CHARS).contains(&r.chars().count())
+            && !ZH_NOT_HELD.iter().any(|w| r.starts_with(w))
+    })
+}
+
+/// What follows 有 in a 有…吗 question that is not something a collection holds (有人讲解吗？
+/// 有意思吗？ 有名吗？).
+const ZH_NOT_HELD: &[&str] = &[
+    "人", "意思", "问题", "时间", "空", "道理", "趣", "用", "名", "多", "年代", "什么", "没有",
+];
 
 /// Hits that score within this share of the best are listed in a browse answer.
 const BROWSE_NEAR: f64 = 0.75;
@@ -1141,6 +1289,15 @@ mod tests {
             "有哪些书法作品？",
             "有沒有青花瓷？",
             "馆藏里都有什么瓷器？",
+            "Do you have ceramics?",
+            "Does the museum have a sword?",
+            "Hi, do you have paintings?",
+            "Is there a clock?",
+            "Any coins?",
+            "你们有瓷器吗？",
+            "請問館裡有玉器嗎",
+            "有青铜器么",
+            "馆里有青铜器没有？",
         ] {
             assert!(is_browse(q), "{q}");
         }
@@ -1150,6 +1307,15 @@ mod tests {
             "这件瓷器有什么特点？",
             "Is there any gold in this box?",
             "What is it made of?",
+            "Do you have the Peach Bloom Vase?",
+            "Do you have information on the armor?",
+            "Is there the Mona Lisa?",
+            "你们有人讲解吗？",
+            "有意思吗？",
+            "这件有年代吗？",
+            "Do you know who made it?",
+            "Is there a painting of a Native American woman hunting buffalo on horseback?",
+            "你们这里有康熙年间烧的那种豇豆红釉的瓷器吗？",
         ] {
             assert!(!is_browse(q), "{q}");
         }
@@ -1506,7 +1672,7 @@ mod tests {
         let mut c = record("Blue Jar", "", "", "", "A blue jar.");
         (a.score, b.score, c.score) = (0.8, 0.78, 0.3);
         let tied = compose(
-            "Do you have peach-bloom porcelain?",
+            "What is peach-bloom porcelain?",
             Some(&[a.clone(), b.clone(), c.clone()]),
         );
         assert!(
@@ -1515,7 +1681,7 @@ mod tests {
         );
         assert!(!tied.contains("Blue Jar"), "{tied}");
         b.score = 0.5;
-        let clear = compose("Do you have peach-bloom porcelain?", Some(&[a, b, c]));
+        let clear = compose("What is peach-bloom porcelain?", Some(&[a, b, c]));
         assert!(!clear.contains("also holds"), "{clear}");
     }
 
