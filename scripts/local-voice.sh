@@ -72,6 +72,7 @@ settings=(
   "MUSEUM_AGENT__TTS__API_KEY_ENV="
   "MUSEUM_AGENT__TTS__RESPONSE_FORMAT=wav"
   "MUSEUM_AGENT__TTS__FIRST_BYTE_TIMEOUT_SECONDS=30"
+  "MUSEUM_AGENT__TTS__READS_CJK=false"
 )
 if [[ $with_llm -eq 1 ]]; then
   llm_port="$(free_port)"; start llm "$llm_port" --sse-ping 10

@@ -712,6 +712,14 @@ pub struct TtsConfig {
     pub clause_min_chars: usize,
     /// A piece without punctuation is cut at this many characters.
     pub max_piece_chars: usize,
+    /// Whether the voice reads Chinese (Japanese, Korean). false for an English-only voice
+    /// (piper `en_US-*`, flite): CJK text is said as the stand-ins below, and a reply in
+    /// Chinese is not spoken ([`crate::audio::speakable`]).
+    pub reads_cjk: bool,
+    /// Said for a quoted CJK title when `reads_cjk = false`.
+    pub cjk_title_as: String,
+    /// Said for other CJK text when `reads_cjk = false`.
+    pub cjk_text_as: String,
     /// command: the program and its arguments; `{text}` in an argument is replaced by the
     /// piece, otherwise the piece is written to the program's stdin.
     pub command: Vec<String>,
@@ -742,6 +750,9 @@ impl Default for TtsConfig {
             first_piece_min_chars: 6,
             clause_min_chars: 24,
             max_piece_chars: 120,
+            reads_cjk: true,
+            cjk_title_as: "a title in Chinese".into(),
+            cjk_text_as: "a passage in Chinese".into(),
             command: Vec::new(),
             command_output: "wav".into(),
             command_timeout_seconds: 30.0,

@@ -4,9 +4,11 @@
 //! §7.3). This module wraps PCM as WAV for STT uploads ([`pcm_to_wav`]), reads streamed WAV
 //! from TTS ([`wav::StreamingWav`]), converts other rates to 16 kHz ([`resample::StreamResampler`]),
 //! cuts PCM into voice frames of a fixed duration ([`Chunker`]) and cuts streamed reply text
-//! into speakable pieces ([`splitter::Splitter`]).
+//! into speakable pieces ([`splitter::Splitter`]), rewritten for a voice that reads no CJK
+//! ([`speakable::for_latin_voice`]).
 
 pub mod resample;
+pub mod speakable;
 pub mod splitter;
 pub mod wav;
 

@@ -13,7 +13,9 @@
 //! dropped (their upstream TTS connections closed with them).
 //!
 //! Without a TTS provider the voice stream of a `require_tts` reply is closed empty and the
-//! final frame says why (`notice`).
+//! final frame says why (`notice`). A voice that reads no CJK (`[tts] reads_cjk = false`) gets
+//! each piece as it can say it ([`crate::audio::speakable`]); when part of the reply was left
+//! unspoken, the final frame says so (`notice`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, OnceLock};
@@ -26,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::audio::Chunker;
+use crate::audio::speakable::{LatinVoice, StandIns};
 use crate::audio::splitter::{Splitter, SplitterConfig};
 use crate::config::{TtsConfig, secs};
 use crate::protocol::{ErrorCode, FunctionCall, Response, ResponseContent, ServerMessage};
@@ -38,6 +41,10 @@ use super::{Deps, Failure};
 
 pub const NO_TTS_NOTICE: &str =
     "speech output (TTS) is not configured on this server; this reply is text only";
+
+/// The final frame's `notice` when a voice that reads no CJK (`[tts] reads_cjk = false`) left
+/// part of the reply unspoken.
+pub const CJK_NOT_SPOKEN_NOTICE: &str = "the configured voice does not read Chinese; the parts of this reply in Chinese were not spoken";
 
 impl From<TtsError> for Failure {
     fn from(e: TtsError) -> Self {
@@ -79,6 +86,8 @@ struct Piece {
 
 struct VoiceOut {
     splitter: Splitter,
+    /// A voice that reads no CJK: what it is given instead ([`crate::audio::speakable`]).
+    latin: Option<LatinVoice>,
     pieces: Option<mpsc::UnboundedSender<Piece>>,
     frames: Option<mpsc::UnboundedSender<Out>>,
     writer: Option<AbortOnDropHandle<Result<(), Failure>>>,
@@ -142,12 +151,8 @@ impl ReplyStream {
         }
         self.text.push_str(delta);
         if let Some(v) = self.voice.as_mut() {
-            let now = Instant::now();
-            for text in v.splitter.push(delta) {
-                if let Some(p) = &v.pieces {
-                    let _ = p.send(Piece { text, cut_at: now });
-                }
-            }
+            let pieces = v.splitter.push(delta);
+            v.queue(pieces);
             if let Some(f) = &v.frames {
                 let _ = f.send(Out::Text(delta.to_string()));
             }
@@ -178,12 +183,9 @@ impl ReplyStream {
         let Some(v) = self.voice.as_mut() else {
             return Ok(());
         };
-        let now = Instant::now();
-        if let Some(p) = v.pieces.take() {
-            for text in v.splitter.finish() {
-                let _ = p.send(Piece { text, cut_at: now });
-            }
-        }
+        let pieces = v.splitter.finish();
+        v.queue(pieces);
+        v.pieces = None;
         v.frames = None;
         let Some(writer) = v.writer.take() else {
             return Ok(());
@@ -204,13 +206,36 @@ impl ReplyStream {
             text_stream_seq: Some(-1),
             voice_stream_seq: self.require_tts.then_some(-1),
             content: Some(ResponseContent::default()),
-            notice: (self.require_tts && self.voice.is_none()).then(|| NO_TTS_NOTICE.to_string()),
+            notice: match &self.voice {
+                None if self.require_tts => Some(NO_TTS_NOTICE.to_string()),
+                Some(VoiceOut { latin: Some(l), .. }) if l.skipped > 0 => {
+                    Some(CJK_NOT_SPOKEN_NOTICE.to_string())
+                }
+                _ => None,
+            },
             ..Default::default()
         }
     }
 }
 
 impl VoiceOut {
+    /// Sends the pieces the splitter completed to synthesis (as the voice can say them).
+    fn queue(&mut self, pieces: Vec<String>) {
+        let now = Instant::now();
+        for text in pieces {
+            let text = match self.latin.as_mut() {
+                Some(l) => match l.piece(text) {
+                    Some(t) => t,
+                    None => continue,
+                },
+                None => text,
+            };
+            if let Some(p) = &self.pieces {
+                let _ = p.send(Piece { text, cut_at: now });
+            }
+        }
+    }
+
     fn start(
         ctx: Arc<RequestCtx>,
         outbox: Outbox,
@@ -246,6 +271,12 @@ impl VoiceOut {
                 first_min_chars: cfg.first_piece_min_chars,
                 clause_min_chars: cfg.clause_min_chars,
                 max_chars: cfg.max_piece_chars,
+            }),
+            latin: (!cfg.reads_cjk).then(|| {
+                LatinVoice::new(StandIns {
+                    title: cfg.cjk_title_as.clone(),
+                    text: cfg.cjk_text_as.clone(),
+                })
             }),
             pieces: Some(piece_tx),
             frames: Some(frame_tx),

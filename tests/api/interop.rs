@@ -861,6 +861,68 @@ fn hop(metrics: &str, name: &str, q: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// What whisper-base hears in 16 kHz PCM (the server's own form fields, `model_name`).
+async fn transcribe(stt: &RealServer, pcm: &[u8]) -> String {
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(museum_agent::audio::pcm_to_wav(pcm))
+                .file_name("voice.wav")
+                .mime_str("audio/wav")
+                .unwrap(),
+        )
+        .text("model_name", "whisper-base")
+        .text("language", "en")
+        .text("response_format", "json");
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/audio/transcriptions", stt.url()))
+        .multipart(form)
+        .timeout(FRAME_TIMEOUT)
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.status());
+    r.json::<Value>().await.unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn piper_says_a_chinese_title_as_a_stand_in_when_the_voice_reads_no_chinese() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let Some(install) = require() else { return };
+    let tts = RealServer::start(&install, Kind::Tts, &[]).await;
+    let stt = RealServer::start(&install, Kind::Stt, &[]).await;
+    let app = spawn_app_with(|c| {
+        use_piper(c, &tts);
+        c.tts.reads_cjk = false;
+    })
+    .await;
+    let mut c = client(&app, true, false).await;
+    // The English piper voice spells each CJK character as "Chinese letter" (heard before the
+    // setting existed); with reads_cjk = false it hears the stand-in instead.
+    let reply = "Our collection holds these: “陳澄波照片” (1930) and “Vase” (1700).";
+    app.llm.push(text_reply(&[reply]));
+    c.send("REQUEST", text_req("t1", "Do you have photographs?", true))
+        .await;
+    let g = collect(&mut c, "t1").await;
+    assert!(g.error.is_none(), "{:?}", g.error);
+    assert_eq!(g.text, reply);
+    let heard = transcribe(&stt, &g.voice).await.to_lowercase();
+    println!(
+        "interop: piper with reads_cjk = false: {:.2} s of voice, whisper heard {heard:?}",
+        g.voice.len() as f64 / 32_000.0
+    );
+    if let Ok(p) = std::env::var("MUSEUM_AGENT_KEEP_VOICE") {
+        std::fs::write(p, museum_agent::audio::pcm_to_wav(&g.voice)).unwrap();
+    }
+    assert!(heard.contains("title in chinese"), "{heard:?}");
+    assert!(!heard.contains("letter"), "{heard:?}");
+    assert!(heard.contains("1930"), "{heard:?}");
+    assert!(g.last.as_ref().unwrap().get("notice").is_none());
+}
+
 #[tokio::test]
 async fn a_recorded_question_in_a_spoken_answer_out_with_all_three_real_servers() {
     let _one = ONE_AT_A_TIME.lock().await;

@@ -715,3 +715,61 @@ async fn without_stt_voice_gets_a_clear_error_and_without_tts_a_notice() {
     assert_eq!(last["voice_stream_seq"], -1);
     assert!(last["notice"].as_str().unwrap().contains("TTS"));
 }
+
+#[tokio::test]
+async fn a_voice_that_reads_no_chinese_gets_stand_ins_and_no_chinese_reply() {
+    let (app, speech) = voice_app(Stt::None, Tts::Pcm, |c| c.tts.reads_cjk = false).await;
+    let mut c = app.client().await;
+    let upd = json!({"request_id": "u1", "data_type": "TEXT", "stream_flag": false,
+                     "stream_seq": 0, "require_tts": true, "content": {"text": ""}});
+    c.send("REQUEST", upd).await;
+    assert_eq!(c.recv().await["payload"]["text_stream_seq"], -1);
+
+    // An English reply quoting a Chinese record: the text is shown as written, the voice says
+    // stand-ins and the English gloss, and the Chinese sentence is left out (and said so).
+    let reply = "Our record of “溥儒” is in Chinese only: 溥儒，字心畬。Made by 張大千 (Zhang Daqian). Ask me more.";
+    app.llm.push(text_reply(&[reply]));
+    c.text_request("t1", "Who is Pu Ru?").await;
+    let r = collect_voice(&mut c, "t1").await;
+    assert_eq!(r.text, reply);
+    let pieces = tts_inputs(&speech);
+    assert_eq!(
+        pieces,
+        [
+            "Our record of “a title in Chinese” is in Chinese only:",
+            "Made by Zhang Daqian.",
+            "Ask me more."
+        ]
+    );
+    assert!(!r.voice().is_empty());
+    let last = r.last.unwrap();
+    assert_eq!(last["voice_stream_seq"], -1);
+    assert!(
+        last["notice"]
+            .as_str()
+            .unwrap()
+            .contains("does not read Chinese"),
+        "{last}"
+    );
+
+    // A reply in Chinese is not spoken: no synthesis, the voice stream closed empty, a notice.
+    app.llm.push(text_reply(&[
+        "馆藏中有53件瓷器（porcelain），",
+        "例如：《Vase》。",
+    ]));
+    c.text_request("t2", "你们有瓷器吗？").await;
+    let r = collect_voice(&mut c, "t2").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert!(r.voice_seqs.is_empty());
+    assert_eq!(speech.tts_requests().len(), 3);
+    let last = r.last.unwrap();
+    assert_eq!(last["voice_stream_seq"], -1);
+    assert!(last["notice"].as_str().is_some(), "{last}");
+
+    // An English reply with no Chinese: spoken whole, no notice.
+    app.llm.push(text_reply(&["The vase is porcelain."]));
+    c.text_request("t3", "What is it made of?").await;
+    let r = collect_voice(&mut c, "t3").await;
+    assert!(r.last.unwrap().get("notice").is_none());
+    assert_eq!(speech.tts_requests().len(), 4);
+}
