@@ -16,6 +16,7 @@ pub fn of(deps: &Deps) -> Capabilities {
     Capabilities {
         speech_input: deps.stt.is_some(),
         speech_output: deps.tts.is_some(),
+        speech_output_chinese: deps.tts.is_some() && deps.tts_config.reads_cjk,
     }
 }
 

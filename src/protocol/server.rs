@@ -27,11 +27,13 @@ pub struct RegisterAck {
 
 /// REGISTER_ACK `capabilities` (**extension**): whether a VOICE request can be recognised
 /// (an STT provider is configured) and whether `require_tts` replies carry voice (a TTS
-/// provider is configured).
+/// provider is configured), and whether that voice reads Chinese (`[tts] reads_cjk`; false
+/// without TTS): a Chinese page hides its spoken-replies control when it does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capabilities {
     pub speech_input: bool,
     pub speech_output: bool,
+    pub speech_output_chinese: bool,
 }
 
 /// `function_call` of a RESPONSE (spec §5.3). `call_id` is an **extension**: the id the client

@@ -133,6 +133,7 @@ function applyLang(l) {
   showState(client?.state ?? 'closed');
   for (const card of ui.cards.children) card.render?.();
   if (!ui.welcome.hidden) showSuggestions();
+  if (client?.capabilities) applyCapabilities(client.capabilities);
 }
 
 function showState(state) {
@@ -394,10 +395,12 @@ function idleTick() {
   if (performance.now() - lastInput >= idleSeconds * 1000) resetForNextVisitor();
 }
 
-/** Shows or hides the voice controls for what this server offers (REGISTER_ACK capabilities). */
+/** Shows or hides the voice controls for what this server offers (REGISTER_ACK capabilities).
+ * A voice that reads no Chinese (`speech_output_chinese: false`) is not offered on the Chinese
+ * page; spoken replies come back when the visitor switches to English. */
 function applyCapabilities(caps) {
   const input = caps ? !!caps.speech_input : true;
-  const output = caps ? !!caps.speech_output : true;
+  const output = (caps ? !!caps.speech_output : true) && !(lang === 'zh' && caps?.speech_output_chinese === false);
   ui.ptt.hidden = !input;
   ui.handsfree.hidden = !input;
   ui.level.hidden = !input;
@@ -408,8 +411,16 @@ function applyCapabilities(caps) {
   if (!input && handsFree) setHandsFree(false);
   if (!output && speakReplies) {
     speakReplies = false;
+    speakSuspended = true;
     ui.speak.setAttribute('aria-pressed', 'false');
     if (client.state === 'ready') client.updateSession({ requireTts: false });
+    else client.requireTts = false;
+  } else if (output && speakSuspended) {
+    speakSuspended = false;
+    speakReplies = true;
+    ui.speak.setAttribute('aria-pressed', 'true');
+    if (client.state === 'ready') client.updateSession({ requireTts: true });
+    else client.requireTts = true;
   }
 }
 
@@ -439,6 +450,8 @@ let player = null;
 let mic = null;
 let vad = null;
 let speakReplies = true;
+/** Spoken replies were on and were turned off because this page's language has no voice. */
+let speakSuspended = false;
 let handsFree = false;
 let listening = null; // the open voice upload while the visitor speaks
 const bubbles = new Map(); // request id -> agent bubble

@@ -554,7 +554,8 @@ export class MuseumAgentClient extends EventTarget {
         this.resumeToken = p.resume_token ?? null;
         if (resumed) this.stats.resumes++;
         this.sessionTimeoutSeconds = p.session_timeout_seconds;
-        // Extension: {speech_input, speech_output}; null from a server that does not send it.
+        // Extension: {speech_input, speech_output, speech_output_chinese}; null from a server
+        // that does not send it.
         this.capabilities = p.capabilities ?? null;
         this.attempt = 0;
         this.stats.registrations++;

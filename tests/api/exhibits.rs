@@ -404,22 +404,31 @@ async fn register_ack_says_what_speech_the_server_has() {
     let app = spawn_app().await;
     assert_eq!(
         capabilities(&app).await,
-        json!({"speech_input": false, "speech_output": false})
+        json!({"speech_input": false, "speech_output": false, "speech_output_chinese": false})
     );
     let speech = FakeSpeech::start().await;
     let base = speech.base_url();
-    let app = spawn_app_with(move |c| {
-        c.stt.provider = SttProviderKind::Openai;
-        c.stt.base_url = base.clone();
-        c.stt.api_key_env = String::new();
-        c.tts.provider = TtsProviderKind::Openai;
-        c.tts.base_url = base;
-        c.tts.api_key_env = String::new();
-    })
-    .await;
+    let speaking = |reads_cjk: bool| {
+        let base = base.clone();
+        move |c: &mut museum_agent::Config| {
+            c.stt.provider = SttProviderKind::Openai;
+            c.stt.base_url = base.clone();
+            c.stt.api_key_env = String::new();
+            c.tts.provider = TtsProviderKind::Openai;
+            c.tts.base_url = base;
+            c.tts.api_key_env = String::new();
+            c.tts.reads_cjk = reads_cjk;
+        }
+    };
+    let app = spawn_app_with(speaking(true)).await;
     assert_eq!(
         capabilities(&app).await,
-        json!({"speech_input": true, "speech_output": true})
+        json!({"speech_input": true, "speech_output": true, "speech_output_chinese": true})
+    );
+    let app = spawn_app_with(speaking(false)).await;
+    assert_eq!(
+        capabilities(&app).await,
+        json!({"speech_input": true, "speech_output": true, "speech_output_chinese": false})
     );
 }
 

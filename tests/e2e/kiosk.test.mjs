@@ -190,7 +190,7 @@ for (const [w, h] of SIZES) {
         }
         // No speech on this server: the voice controls are not offered.
         const ack = await page.evaluate(() => window.__e2e.frames.find((f) => f.type === 'REGISTER_ACK').payload);
-        assert.deepEqual(ack.capabilities, { speech_input: false, speech_output: false });
+        assert.deepEqual(ack.capabilities, { speech_input: false, speech_output: false, speech_output_chinese: false });
         for (const id of ['ptt', 'handsfree', 'speak', 'voice-row']) assert.equal(await page.isVisible(`#${id}`), false, `#${id} visible without STT/TTS`);
         checkGeometry(await geometry(page), `${label} welcome`);
         await page.screenshot({ path: path.join(shots, `${label}-1-welcome.png`) });
@@ -277,6 +277,40 @@ test('a voice request sent anyway gets a non-retryable error shown in the page l
       return document.getElementById('banner').textContent;
     }, e);
     assert.equal(text, 'Spoken questions are not available here; please type your question below.');
+  } finally {
+    await context.close();
+  }
+});
+
+test('a voice that reads no Chinese is not offered on the Chinese page, and comes back in English', { timeout: 30000 }, async () => {
+  // This server has no speech; the REGISTER_ACK is rewritten on its way to the page to say it
+  // has STT and an English-only voice (`[tts] reads_cjk = false`).
+  const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  await context.routeWebSocket(/\/ws\/agent\/stream/, (ws) => {
+    const server = ws.connectToServer();
+    server.onMessage((m) => {
+      const f = JSON.parse(m);
+      if (f.msg_type === 'REGISTER_ACK') {
+        f.payload.capabilities = { speech_input: true, speech_output: true, speech_output_chinese: false };
+      }
+      ws.send(JSON.stringify(f));
+    });
+  });
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  try {
+    await page.goto(`${baseUrl}/?key=${encodeURIComponent(apiKey)}&lang=zh&idle=0`);
+    await page.waitForFunction(() => document.getElementById('status').dataset.state === 'ready', null, { timeout: 15000 });
+    assert.equal(await page.isVisible('#speak'), false, 'spoken replies offered on the Chinese page');
+    assert.equal(await page.isVisible('#ptt'), true);
+    assert.equal(await page.evaluate(() => window.kiosk.client.requireTts), false);
+    await page.click('#lang');
+    await page.waitForFunction(() => !document.getElementById('speak').hidden && window.kiosk.client.requireTts === true, null, { timeout: 5000 });
+    assert.equal(await page.getAttribute('#speak', 'aria-pressed'), 'true');
+    await page.click('#lang');
+    await page.waitForFunction(() => document.getElementById('speak').hidden && window.kiosk.client.requireTts === false, null, { timeout: 5000 });
+    assert.deepEqual(errors, []);
   } finally {
     await context.close();
   }

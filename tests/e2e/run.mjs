@@ -181,7 +181,7 @@ test('kiosk connects, registers its functions and keeps the key out of the addre
   assert.deepEqual(reg.function_calling.map((f) => f.name).sort(), ['navigate_to_gallery', 'show_exhibit']);
   // This server has STT and TTS (the fakes): the voice controls are offered.
   const ack = await page.evaluate(() => window.__e2e.frames.find((f) => f.type === 'REGISTER_ACK')?.payload);
-  assert.deepEqual(ack.capabilities, { speech_input: true, speech_output: true });
+  assert.deepEqual(ack.capabilities, { speech_input: true, speech_output: true, speech_output_chinese: true });
   for (const id of ['ptt', 'handsfree', 'speak']) assert.ok(await page.isVisible(`#${id}`), `#${id} hidden with STT and TTS`);
   // Heartbeats are answered (the server sends one a second here).
   await pageWait('a HEARTBEAT_REPLY', () => window.kiosk.client.stats.heartbeatReplies >= 1, undefined, 5000);
