@@ -113,6 +113,21 @@ const EN: &[(&str, SmallTalk)] = &[
     ("highlights", SmallTalk::Overview),
     ("must see", SmallTalk::Overview),
     ("best pieces", SmallTalk::Overview),
+    ("show me something", SmallTalk::Overview),
+    ("something interesting", SmallTalk::Overview),
+    ("anything interesting", SmallTalk::Overview),
+    ("what's interesting", SmallTalk::Overview),
+    ("what is interesting", SmallTalk::Overview),
+    ("worth seeing", SmallTalk::Overview),
+    ("where should i start", SmallTalk::Overview),
+    ("where do i start", SmallTalk::Overview),
+    ("oldest", SmallTalk::Overview),
+    ("newest", SmallTalk::Overview),
+    ("most expensive", SmallTalk::Overview),
+    ("biggest", SmallTalk::Overview),
+    ("largest", SmallTalk::Overview),
+    ("smallest", SmallTalk::Overview),
+    ("rarest", SmallTalk::Overview),
 ];
 
 /// Words that may stand beside the phrases without making the utterance a question.
@@ -200,6 +215,7 @@ const EN_FILLERS: &[&str] = &[
     "some",
     "one",
     "ones",
+    "interesting",
 ];
 
 /// Chinese phrases (Simplified; the utterance is folded to Simplified first).
@@ -266,6 +282,19 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("推荐", SmallTalk::Overview),
     ("必看", SmallTalk::Overview),
     ("最值得看", SmallTalk::Overview),
+    ("值得看", SmallTalk::Overview),
+    ("好看的", SmallTalk::Overview),
+    ("有意思的", SmallTalk::Overview),
+    ("有趣的", SmallTalk::Overview),
+    ("好玩的", SmallTalk::Overview),
+    ("最古老", SmallTalk::Overview),
+    ("最老", SmallTalk::Overview),
+    ("最早的", SmallTalk::Overview),
+    ("最贵", SmallTalk::Overview),
+    ("最值钱", SmallTalk::Overview),
+    ("最大的", SmallTalk::Overview),
+    ("从哪里开始", SmallTalk::Overview),
+    ("从哪开始", SmallTalk::Overview),
 ];
 
 /// Characters that may stand beside the Chinese phrases (particles, "you", "very", "ok").
@@ -340,6 +369,7 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
 /// The guide's reply to `kind`, in the language and script of `utterance`. `services`: the
 /// museum has a facts file, so visiting questions (hours, tickets, toilets) can be answered too.
 pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
+    let about_language = kind == SmallTalk::Help && asks_about_language(utterance);
     if crate::providers::llm::offline::is_chinese(utterance) {
         let zh = match (kind, services) {
             (SmallTalk::Greeting, true) => {
@@ -360,9 +390,14 @@ pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
                 "我没法为整个馆藏计数或排名，但可以介绍任何一件展品：请告诉我展品的名称，或者问某位作者、某种材料、某个地方或题材。"
             }
         };
-        crate::providers::llm::offline::zh_in(zh, utterance)
+        let zh = if about_language {
+            format!("会的：我可以用中文或英文回答，用哪种语言问都可以。{zh}")
+        } else {
+            zh.to_string()
+        };
+        crate::providers::llm::offline::zh_in(&zh, utterance)
     } else {
-        match (kind, services) {
+        let en = match (kind, services) {
             (SmallTalk::Greeting, true) => {
                 "Hello! I'm the museum's guide. Ask me about any exhibit (who made it, when, what it is made of, what it shows) or about your visit: opening hours, tickets, toilets."
             }
@@ -382,9 +417,33 @@ pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
             (SmallTalk::Overview, _) => {
                 "I can't count or rank the whole collection, but I can tell you about any exhibit: name one, or ask about a maker, a material, a place or a subject."
             }
+        };
+        if about_language {
+            format!("Yes: I answer in English and in Chinese, so ask in either. {en}")
+        } else {
+            en.to_string()
         }
-        .to_string()
     }
+}
+
+/// Whether a help question asks which languages the guide speaks ("Do you speak Chinese?",
+/// 你会说英语吗？).
+fn asks_about_language(utterance: &str) -> bool {
+    let norm = text::normalize(utterance);
+    [
+        "speak",
+        "english",
+        "chinese",
+        "language",
+        "英语",
+        "英文",
+        "中文",
+        "汉语",
+        "普通话",
+        "语言",
+    ]
+    .iter()
+    .any(|w| norm.contains(w))
 }
 
 /// Words of a question that asks the guide to rank the collection (normalised: Simplified, lower
@@ -400,12 +459,38 @@ const RANKING: &[&str] = &[
     "best pieces",
     "what should i see",
     "what should we see",
+    "something interesting",
+    "anything interesting",
+    "interesting",
+    "worth seeing",
+    "where should i start",
+    "where do i start",
+    "show me something",
+    "oldest",
+    "newest",
+    "most expensive",
+    "biggest",
+    "largest",
+    "smallest",
+    "rarest",
     "最有名",
     "最著名",
     "镇馆之宝",
     "推荐",
     "必看",
     "最值得看",
+    "值得看",
+    "好看",
+    "有意思",
+    "有趣",
+    "好玩",
+    "最古老",
+    "最老",
+    "最早",
+    "最贵",
+    "最值钱",
+    "最大",
+    "从哪",
 ];
 
 /// Departments an overview names (a visitor hears it: a short list).
@@ -432,7 +517,7 @@ pub fn overview_answer(utterance: &str, o: &crate::retrieval::Overview) -> Strin
         let script = crate::providers::llm::offline::visitor_script(utterance);
         let name = |d: &str| crate::retrieval::text::in_script(d, script);
         let mut zh = if ranking {
-            "我没法为展品排名，不过可以告诉您馆藏的概况：".to_string()
+            "我没法为展品排名或替您挑选，不过可以告诉您馆藏的概况：".to_string()
         } else {
             String::new()
         };
@@ -455,7 +540,7 @@ pub fn overview_answer(utterance: &str, o: &crate::retrieval::Overview) -> Strin
     let mut en = format!(
         "{}ur collection records hold {} exhibits.",
         if ranking {
-            "I can't rank the exhibits by fame or value, but here is what we hold: o"
+            "I can't rank or pick the exhibits for you, but here is what we hold: o"
         } else {
             "O"
         },
@@ -545,11 +630,11 @@ mod tests {
         );
         assert!(
             overview_answer("What is the most famous piece here?", &o)
-                .starts_with("I can't rank the exhibits by fame or value, but here is what we hold: our collection records hold 2,700 exhibits.")
+                .starts_with("I can't rank or pick the exhibits for you, but here is what we hold: our collection records hold 2,700 exhibits.")
         );
         assert!(
             overview_answer("镇馆之宝是什么？", &o)
-                .starts_with("我没法为展品排名，不过可以告诉您馆藏的概况：本馆")
+                .starts_with("我没法为展品排名或替您挑选，不过可以告诉您馆藏的概况：本馆")
         );
         let one = crate::retrieval::Overview {
             total: 12,
@@ -583,6 +668,22 @@ mod tests {
         }
         let n = cases.len();
         assert!(n >= 40, "{n} cases");
+    }
+
+    #[test]
+    fn a_question_about_languages_is_answered_yes() {
+        assert!(
+            answer(SmallTalk::Help, "Can you speak Chinese?", true).starts_with(
+                "Yes: I answer in English and in Chinese, so ask in either. I'm the museum's guide"
+            )
+        );
+        assert!(
+            answer(SmallTalk::Help, "你会说英语吗？", true)
+                .starts_with("会的：我可以用中文或英文回答")
+        );
+        assert!(
+            answer(SmallTalk::Help, "Who are you?", true).starts_with("I'm the museum's guide")
+        );
     }
 
     #[test]
