@@ -24,10 +24,15 @@ pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
 /// For a browse question about a kind of object, to append to the system message: how many
 /// exhibits of the kind the collection holds (the exhibits above are a few of them).
 pub fn browse_total(b: &crate::retrieval::Browse) -> String {
+    let mention = if b.qualifiers.is_empty() {
+        String::new()
+    } else {
+        format!(" whose records mention {}", b.qualifiers.join(" and "))
+    };
     format!(
         "\n\nThe visitor asks what the collection holds of a kind. The collection holds {} \
-         exhibits in {}; the exhibits above are a few of them. Say how many there are, list these \
-         briefly and invite the visitor to ask about one.\n",
+         exhibits in {}{mention}; the exhibits above are a few of them. Say how many there are, \
+         list these briefly and invite the visitor to ask about one.\n",
         b.total, b.label
     )
 }

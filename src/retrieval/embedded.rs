@@ -17,7 +17,7 @@
 //!    chosen by cross-validation), and the semantic abstention fit decides on the lexical and
 //!    semantic signals ([`decide`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -1288,6 +1288,10 @@ pub fn fuse_ranked<T: Clone + Eq + std::hash::Hash>(
 /// Rows of the collection read to choose the exhibits a [`Browse`] lists, per exhibit listed.
 const BROWSE_READ_PER_LISTED: usize = 6;
 
+/// Rows scored for the words that narrow a kind ([`browse_blocking`]); members beyond them follow
+/// unordered by those words.
+const BROWSE_QUALIFIER_CANDIDATES: usize = 2_000;
+
 /// The kind a browse question names and a few of its exhibits ([`super::kinds`]),
 /// synchronously: None when its words name no kind. The exhibits listed are the kind's most
 /// fully described records (longest in the index: a curator wrote most about them), one per
@@ -1311,9 +1315,47 @@ pub fn browse_blocking(
         rows.dedup();
         Ok(rows)
     };
-    let Some(kinds::Resolved { members, named }) = kinds::resolve(&units, &mut members_of)? else {
+    let mut rows_with = |t: &str| store.rows_holding(t);
+    let Some(kinds::Resolved {
+        mut members,
+        named,
+        qualifiers,
+    }) = kinds::resolve(&units, &mut members_of, &mut rows_with)?
+    else {
         return Ok(None);
     };
+    if !qualifiers.is_empty() {
+        // Narrowed by words ("Japanese ceramics"): the members whose records weigh those words
+        // most come first (a culture field saying "Japanese" before a description that names
+        // Japan once), BM25 over the words as the search ranks them; the rest after, longest
+        // first.
+        let tokens: Vec<String> = units
+            .iter()
+            .filter(|u| qualifiers.contains(&u.word))
+            .flat_map(|u| u.alternatives.iter().flatten().cloned())
+            .collect();
+        let scored: HashMap<i64, f64> = store
+            .candidates(
+                &tokens
+                    .iter()
+                    .map(|t| MatchTerm {
+                        text: t,
+                        prefix: false,
+                    })
+                    .collect::<Vec<_>>(),
+                &WEIGHTS,
+                BROWSE_QUALIFIER_CANDIDATES,
+            )?
+            .into_iter()
+            .collect();
+        members.sort_by(|a, b| {
+            let (sa, sb) = (scored.get(&a.0), scored.get(&b.0));
+            sb.partial_cmp(&sa)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(b.1.cmp(&a.1))
+                .then(a.0.cmp(&b.0))
+        });
+    }
     let read: Vec<i64> = members
         .iter()
         .take(k * BROWSE_READ_PER_LISTED)
@@ -1378,6 +1420,7 @@ pub fn browse_blocking(
         total: members.len(),
         label: kinds::label(&departments, &media),
         words: units.into_iter().map(|u| u.word).collect(),
+        qualifiers,
         hits: listed
             .into_iter()
             .map(|e| Hit {

@@ -209,6 +209,16 @@ const EN_FRAME: &[&str] = &[
     "hello",
     "excuse",
     "sorry",
+    // Praise names no kind and narrows none ("Do you have any famous paintings?").
+    "famous",
+    "beautiful",
+    "nice",
+    "good",
+    "great",
+    "important",
+    "interesting",
+    "best",
+    "cool",
 ];
 
 /// Chinese words of a browse question that say nothing about the kind (有没有…？ 你们这里有什么…可以看？).
@@ -339,39 +349,51 @@ pub struct Resolved {
     pub members: Vec<Member>,
     /// The question's tokens that named a kind.
     pub named: Vec<String>,
+    /// The question's words that name no kind but narrow it, as the visitor wrote them
+    /// (normalised): "chinese" in "Chinese porcelain", 清朝 in 清朝的瓷器.
+    pub qualifiers: Vec<String>,
 }
 
 /// The members of the kinds a browse question names: for each [`Unit`], the union of its
 /// alternatives (each the intersection of its tokens that name a kind); across units, the
 /// intersection ("rare books": rare ∩ book). `members_of(token)` gives the rows holding a kind
-/// marker of `token` (department or medium). None when a unit names no kind or fewer than two
-/// rows are left.
+/// marker of `token` (department or medium). A unit that names no kind narrows the others
+/// instead, to the rows holding its words (`rows_with(token)`: the plain index token, so
+/// "Chinese porcelain" is the porcelain whose record says Chinese; 清朝 also through its
+/// dictionary senses, "Qing dynasty"). None when no unit names a kind, a narrowing word is
+/// found nowhere, or fewer than two rows are left.
 pub fn resolve<E>(
     units: &[Unit],
     members_of: &mut dyn FnMut(&str) -> Result<Vec<Member>, E>,
+    rows_with: &mut dyn FnMut(&str) -> Result<Vec<Member>, E>,
 ) -> Result<Option<Resolved>, E> {
     use std::collections::HashMap;
+    type Rows = HashMap<i64, u64>;
     if units.is_empty() {
         return Ok(None);
     }
-    let mut memo: HashMap<String, HashMap<i64, u64>> = HashMap::new();
-    let mut named: Vec<String> = Vec::new();
-    let mut acc: Option<HashMap<i64, u64>> = None;
-    for unit in units {
-        let mut unit_rows: HashMap<i64, u64> = HashMap::new();
+    // The union over a unit's alternatives of the rows `of` gives for all of an alternative's
+    // tokens; the tokens found are added to `found`.
+    fn rows_of<E>(
+        unit: &Unit,
+        memo: &mut HashMap<String, Rows>,
+        of: &mut dyn FnMut(&str) -> Result<Vec<Member>, E>,
+        found: &mut Vec<String>,
+    ) -> Result<Rows, E> {
+        let mut unit_rows = Rows::new();
         for alt in &unit.alternatives {
-            let mut alt_rows: Option<HashMap<i64, u64>> = None;
+            let mut alt_rows: Option<Rows> = None;
             for t in alt {
                 if !memo.contains_key(t) {
-                    let rows: HashMap<i64, u64> = members_of(t)?.into_iter().collect();
+                    let rows: Rows = of(t)?.into_iter().collect();
                     memo.insert(t.clone(), rows);
                 }
                 let rows = &memo[t];
                 if rows.is_empty() {
                     continue;
                 }
-                if !named.contains(t) {
-                    named.push(t.clone());
+                if !found.contains(t) {
+                    found.push(t.clone());
                 }
                 alt_rows = Some(match alt_rows {
                     None => rows.clone(),
@@ -383,8 +405,21 @@ pub fn resolve<E>(
             }
             unit_rows.extend(alt_rows.unwrap_or_default());
         }
+        Ok(unit_rows)
+    }
+    let mut kinds_memo: HashMap<String, Rows> = HashMap::new();
+    let mut words_memo: HashMap<String, Rows> = HashMap::new();
+    let mut named: Vec<String> = Vec::new();
+    let mut qualifiers: Vec<String> = Vec::new();
+    let mut acc: Option<Rows> = None;
+    for unit in units {
+        let mut unit_rows = rows_of(unit, &mut kinds_memo, members_of, &mut named)?;
         if unit_rows.is_empty() {
-            return Ok(None);
+            unit_rows = rows_of(unit, &mut words_memo, rows_with, &mut Vec::new())?;
+            if unit_rows.is_empty() {
+                return Ok(None);
+            }
+            qualifiers.push(unit.word.clone());
         }
         acc = Some(match acc {
             None => unit_rows,
@@ -395,11 +430,15 @@ pub fn resolve<E>(
         });
     }
     let mut members: Vec<(i64, u64)> = acc.unwrap_or_default().into_iter().collect();
-    if members.len() < 2 {
+    if members.len() < 2 || qualifiers.len() == units.len() {
         return Ok(None);
     }
     members.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    Ok(Some(Resolved { members, named }))
+    Ok(Some(Resolved {
+        members,
+        named,
+        qualifiers,
+    }))
 }
 
 /// The departments of a collection from its `gallery` fields and their counts
@@ -572,7 +611,15 @@ mod tests {
                 _ => vec![],
             })
         };
-        let r = resolve(&[unit("ceramics", &[&["ceram"]])], &mut members)
+        // Rows whose text holds a word: japanese 1, 3, 9; "old" 9.
+        let mut words = |t: &str| -> Result<Vec<Member>, ()> {
+            Ok(match t {
+                "japanes" => vec![(1, 10), (3, 20), (9, 1)],
+                "old" => vec![(9, 1)],
+                _ => vec![],
+            })
+        };
+        let r = resolve(&[unit("ceramics", &[&["ceram"]])], &mut members, &mut words)
             .unwrap()
             .unwrap();
         assert_eq!(r.members, [(2, 30), (3, 20), (1, 10)], "longest first");
@@ -581,6 +628,7 @@ mod tests {
         let r = resolve(
             &[unit("瓷器", &[&["china"], &["porcelain", "implement"]])],
             &mut members,
+            &mut words,
         )
         .unwrap()
         .unwrap();
@@ -589,7 +637,8 @@ mod tests {
         assert!(
             resolve(
                 &[unit("rare", &[&["rare"]]), unit("books", &[&["book"]])],
-                &mut members
+                &mut members,
+                &mut words
             )
             .unwrap()
             .is_none()
@@ -600,23 +649,37 @@ mod tests {
                 unit("porcelain", &[&["porcelain"]]),
             ],
             &mut members,
+            &mut words,
         )
         .unwrap()
         .unwrap();
         assert_eq!(r.members, [(2, 30), (3, 20)]);
-        // A word that names no kind: no listing (the question is searched as usual).
-        assert!(
-            resolve(
-                &[
-                    unit("japanese", &[&["japanes"]]),
-                    unit("ceramics", &[&["ceram"]])
-                ],
-                &mut members
-            )
-            .unwrap()
-            .is_none()
+        // A word that names no kind narrows the kind to the rows that hold it.
+        let r = resolve(
+            &[
+                unit("japanese", &[&["japanes"]]),
+                unit("ceramics", &[&["ceram"]]),
+            ],
+            &mut members,
+            &mut words,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.members, [(3, 20), (1, 10)]);
+        assert_eq!(
+            (r.named, r.qualifiers),
+            (vec!["ceram".to_string()], vec!["japanese".to_string()])
         );
-        assert!(resolve(&[], &mut members).unwrap().is_none());
+        // ... and gives no listing when it leaves fewer than two, is found nowhere, or when
+        // no word names a kind (the question is searched as usual).
+        for units in [
+            vec![unit("old", &[&["old"]]), unit("ceramics", &[&["ceram"]])],
+            vec![unit("zzz", &[&["zzz"]]), unit("ceramics", &[&["ceram"]])],
+            vec![unit("japanese", &[&["japanes"]])],
+        ] {
+            assert!(resolve(&units, &mut members, &mut words).unwrap().is_none());
+        }
+        assert!(resolve(&[], &mut members, &mut words).unwrap().is_none());
     }
 
     #[test]

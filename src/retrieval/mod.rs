@@ -115,6 +115,10 @@ pub struct Browse {
     pub label: String,
     /// The visitor's words that named it, as written (normalised): "ceramics", 瓷器.
     pub words: Vec<String>,
+    /// Those of [`Self::words`] that name no kind but narrow it to the records holding them
+    /// ("chinese" in "Chinese porcelain"; [`kinds::resolve`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub qualifiers: Vec<String>,
     /// A few of its exhibits (the most fully described first), score 1.
     pub hits: Vec<Hit>,
 }

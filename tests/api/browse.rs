@@ -135,10 +135,48 @@ async fn a_question_about_a_kind_gets_its_total_and_a_few_of_its_exhibits() {
         assert!(t.ends_with("墓志铭"), "{t}");
     }
 
-    // A word that names no kind: the search's list, no total.
+    // A word that names no kind narrows one that does: the ceramics whose records say
+    // Japanese, those that weigh it most (a culture field) listed first.
     c.text_request("japanese", "Do you have any Japanese ceramics?")
         .await;
     let r = c.reply("japanese").await;
+    let raw: HashMap<String, String> = std::fs::read_to_string(demo())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (v["id"].as_str().unwrap().to_string(), l.to_lowercase())
+        })
+        .collect();
+    let says_japanese: Vec<&String> = records
+        .iter()
+        .filter(|(id, (_, d, m))| {
+            (d == "Ceramics" || m.as_deref() == Some("ceram")) && raw[*id].contains("japanese")
+        })
+        .map(|(_, (t, _, _))| t)
+        .collect();
+    let japanese = says_japanese.len();
+    assert!(japanese >= 2, "{japanese}");
+    assert!(
+        r.text.starts_with(&format!(
+            "Our collection has {japanese} exhibits in Ceramics that mention Japanese, for example: "
+        )),
+        "{}",
+        r.text
+    );
+    let listed = museum_agent::pipeline::follow_up::quoted_titles(&r.text);
+    assert_eq!(listed.len(), 4, "{}", r.text);
+    for t in &listed {
+        assert!(says_japanese.iter().any(|j| j.trim() == t), "{t}");
+    }
+    // The visitor picks from that list.
+    c.text_request("pick", "Tell me about the first one").await;
+    let r = c.reply("pick").await;
+    assert!(r.text.contains(&format!("“{}”", listed[0])), "{}", r.text);
+    // A word found in no ceramic record: no narrowed kind, the search answers.
+    c.text_request("martian", "Do you have any Martian ceramics?")
+        .await;
+    let r = c.reply("martian").await;
     assert!(!r.text.starts_with("Our collection has "), "{}", r.text);
     // Not a browse question: answered about one exhibit.
     c.text_request("one", "What is the oldest ceramic bowl?")

@@ -859,7 +859,18 @@ fn list_answer(
         let head = match kind {
             // 馆藏中有 200 件瓷器（Ceramics），例如： / 馆藏中「艺术品／文献」类的展品有 984 件，例如：
             Some(b) if b.label.chars().any(text::is_cjk) => {
-                format!("馆藏中「{}」类的展品有{}件，例如：", q(&b.label), b.total)
+                let about = if b.qualifiers.is_empty() {
+                    String::new()
+                } else {
+                    // Not quoted: a pick ("第一件") reads the answer's quoted titles.
+                    let words: Vec<String> = b.qualifiers.iter().map(|w| q(w)).collect();
+                    format!("、与{}有关", words.join("和"))
+                };
+                format!(
+                    "馆藏中「{}」类{about}的展品有{}件，例如：",
+                    q(&b.label),
+                    b.total
+                )
             }
             Some(b) => {
                 let words: String = b.words.concat();
@@ -897,18 +908,40 @@ fn list_answer(
         Some((last, _)) => last.clone(),
         None => String::new(),
     };
+    // "… that mention Chinese": the words that narrowed the kind, as the visitor wrote them
+    // (not quoted: a pick, "the first one", reads the answer's quoted titles).
+    let mention = match kind {
+        Some(b) if !b.qualifiers.is_empty() => {
+            let words: Vec<String> = b
+                .qualifiers
+                .iter()
+                .map(|w| as_written(question, w))
+                .collect();
+            format!(" that mention {}", words.join(" and "))
+        }
+        _ => String::new(),
+    };
     let head = match kind {
         Some(b) if !b.label.is_empty() => format!(
-            "Our collection has {} exhibits in {}, for example: ",
+            "Our collection has {} exhibits in {}{mention}, for example: ",
             b.total, b.label
         ),
         Some(b) => format!(
-            "Our collection has {} such exhibits, for example: ",
+            "Our collection has {} such exhibits{mention}, for example: ",
             b.total
         ),
         None => "Our collection holds these: ".to_string(),
     };
     format!("{head}{list}. Ask me about any of them, for example: When was the first one made?")
+}
+
+/// `word` (normalised, lower case) as `question` writes it ("chinese" → "Chinese").
+fn as_written(question: &str, word: &str) -> String {
+    let lower = question.to_lowercase();
+    match lower.find(word) {
+        Some(at) if lower.len() == question.len() => question[at..at + word.len()].to_string(),
+        _ => word.to_string(),
+    }
 }
 
 /// Words asking for more about what was just said ("tell me more", 详细 …).
@@ -1362,6 +1395,7 @@ mod tests {
             total: 140,
             label: label.into(),
             words: words.iter().map(|w| w.to_string()).collect(),
+            qualifiers: Vec::new(),
             hits: vec![
                 hit("Sallet", "", "ca. 1480", "A helmet."),
                 hit(
@@ -1387,6 +1421,20 @@ mod tests {
         assert!(
             kind_answer("有哪些藝術品？", &browse("藝術品／文獻", &["艺术品"]))
                 .starts_with("館藏中「藝術品／文獻」類的展品有140件，例如："),
+        );
+        // Narrowed by a word that names no kind, as the visitor wrote it (not quoted: picks
+        // read the quoted titles).
+        let mut narrowed = browse("Arms & Armor", &["japanese", "armor"]);
+        narrowed.qualifiers = vec!["japanese".into()];
+        assert!(
+            kind_answer("Any Japanese armor?", &narrowed)
+                .starts_with("Our collection has 140 exhibits in Arms & Armor that mention Japanese, for example: “Sallet”")
+        );
+        let mut narrowed = browse("藝術品／文獻", &["清朝", "艺术品"]);
+        narrowed.qualifiers = vec!["清朝".into()];
+        assert!(
+            kind_answer("有没有清朝的艺术品？", &narrowed)
+                .starts_with("馆藏中「艺术品／文献」类、与清朝有关的展品有140件，例如：")
         );
     }
 
