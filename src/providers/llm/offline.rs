@@ -864,7 +864,7 @@ fn list_answer(
                 } else {
                     // Not quoted: a pick ("第一件") reads the answer's quoted titles.
                     let words: Vec<String> = b.qualifiers.iter().map(|w| q(w)).collect();
-                    format!("、与{}有关", words.join("和"))
+                    format!("、提到{}", words.join("和"))
                 };
                 format!(
                     "馆藏中「{}」类{about}的展品有{}件，例如：",
@@ -873,13 +873,26 @@ fn list_answer(
                 )
             }
             Some(b) => {
-                let words: String = b.words.concat();
+                // 清朝的瓷器: "the porcelain that mentions 清朝", not "Qing porcelain": a record
+                // that names the word in passing counts too.
+                let mention = if b.qualifiers.is_empty() {
+                    String::new()
+                } else {
+                    let words: Vec<String> = b.qualifiers.iter().map(|w| q(w)).collect();
+                    format!("提到{}的", words.join("和"))
+                };
+                let words: String = b
+                    .words
+                    .iter()
+                    .filter(|w| !b.qualifiers.contains(w))
+                    .map(String::as_str)
+                    .collect();
                 let label = if b.label.is_empty() {
                     String::new()
                 } else {
                     format!("（{}）", b.label)
                 };
-                format!("馆藏中有{}件{words}{label}，例如：", b.total)
+                format!("馆藏中有{}件{mention}{words}{label}，例如：", b.total)
             }
             None => "馆藏中与此相关的展品有：".to_string(),
         };
@@ -1426,6 +1439,12 @@ mod tests {
         // read the quoted titles).
         let mut narrowed = browse("Arms & Armor", &["japanese", "armor"]);
         narrowed.qualifiers = vec!["japanese".into()];
+        let mut zh = browse("porcelain", &["清朝", "瓷器"]);
+        zh.qualifiers = vec!["清朝".into()];
+        assert!(
+            kind_answer("有没有清朝的瓷器？", &zh)
+                .starts_with("馆藏中有140件提到清朝的瓷器（porcelain），例如：")
+        );
         assert!(
             kind_answer("Any Japanese armor?", &narrowed)
                 .starts_with("Our collection has 140 exhibits in Arms & Armor that mention Japanese, for example: “Sallet”")
@@ -1434,7 +1453,7 @@ mod tests {
         narrowed.qualifiers = vec!["清朝".into()];
         assert!(
             kind_answer("有没有清朝的艺术品？", &narrowed)
-                .starts_with("馆藏中「艺术品／文献」类、与清朝有关的展品有140件，例如：")
+                .starts_with("馆藏中「艺术品／文献」类、提到清朝的展品有140件，例如：")
         );
     }
 
