@@ -219,6 +219,10 @@ const EN_FRAME: &[&str] = &[
     "interesting",
     "best",
     "cool",
+    // Everything in a museum is old: "ancient" narrows a kind to records that happen to say so.
+    "ancient",
+    "old",
+    "antique",
 ];
 
 /// Chinese words of a browse question that say nothing about the kind (有没有…？ 你们这里有什么…可以看？).
@@ -289,6 +293,14 @@ const ZH_FRAME: &[&str] = &[
     "吧",
     "啊",
     "了",
+    "古代",
+    "古老",
+    "老",
+    "珍贵",
+    "著名",
+    "有名",
+    "漂亮",
+    "好看",
 ];
 
 /// The content words of a browse question (already known to be one), each with the tokens
@@ -571,6 +583,8 @@ mod tests {
         assert_eq!(words("Hi, does the museum hold swords?"), ["swords"]);
         assert_eq!(words("请问贵馆有玉器吗？"), ["玉器"]);
         assert_eq!(words("你们馆里有瓷器么"), ["瓷器"]);
+        assert_eq!(words("你们有古代的兵器吗？"), ["兵器"]);
+        assert_eq!(words("Do you have any famous old paintings?"), ["paintings"]);
         assert_eq!(words("你们这里有什么瓷器可以看？"), ["瓷器"]);
         let u = &subject("What paintings do you have?", &no_dictionary)[0];
         assert_eq!(u.alternatives, vec![vec!["paint".to_string()]]);
