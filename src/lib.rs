@@ -51,13 +51,15 @@
 //!                English synonyms (WordNet), the semantic path (semantic.rs: embedding in the
 //!                background, fusion; vectors from a server or in process, local_e5.rs), the
 //!                no-answer model (abstain.rs), visitor-service facts, kinds of object for
-//!                browse questions (kinds.rs: department, medium and title heads) and the collection's
+//!                browse questions (kinds.rs: department, medium and title heads; other words
+//!                narrow a kind) and the collection's
 //!                overview, the remote SRS client, eval; reaches SQL only through the store's
 //!                CollectionStore and VectorStore
 //! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
 //! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
 //! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
-//! audio/         WAV, resampling, voice chunking, the speakable-piece splitter. Pure
+//! audio/         WAV, resampling, voice chunking, the speakable-piece splitter, what a voice
+//!                that reads no Chinese says instead (speakable.rs). Pure
 //! transport/     server.rs: accept loop (TLS, header deadline, per-address caps); ws.rs: the
 //!                checks and upgrade of every WebSocket (origin, draining, connection cap), the
 //!                session's reader adapter, the one writer task per socket (generic over a frame
