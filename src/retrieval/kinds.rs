@@ -584,7 +584,10 @@ mod tests {
         assert_eq!(words("请问贵馆有玉器吗？"), ["玉器"]);
         assert_eq!(words("你们馆里有瓷器么"), ["瓷器"]);
         assert_eq!(words("你们有古代的兵器吗？"), ["兵器"]);
-        assert_eq!(words("Do you have any famous old paintings?"), ["paintings"]);
+        assert_eq!(
+            words("Do you have any famous old paintings?"),
+            ["paintings"]
+        );
         assert_eq!(words("你们这里有什么瓷器可以看？"), ["瓷器"]);
         let u = &subject("What paintings do you have?", &no_dictionary)[0];
         assert_eq!(u.alternatives, vec![vec!["paint".to_string()]]);

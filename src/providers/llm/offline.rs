@@ -699,9 +699,56 @@ pub fn is_browse(question: &str) -> bool {
         || zh_has_question(bare.trim())
 }
 
+/// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
+/// when the topic is a kind of object, the kind is listed ([`is_kind_topic`]).
+const TOPIC_OPENINGS: &[&str] = &["tell me about", "what about", "how about", "talk about"];
+
+/// Chinese openings of the same ("介绍一下瓷器", 讲讲青铜器).
+const ZH_TOPIC_OPENINGS: &[&str] = &[
+    "介绍一下",
+    "介绍介绍",
+    "介绍",
+    "讲讲",
+    "讲一下",
+    "说说",
+    "聊聊",
+    "谈谈",
+];
+
+/// Whether `question` names a topic that may be a kind of object ("Tell me about ceramics",
+/// "What about Japanese armor?", 介绍一下青铜器): short, not "the" one thing. Such a question
+/// is answered as a kind when its words name one, and searched as before when they do not
+/// (unlike [`is_browse`], it does not turn the search's answer into a list).
+pub fn is_kind_topic(question: &str) -> bool {
+    let norm = normalize(question);
+    if POINTING.iter().any(|p| format!(" {norm} ").contains(p)) {
+        return false;
+    }
+    if opens_on(&norm, TOPIC_OPENINGS) {
+        return true;
+    }
+    let bare = norm
+        .trim()
+        .trim_end_matches(|c: char| !c.is_alphanumeric() && !text::is_cjk(c));
+    let bare = bare.strip_prefix("请").unwrap_or(bare);
+    let bare = bare.strip_prefix("给我").unwrap_or(bare);
+    ZH_TOPIC_OPENINGS.iter().any(|o| {
+        bare.strip_prefix(o).is_some_and(|r| {
+            let r = r.trim_start_matches(['一', '下']);
+            r.chars().all(text::is_cjk) && (1..=MAX_KIND_CHARS).contains(&r.chars().count())
+        })
+    })
+}
+
 /// "Do you have ceramics?", "Is there a sword?": an opening of [`BROWSE_OPENINGS`], then a
 /// word that is none of [`NOT_A_KIND`] (after an optional "a"/"an"/"some").
 fn opens_on_a_kind(norm: &str) -> bool {
+    opens_on(norm, BROWSE_OPENINGS)
+}
+
+/// An opening of `openings`, then a short object ([`MAX_KIND_WORDS`]) whose first word is none
+/// of [`NOT_A_KIND`] and which holds none of [`DESCRIBING`].
+fn opens_on(norm: &str, openings: &[&str]) -> bool {
     let words: Vec<&str> = norm
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .filter(|w| !w.is_empty())
@@ -713,7 +760,7 @@ fn opens_on_a_kind(norm: &str) -> bool {
         }
         _ => &words[..],
     };
-    BROWSE_OPENINGS.iter().any(|o| {
+    openings.iter().any(|o| {
         let n = o.split(' ').count();
         if words.len() <= n || !words[..n].iter().copied().eq(o.split(' ')) {
             return false;
@@ -1364,6 +1411,24 @@ mod tests {
             "你们这里有康熙年间烧的那种豇豆红釉的瓷器吗？",
         ] {
             assert!(!is_browse(q), "{q}");
+        }
+        for q in [
+            "Tell me about ceramics",
+            "Tell me about Chinese porcelain.",
+            "What about Japanese armor?",
+            "介绍一下青铜器",
+            "请给我讲讲瓷器",
+        ] {
+            assert!(is_kind_topic(q) && !is_browse(q), "{q}");
+        }
+        for q in [
+            "Tell me about the Peach Bloom Vase",
+            "Tell me about it",
+            "What about the second one?",
+            "介绍一下这件瓷器",
+            "Who made the lacquer box?",
+        ] {
+            assert!(!is_kind_topic(q), "{q}");
         }
     }
 
