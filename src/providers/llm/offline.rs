@@ -701,7 +701,18 @@ pub fn is_browse(question: &str) -> bool {
 
 /// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
 /// when the topic is a kind of object, the kind is listed ([`is_kind_topic`]).
-const TOPIC_OPENINGS: &[&str] = &["tell me about", "what about", "how about", "talk about"];
+const TOPIC_OPENINGS: &[&str] = &[
+    "tell me about",
+    "what about",
+    "how about",
+    "talk about",
+    "show me",
+    "can you show me",
+    "i want to see",
+    "i'd like to see",
+    "i would like to see",
+    "let me see",
+];
 
 /// Chinese openings of the same ("介绍一下瓷器", 讲讲青铜器).
 const ZH_TOPIC_OPENINGS: &[&str] = &[
@@ -713,6 +724,12 @@ const ZH_TOPIC_OPENINGS: &[&str] = &[
     "说说",
     "聊聊",
     "谈谈",
+    "我想看看",
+    "我想看",
+    "想看看",
+    "想看",
+    "我要看",
+    "看看",
 ];
 
 /// Whether `question` names a topic that may be a kind of object ("Tell me about ceramics",
@@ -720,6 +737,10 @@ const ZH_TOPIC_OPENINGS: &[&str] = &[
 /// is answered as a kind when its words name one, and searched as before when they do not
 /// (unlike [`is_browse`], it does not turn the search's answer into a list).
 pub fn is_kind_topic(question: &str) -> bool {
+    // A quoted title names one exhibit (the kiosk's own suggestions: Tell me about “Vase”).
+    if question.contains(['“', '”', '"', '《', '》', '「']) {
+        return false;
+    }
     let norm = normalize(question);
     if POINTING.iter().any(|p| format!(" {norm} ").contains(p)) {
         return false;
@@ -1418,6 +1439,9 @@ mod tests {
             "What about Japanese armor?",
             "介绍一下青铜器",
             "请给我讲讲瓷器",
+            "Show me armor",
+            "I'd like to see Japanese prints",
+            "我想看瓷器",
         ] {
             assert!(is_kind_topic(q) && !is_browse(q), "{q}");
         }
@@ -1427,6 +1451,11 @@ mod tests {
             "What about the second one?",
             "介绍一下这件瓷器",
             "Who made the lacquer box?",
+            "Show me the Peach Bloom Vase",
+            "Show me a painting of a horse in the snow",
+            "我想看康熙年间烧的那种豇豆红釉瓷器",
+            "Tell me about “Bronze Mirror”",
+            "介绍一下《青铜器》",
         ] {
             assert!(!is_kind_topic(q), "{q}");
         }
