@@ -280,9 +280,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // exhibits with their total; any other question, or a kind the collection lacks, is
     // searched.
     let browse = match (&fact, small_talk, &query) {
-        (None, None, Some((query, None)))
-            if query == &said && (offline::is_browse(&said) || offline::is_kind_topic(&said)) =>
-        {
+        (None, None, Some((query, None))) if query == &said && offline::may_name_a_kind(&said) => {
             browse_kind(job, deps, &said).await
         }
         _ => None,

@@ -201,7 +201,7 @@ pub(crate) async fn search(
     }
     // A browse question about a kind the catalogue names ("Do you have any ceramics?"): the
     // server lists the kind, not the search's hits.
-    let kind = if offline::is_browse(&query) || offline::is_kind_topic(&query) {
+    let kind = if offline::may_name_a_kind(&query) {
         retriever.browse(&query, k.min(offline::BROWSE_MAX)).await?
     } else {
         None

@@ -695,8 +695,15 @@ pub fn is_browse(question: &str) -> bool {
         || ["do you have", "are there", "is there"]
             .iter()
             .any(|e| bare.ends_with(e))
-        || opens_on_a_kind(&norm)
+        || opens_on(&norm, BROWSE_OPENINGS)
         || zh_has_question(bare.trim())
+}
+
+/// Whether `question` may name a kind of object for the kind path ([`crate::retrieval::Retriever::browse`]):
+/// a browse question ([`is_browse`]) or a topic ([`is_kind_topic`]). The server and the CLI's
+/// `search` ask this one question.
+pub fn may_name_a_kind(question: &str) -> bool {
+    is_browse(question) || is_kind_topic(question)
 }
 
 /// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
@@ -761,14 +768,9 @@ pub fn is_kind_topic(question: &str) -> bool {
     })
 }
 
-/// "Do you have ceramics?", "Is there a sword?": an opening of [`BROWSE_OPENINGS`], then a
-/// word that is none of [`NOT_A_KIND`] (after an optional "a"/"an"/"some").
-fn opens_on_a_kind(norm: &str) -> bool {
-    opens_on(norm, BROWSE_OPENINGS)
-}
-
 /// An opening of `openings`, then a short object ([`MAX_KIND_WORDS`]) whose first word is none
-/// of [`NOT_A_KIND`] and which holds none of [`DESCRIBING`].
+/// of [`NOT_A_KIND`] (after an optional "a"/"an"/"some") and which holds none of [`DESCRIBING`]:
+/// "Do you have ceramics?", "Is there a sword?", "Tell me about Chinese porcelain".
 fn opens_on(norm: &str, openings: &[&str]) -> bool {
     let words: Vec<&str> = norm
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
@@ -924,15 +926,24 @@ fn list_answer(
                 format!("《{}》{d}", q(e.title.trim()))
             })
             .collect();
+        // The words that narrowed the kind, in the visitor's script. Not quoted: a pick
+        // ("第一件") reads the answer's quoted titles.
+        let narrowed: String = kind
+            .map(|b| {
+                b.qualifiers
+                    .iter()
+                    .map(|w| q(w))
+                    .collect::<Vec<_>>()
+                    .join("和")
+            })
+            .unwrap_or_default();
         let head = match kind {
             // 馆藏中有 200 件瓷器（Ceramics），例如： / 馆藏中「艺术品／文献」类的展品有 984 件，例如：
             Some(b) if b.label.chars().any(text::is_cjk) => {
-                let about = if b.qualifiers.is_empty() {
+                let about = if narrowed.is_empty() {
                     String::new()
                 } else {
-                    // Not quoted: a pick ("第一件") reads the answer's quoted titles.
-                    let words: Vec<String> = b.qualifiers.iter().map(|w| q(w)).collect();
-                    format!("、提到{}", words.join("和"))
+                    format!("、提到{narrowed}")
                 };
                 format!(
                     "馆藏中「{}」类{about}的展品有{}件，例如：",
@@ -943,11 +954,10 @@ fn list_answer(
             Some(b) => {
                 // 清朝的瓷器: "the porcelain that mentions 清朝", not "Qing porcelain": a record
                 // that names the word in passing counts too.
-                let mention = if b.qualifiers.is_empty() {
+                let mention = if narrowed.is_empty() {
                     String::new()
                 } else {
-                    let words: Vec<String> = b.qualifiers.iter().map(|w| q(w)).collect();
-                    format!("提到{}的", words.join("和"))
+                    format!("提到{narrowed}的")
                 };
                 let words: String = b
                     .words
