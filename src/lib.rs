@@ -55,7 +55,9 @@
 //!                narrow a kind) and the collection's
 //!                overview, the remote SRS client, eval; reaches SQL only through the store's
 //!                CollectionStore and VectorStore
-//! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default)
+//! providers/llm/ one trait (stream of Segments): openai, gemini (sharing sse.rs), offline (default:
+//!                offline/ answers from the records; asks.rs what a question asks for, browse.rs
+//!                browse questions and lists)
 //! providers/stt/ one trait (audio channel in, full text out): OpenAI-compatible, FunASR WebSocket
 //! providers/tts/ one trait (text in, stream of 16 kHz PCM out): OpenAI-compatible
 //! audio/         WAV, resampling, voice chunking, the speakable-piece splitter, what a voice

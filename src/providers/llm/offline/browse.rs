@@ -1,0 +1,633 @@
+//! Browse questions ("Do you have any armor?", 有没有青花瓷？, "Tell me about ceramics"): told
+//! apart from questions about one exhibit, and answered with a short list of exhibits, headed
+//! by the kind's total when the catalogue names the kind. Pure.
+
+use super::{clip, is_chinese, visitor_script};
+use crate::retrieval::text::{self, Script, normalize};
+use crate::retrieval::{Exhibit, Hit};
+
+/// Cues of a browse question, normalised: the visitor asks what the collection holds of a kind
+/// ("Do you have any armor?", "What paintings do you have?", 有哪些书法作品, 有没有青花瓷) rather
+/// than about one exhibit.
+const BROWSE_CUES: &[&str] = &[
+    "do you have any",
+    "do you have some",
+    "have you got any",
+    "are there any",
+    "are there some",
+    "is there any",
+    "any other",
+    "show me some",
+    "see some",
+    "what kinds of",
+    "what kind of",
+    "what sorts of",
+    "what types of",
+    "which kinds of",
+    "有哪些",
+    "有没有",
+    "有什么",
+    "都有",
+    "还有什么",
+    "还有哪些",
+    "有几件",
+];
+
+/// Words that point at one exhibit ("this", 这件): a question holding one is about that exhibit,
+/// not a browse question (这件瓷器有什么特点).
+const POINTING: &[&str] = &[
+    " this ", " that ", " it ", " its ", "这", "那件", "那幅", "那张", "那个", "那只", "它",
+];
+
+/// English openings of a question whose object is a kind when it is not one thing named with
+/// "the" or a possessive ("Do you have ceramics?", "Does the museum have a sword?", "Is there
+/// a clock?"; not "Do you have the Peach Bloom Vase?").
+const BROWSE_OPENINGS: &[&str] = &[
+    "do you have",
+    "do you guys have",
+    "do you own",
+    "do you hold",
+    "do you keep",
+    "have you got",
+    "does the museum have",
+    "does the museum own",
+    "does the museum hold",
+    "does your museum have",
+    "does the collection have",
+    "does the collection include",
+    "does your collection have",
+    "does your collection include",
+    "is there",
+    "are there",
+    "can i see",
+    "where can i see",
+    "any",
+    "got any",
+];
+
+/// Words after a [`BROWSE_OPENINGS`] that make its object one thing, or something other than
+/// a kind of object ("Do you have information on…", "Is there a café?").
+const NOT_A_KIND: &[&str] = &[
+    "the",
+    "this",
+    "that",
+    "these",
+    "those",
+    "his",
+    "her",
+    "its",
+    "their",
+    "my",
+    "your",
+    "our",
+    "information",
+    "info",
+    "details",
+    "more",
+    "time",
+    "room",
+    "space",
+];
+
+/// Chinese words before 有…吗 that name who holds it (你们有瓷器吗？ 请问馆里有玉器吗？).
+const ZH_HOLDERS: &[&str] = &[
+    "请问",
+    "你们",
+    "您们",
+    "贵馆",
+    "本馆",
+    "博物馆",
+    "馆里",
+    "馆内",
+    "这里",
+    "这儿",
+    "这边",
+    "馆藏",
+    "里",
+    "中",
+    "的",
+    "还",
+    "也",
+    "都",
+];
+
+/// Whether `question` asks what the collection holds of a kind (see [`BROWSE_CUES`]); also a
+/// question that ends in "do you have" / "are there" ("What paintings do you have?"), opens
+/// with one of [`BROWSE_OPENINGS`] followed by a kind ("Do you have ceramics?"), or is a
+/// Chinese 有…吗 question (你们有瓷器吗？ 有玉器么).
+pub fn is_browse(question: &str) -> bool {
+    let norm = normalize(question);
+    let q = format!(" {norm} ");
+    if POINTING.iter().any(|p| q.contains(p)) {
+        return false;
+    }
+    let bare = q.trim_end_matches(|c: char| !c.is_alphanumeric() && !text::is_cjk(c));
+    BROWSE_CUES.iter().any(|c| q.contains(c))
+        || ["do you have", "are there", "is there"]
+            .iter()
+            .any(|e| bare.ends_with(e))
+        || opens_on(&norm, BROWSE_OPENINGS)
+        || zh_has_question(bare.trim())
+}
+
+/// Whether `question` may name a kind of object for the kind path ([`crate::retrieval::Retriever::browse`]):
+/// a browse question ([`is_browse`]) or a topic ([`is_kind_topic`]). The server and the CLI's
+/// `search` ask this one question.
+pub fn may_name_a_kind(question: &str) -> bool {
+    is_browse(question) || is_kind_topic(question)
+}
+
+/// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
+/// when the topic is a kind of object, the kind is listed ([`is_kind_topic`]).
+const TOPIC_OPENINGS: &[&str] = &[
+    "tell me about",
+    "what about",
+    "how about",
+    "talk about",
+    "show me",
+    "can you show me",
+    "i want to see",
+    "i'd like to see",
+    "i would like to see",
+    "let me see",
+];
+
+/// Chinese openings of the same ("介绍一下瓷器", 讲讲青铜器).
+const ZH_TOPIC_OPENINGS: &[&str] = &[
+    "介绍一下",
+    "介绍介绍",
+    "介绍",
+    "讲讲",
+    "讲一下",
+    "说说",
+    "聊聊",
+    "谈谈",
+    "我想看看",
+    "我想看",
+    "想看看",
+    "想看",
+    "我要看",
+    "看看",
+];
+
+/// Whether `question` names a topic that may be a kind of object ("Tell me about ceramics",
+/// "What about Japanese armor?", 介绍一下青铜器): short, not "the" one thing. Such a question
+/// is answered as a kind when its words name one, and searched as before when they do not
+/// (unlike [`is_browse`], it does not turn the search's answer into a list).
+pub fn is_kind_topic(question: &str) -> bool {
+    // A quoted title names one exhibit (the kiosk's own suggestions: Tell me about “Vase”).
+    if question.contains(['“', '”', '"', '《', '》', '「']) {
+        return false;
+    }
+    let norm = normalize(question);
+    if POINTING.iter().any(|p| format!(" {norm} ").contains(p)) {
+        return false;
+    }
+    if opens_on(&norm, TOPIC_OPENINGS) {
+        return true;
+    }
+    let bare = norm
+        .trim()
+        .trim_end_matches(|c: char| !c.is_alphanumeric() && !text::is_cjk(c));
+    let bare = bare.strip_prefix("请").unwrap_or(bare);
+    let bare = bare.strip_prefix("给我").unwrap_or(bare);
+    ZH_TOPIC_OPENINGS.iter().any(|o| {
+        bare.strip_prefix(o).is_some_and(|r| {
+            let r = r.trim_start_matches(['一', '下']);
+            r.chars().all(text::is_cjk) && (1..=MAX_KIND_CHARS).contains(&r.chars().count())
+        })
+    })
+}
+
+/// An opening of `openings`, then a short object ([`MAX_KIND_WORDS`]) whose first word is none
+/// of [`NOT_A_KIND`] (after an optional "a"/"an"/"some") and which holds none of [`DESCRIBING`]:
+/// "Do you have ceramics?", "Is there a sword?", "Tell me about Chinese porcelain".
+fn opens_on(norm: &str, openings: &[&str]) -> bool {
+    let words: Vec<&str> = norm
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let words = match words.first() {
+        Some(&"hi" | &"hello" | &"excuse" | &"sorry" | &"please") => {
+            let skip = if words.get(1) == Some(&"me") { 2 } else { 1 };
+            &words[skip.min(words.len())..]
+        }
+        _ => &words[..],
+    };
+    openings.iter().any(|o| {
+        let n = o.split(' ').count();
+        if words.len() <= n || !words[..n].iter().copied().eq(o.split(' ')) {
+            return false;
+        }
+        let object: Vec<&str> = words[n..]
+            .iter()
+            .copied()
+            .skip_while(|w| matches!(*w, "a" | "an" | "some"))
+            .collect();
+        // A kind is a word or two ("Chinese bronzes", "rare books"); a longer object describes
+        // one thing ("Is there a painting of a woman hunting buffalo?"), which is searched.
+        object.first().is_some_and(|w| !NOT_A_KIND.contains(w))
+            && object.len() <= MAX_KIND_WORDS
+            && !object.iter().any(|w| DESCRIBING.contains(w))
+    })
+}
+
+/// Most words of a kind after a [`BROWSE_OPENINGS`] ("do you have Japanese woodblock prints").
+const MAX_KIND_WORDS: usize = 3;
+
+/// Words that make the object after a [`BROWSE_OPENINGS`] a description of one thing.
+const DESCRIBING: &[&str] = &[
+    "of", "with", "that", "which", "who", "showing", "from", "by", "where", "about",
+];
+
+/// Most characters after 有 in a 有…吗 question about a kind (你们有青花瓷器吗); a longer one
+/// describes one thing and is searched.
+const MAX_KIND_CHARS: usize = 6;
+
+/// A Chinese 有…吗 question: after the words naming the holder ([`ZH_HOLDERS`]) it opens with
+/// 有 and ends with 吗 / 么 / 嘛 / 没有 (你们有瓷器吗？ 馆里有青铜器没有？).
+fn zh_has_question(bare: &str) -> bool {
+    let Some(body) = ["吗", "么", "嘛", "没有"]
+        .iter()
+        .find_map(|e| bare.strip_suffix(e))
+    else {
+        return false;
+    };
+    let mut rest = body.trim();
+    while let Some(r) = ZH_HOLDERS.iter().find_map(|h| rest.strip_prefix(h)) {
+        rest = r.trim_start();
+    }
+    rest.strip_prefix('有').is_some_and(|r| {
+        let r = r.trim();
+        r.chars().all(text::is_cjk)
+            && (1..=MAX_KIND_CHARS).contains(&r.chars().count())
+            && !ZH_NOT_HELD.iter().any(|w| r.starts_with(w))
+    })
+}
+
+/// What follows 有 in a 有…吗 question that is not something a collection holds (有人讲解吗？
+/// 有意思吗？ 有名吗？).
+const ZH_NOT_HELD: &[&str] = &[
+    "人", "意思", "问题", "时间", "空", "道理", "趣", "用", "名", "多", "年代", "什么", "没有",
+];
+
+/// Hits that score within this share of the best are listed in a browse answer.
+const BROWSE_NEAR: f64 = 0.75;
+/// Most exhibits a browse answer lists (a visitor hears it, so a short list).
+pub const BROWSE_MAX: usize = 4;
+
+/// The answer to a browse question: the exhibits that match it, each with its short maker and
+/// date, and an invitation to ask about one. `None` when fewer than two distinct exhibits
+/// match well enough (then the question is answered from the best one as usual).
+pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
+    let top = hits.first()?;
+    let mut listed: Vec<&Exhibit> = Vec::new();
+    for h in hits {
+        if h.score < BROWSE_NEAR * top.score || listed.len() == BROWSE_MAX {
+            break;
+        }
+        if !listed
+            .iter()
+            .any(|e| e.title.trim() == h.exhibit.title.trim())
+        {
+            listed.push(&h.exhibit);
+        }
+    }
+    if listed.len() < 2 {
+        return None;
+    }
+    Some(list_answer(question, &listed, None))
+}
+
+/// The answer to a browse question about a kind of object the collection holds
+/// ([`crate::retrieval::Browse`]): how many, in which of the museum's departments or media,
+/// then a few of them as [`browse_answer`] lists them.
+pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String {
+    let listed: Vec<&Exhibit> = browse.hits.iter().map(|h| &h.exhibit).collect();
+    list_answer(question, &listed, Some(browse))
+}
+
+/// A list of exhibits, each with the head of its maker and date fields, and an invitation to
+/// ask about one; headed by the kind's total when there is one.
+fn list_answer(
+    question: &str,
+    listed: &[&Exhibit],
+    kind: Option<&crate::retrieval::Browse>,
+) -> String {
+    // The first part of a field ("Sèvres Porcelain Manufactory (French, active …) [Maker]; …"
+    // → "Sèvres Porcelain Manufactory").
+    let short = |f: &str| -> Option<String> {
+        let f = f.split([';', '[']).next().unwrap_or("").trim();
+        let f = f.split(" (").next().unwrap_or("").trim();
+        let f = f.trim_end_matches([',', '，']).trim();
+        (!f.is_empty()).then(|| clip(f, 40))
+    };
+    // A date of one part of the object ("Vase: 1661-1722; Lid: …") without the part's name.
+    let date = |f: &str| -> Option<String> {
+        let d = short(f)?;
+        Some(match d.split_once(": ") {
+            Some((part, rest))
+                if part.chars().count() <= 24
+                    && part.chars().all(|c| c.is_alphabetic() || c == ' ')
+                    && !rest.trim().is_empty() =>
+            {
+                rest.trim().to_string()
+            }
+            _ => d,
+        })
+    };
+    let details = |e: &Exhibit| -> Vec<String> {
+        [short(&e.maker), date(&e.date).or_else(|| short(&e.period))]
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    if is_chinese(question) {
+        let script = visitor_script(question);
+        let q = |s: &str| text::in_script(s, script);
+        let items: Vec<String> = listed
+            .iter()
+            .map(|e| {
+                let d = details(e);
+                let d = if d.is_empty() {
+                    String::new()
+                } else {
+                    format!("（{}）", q(&d.join("，")))
+                };
+                format!("《{}》{d}", q(e.title.trim()))
+            })
+            .collect();
+        // The words that narrowed the kind, in the visitor's script. Not quoted: a pick
+        // ("第一件") reads the answer's quoted titles.
+        let narrowed: String = kind
+            .map(|b| {
+                b.qualifiers
+                    .iter()
+                    .map(|w| q(w))
+                    .collect::<Vec<_>>()
+                    .join("和")
+            })
+            .unwrap_or_default();
+        let head = match kind {
+            // 馆藏中有 200 件瓷器（Ceramics），例如： / 馆藏中「艺术品／文献」类的展品有 984 件，例如：
+            Some(b) if b.label.chars().any(text::is_cjk) => {
+                let about = if narrowed.is_empty() {
+                    String::new()
+                } else {
+                    format!("、提到{narrowed}")
+                };
+                format!(
+                    "馆藏中「{}」类{about}的展品有{}件，例如：",
+                    q(&b.label),
+                    b.total
+                )
+            }
+            Some(b) => {
+                // 清朝的瓷器: "the porcelain that mentions 清朝", not "Qing porcelain": a record
+                // that names the word in passing counts too.
+                let mention = if narrowed.is_empty() {
+                    String::new()
+                } else {
+                    format!("提到{narrowed}的")
+                };
+                let words: String = b
+                    .words
+                    .iter()
+                    .filter(|w| !b.qualifiers.contains(w))
+                    .map(String::as_str)
+                    .collect();
+                let label = if b.label.is_empty() {
+                    String::new()
+                } else {
+                    format!("（{}）", b.label)
+                };
+                format!("馆藏中有{}件{mention}{words}{label}，例如：", b.total)
+            }
+            None => "馆藏中与此相关的展品有：".to_string(),
+        };
+        let out = format!(
+            "{head}{}。想了解哪一件，可以接着问我，比如：第一件是什么年代的？",
+            items.join("、")
+        );
+        return match script {
+            Script::Traditional => text::to_traditional(&out),
+            _ => out,
+        };
+    }
+    let items: Vec<String> = listed
+        .iter()
+        .map(|e| {
+            let d = details(e);
+            if d.is_empty() {
+                format!("“{}”", e.title.trim())
+            } else {
+                format!("“{}” ({})", e.title.trim(), d.join(", "))
+            }
+        })
+        .collect();
+    let list = match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => String::new(),
+    };
+    // "… that mention Chinese": the words that narrowed the kind, as the visitor wrote them
+    // (not quoted: a pick, "the first one", reads the answer's quoted titles).
+    let mention = match kind {
+        Some(b) if !b.qualifiers.is_empty() => {
+            let words: Vec<String> = b
+                .qualifiers
+                .iter()
+                .map(|w| as_written(question, w))
+                .collect();
+            format!(" that mention {}", words.join(" and "))
+        }
+        _ => String::new(),
+    };
+    let head = match kind {
+        Some(b) if !b.label.is_empty() => format!(
+            "Our collection has {} exhibits in {}{mention}, for example: ",
+            b.total, b.label
+        ),
+        Some(b) => format!(
+            "Our collection has {} such exhibits{mention}, for example: ",
+            b.total
+        ),
+        None => "Our collection holds these: ".to_string(),
+    };
+    format!("{head}{list}. Ask me about any of them, for example: When was the first one made?")
+}
+
+/// `word` (normalised, lower case) as `question` writes it ("chinese" → "Chinese").
+fn as_written(question: &str, word: &str) -> String {
+    let lower = question.to_lowercase();
+    match lower.find(word) {
+        Some(at) if lower.len() == question.len() => question[at..at + word.len()].to_string(),
+        _ => word.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::hit;
+    use super::super::{compose, compose_with};
+    use super::*;
+
+    #[test]
+    fn browse_questions_are_told_apart_from_questions_about_one_exhibit() {
+        for q in [
+            "Do you have any armor?",
+            "What paintings do you have?",
+            "Are there any vases?",
+            "I'd like to see some vases",
+            "What kinds of porcelain are there?",
+            "有哪些书法作品？",
+            "有沒有青花瓷？",
+            "馆藏里都有什么瓷器？",
+            "Do you have ceramics?",
+            "Does the museum have a sword?",
+            "Hi, do you have paintings?",
+            "Is there a clock?",
+            "Any coins?",
+            "你们有瓷器吗？",
+            "請問館裡有玉器嗎",
+            "有青铜器么",
+            "馆里有青铜器没有？",
+        ] {
+            assert!(is_browse(q), "{q}");
+        }
+        for q in [
+            "Who made the lacquer box?",
+            "Tell me about the Peach Bloom Vase",
+            "这件瓷器有什么特点？",
+            "Is there any gold in this box?",
+            "What is it made of?",
+            "Do you have the Peach Bloom Vase?",
+            "Do you have information on the armor?",
+            "Is there the Mona Lisa?",
+            "你们有人讲解吗？",
+            "有意思吗？",
+            "这件有年代吗？",
+            "Do you know who made it?",
+            "Is there a painting of a Native American woman hunting buffalo on horseback?",
+            "你们这里有康熙年间烧的那种豇豆红釉的瓷器吗？",
+        ] {
+            assert!(!is_browse(q), "{q}");
+        }
+        for q in [
+            "Tell me about ceramics",
+            "Tell me about Chinese porcelain.",
+            "What about Japanese armor?",
+            "介绍一下青铜器",
+            "请给我讲讲瓷器",
+            "Show me armor",
+            "I'd like to see Japanese prints",
+            "我想看瓷器",
+        ] {
+            assert!(is_kind_topic(q) && !is_browse(q), "{q}");
+        }
+        for q in [
+            "Tell me about the Peach Bloom Vase",
+            "Tell me about it",
+            "What about the second one?",
+            "介绍一下这件瓷器",
+            "Who made the lacquer box?",
+            "Show me the Peach Bloom Vase",
+            "Show me a painting of a horse in the snow",
+            "我想看康熙年间烧的那种豇豆红釉瓷器",
+            "Tell me about “Bronze Mirror”",
+            "介绍一下《青铜器》",
+        ] {
+            assert!(!is_kind_topic(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn a_browse_question_gets_a_short_list() {
+        let mut a = hit(
+            "Child's Suit of Armor",
+            "",
+            "1580-1620, with later additions",
+            "Sons of noblemen.",
+        );
+        a.exhibit.maker = "Workshop of X (German, active 1570) [Armorer]; Y".into();
+        let mut b = hit("Body Armor", "", "", "Plates.");
+        b.score = 0.97;
+        let mut c = hit("Sallet", "", "ca. 1480", "A helmet.");
+        c.score = 0.92;
+        let mut far = hit("Juno and Paris", "", "", "A painting.");
+        far.score = 0.5;
+        let hits = [a, b, c, far];
+        let en = compose("Do you have any armor?", Some(&hits));
+        assert_eq!(
+            en,
+            "Our collection holds these: “Child's Suit of Armor” (Workshop of X, 1580-1620, with later additions), “Body Armor” and “Sallet” (ca. 1480). Ask me about any of them, for example: When was the first one made?"
+        );
+        let zh = compose("有沒有盔甲？", Some(&hits));
+        assert!(zh.starts_with("館藏中與此相關的展品有：《Child's Suit of Armor》（Workshop of X，1580-1620, with later additions）、《Body Armor》、《Sallet》"), "{zh}");
+        // One good match: answered from it, as any question.
+        let one = compose("Do you have any armor?", Some(&hits[..1]));
+        assert!(one.starts_with("The closest match"), "{one}");
+        let lone = [hits[0].clone(), hits[3].clone()];
+        assert!(compose("Do you have any armor?", Some(&lone)).starts_with("The closest match"));
+        // A pick from the list is named as the visitor's, with nothing else suggested.
+        let pick = compose_with("Tell me about the second one", Some(&hits[1..]), true);
+        assert_eq!(pick, "“Body Armor”. The record says: Plates.");
+        let pick = compose_with("第二件是什么？", Some(&hits[1..]), true);
+        assert!(pick.starts_with("《Body Armor》。"), "{pick}");
+    }
+
+    #[test]
+    fn a_kind_is_answered_with_its_total_and_the_museums_name_for_it() {
+        let browse = |label: &str, words: &[&str]| crate::retrieval::Browse {
+            total: 140,
+            label: label.into(),
+            words: words.iter().map(|w| w.to_string()).collect(),
+            qualifiers: Vec::new(),
+            hits: vec![
+                hit("Sallet", "", "ca. 1480", "A helmet."),
+                hit(
+                    "Body Armor",
+                    "",
+                    "Body: 16th century; Helmet: later",
+                    "Plates.",
+                ),
+            ],
+        };
+        assert_eq!(
+            kind_answer(
+                "Do you have any armor?",
+                &browse("Arms & Armor", &["armor"])
+            ),
+            "Our collection has 140 exhibits in Arms & Armor, for example: “Sallet” (ca. 1480) and “Body Armor” (16th century). Ask me about any of them, for example: When was the first one made?"
+        );
+        assert!(
+            kind_answer("有没有盔甲？", &browse("Arms & Armor", &["盔甲"]))
+                .starts_with("馆藏中有140件盔甲（Arms & Armor），例如：《Sallet》（ca. 1480）、《Body Armor》（16th century）。")
+        );
+        // The visitor's script, the museum's own Chinese name of the kind included.
+        assert!(
+            kind_answer("有哪些藝術品？", &browse("藝術品／文獻", &["艺术品"]))
+                .starts_with("館藏中「藝術品／文獻」類的展品有140件，例如："),
+        );
+        // Narrowed by a word that names no kind, as the visitor wrote it (not quoted: picks
+        // read the quoted titles).
+        let mut narrowed = browse("Arms & Armor", &["japanese", "armor"]);
+        narrowed.qualifiers = vec!["japanese".into()];
+        let mut zh = browse("porcelain", &["清朝", "瓷器"]);
+        zh.qualifiers = vec!["清朝".into()];
+        assert!(
+            kind_answer("有没有清朝的瓷器？", &zh)
+                .starts_with("馆藏中有140件提到清朝的瓷器（porcelain），例如：")
+        );
+        assert!(
+            kind_answer("Any Japanese armor?", &narrowed)
+                .starts_with("Our collection has 140 exhibits in Arms & Armor that mention Japanese, for example: “Sallet”")
+        );
+        let mut narrowed = browse("藝術品／文獻", &["清朝", "艺术品"]);
+        narrowed.qualifiers = vec!["清朝".into()];
+        assert!(
+            kind_answer("有没有清朝的艺术品？", &narrowed)
+                .starts_with("馆藏中「艺术品／文献」类、提到清朝的展品有140件，例如：")
+        );
+    }
+}
