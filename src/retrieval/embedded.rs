@@ -289,6 +289,7 @@ impl From<ExhibitRow> for Exhibit {
             license: r.license,
             extra: serde_json::from_str(&r.extra).unwrap_or_default(),
         }
+        .tidied()
     }
 }
 

@@ -93,6 +93,62 @@ pub struct Exhibit {
     pub extra: Map<String, Value>,
 }
 
+impl Exhibit {
+    /// The record as a visitor may see it: catalogue exports leave empty brackets where a field
+    /// had nothing to say ("Venetian ()", "Venetian () (?); German (?)": 62 makers of the demo
+    /// collection), which the cards and the offline answers showed as they were ("by Venetian
+    /// ()"). Such a pair, with the space before it, is taken out of the short fields; the
+    /// description and the words are left alone. Applied where stored rows become exhibits
+    /// ([`embedded`]), so a collection ingested before reads tidy too.
+    pub fn tidied(mut self) -> Exhibit {
+        for f in [
+            &mut self.title,
+            &mut self.maker,
+            &mut self.date,
+            &mut self.period,
+            &mut self.medium,
+            &mut self.dimensions,
+            &mut self.gallery,
+        ] {
+            if let Some(t) = without_empty_brackets(f) {
+                *f = t;
+            }
+        }
+        self
+    }
+}
+
+/// `s` without its empty bracket pairs ("()", "（ ）", "[]", "【】") and the spaces before them,
+/// or None when it has none (most fields: no copy).
+fn without_empty_brackets(s: &str) -> Option<String> {
+    const PAIRS: [(char, char); 4] = [('(', ')'), ('（', '）'), ('[', ']'), ('【', '】')];
+    if !s.chars().any(|c| PAIRS.iter().any(|p| p.0 == c)) {
+        return None;
+    }
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut changed = false;
+    let mut i = 0;
+    while i < chars.len() {
+        if let Some(&(_, close)) = PAIRS.iter().find(|p| p.0 == chars[i]) {
+            let mut j = i + 1;
+            while j < chars.len() && chars[j].is_whitespace() {
+                j += 1;
+            }
+            if j < chars.len() && chars[j] == close {
+                let kept = out.trim_end().len();
+                out.truncate(kept);
+                changed = true;
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    changed.then(|| out.trim().to_string())
+}
+
 /// A search result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hit {
@@ -322,6 +378,44 @@ pub async fn build_retriever(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_brackets_of_a_catalogue_export_are_tidied() {
+        let cases = [
+            ("Venetian ()", "Venetian"),
+            ("Venetian () [Painter]", "Venetian [Painter]"),
+            ("Venetian () (?); German (?)", "Venetian (?); German (?)"),
+            (
+                "Venetian (); After Raphael (Italian, 1483-1520)",
+                "Venetian; After Raphael (Italian, 1483-1520)",
+            ),
+            ("無名氏（ ）", "無名氏"),
+            ("【】", ""),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(without_empty_brackets(raw).as_deref(), Some(want), "{raw}");
+        }
+        for kept in [
+            "Shibata Zeshin (Japanese, 1807-1891)",
+            "(?)",
+            "a ( b",
+            "ca. 1500",
+            "（清）",
+        ] {
+            assert_eq!(
+                without_empty_brackets(kept).as_deref().unwrap_or(kept),
+                kept
+            );
+        }
+        let e = Exhibit {
+            maker: "Venetian ()".into(),
+            description: "Kept as written ()".into(),
+            ..Default::default()
+        }
+        .tidied();
+        assert_eq!(e.maker, "Venetian");
+        assert_eq!(e.description, "Kept as written ()");
+    }
 
     #[test]
     fn format_passages_is_compact_and_names_ids() {
