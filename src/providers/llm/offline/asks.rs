@@ -3,7 +3,7 @@
 //! that answers it when the field is empty. Pure.
 
 use crate::retrieval::Exhibit;
-use crate::retrieval::text::normalize;
+use crate::retrieval::text::{self, normalize};
 
 /// What a question asks for, which decides the record field the answer comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,6 +14,10 @@ pub enum Asks {
     When,
     /// What it is made of (medium).
     Material,
+    /// Where it comes from: made, found or excavated (the place of origin in the period
+    /// field, else a description sentence that says so). Not where it is shown: "东汉沈君阙拓本
+    /// 是在哪里出土的？" was answered with the museum's department.
+    Origin,
     /// Where it is shown (gallery).
     Where,
     /// What it shows or tells (the description).
@@ -95,6 +99,57 @@ const ASKS: &[(Asks, &[&str])] = &[
         ],
     ),
     (
+        Asks::Origin,
+        &[
+            "where is it from",
+            "where's it from",
+            "where are they from",
+            "where is this from",
+            "where does it come from",
+            "where did it come from",
+            "where do they come from",
+            "where was it made",
+            "where were they made",
+            "where was it found",
+            "where was it discovered",
+            "where was it excavated",
+            "where was it produced",
+            "where was it painted",
+            "which country",
+            "what country",
+            "which region",
+            "what region",
+            "country of origin",
+            "place of origin",
+            "its origin",
+            "originally from",
+            "come from",
+            "comes from",
+            "came from",
+            "从哪里来",
+            "从哪来",
+            "从哪儿来",
+            "来自哪",
+            "哪里来的",
+            "哪来的",
+            "出土",
+            "哪里发现",
+            "在哪发现",
+            "哪里产",
+            "产地",
+            "产于哪",
+            "哪里制作",
+            "哪里做的",
+            "哪里烧",
+            "哪个国家",
+            "哪国",
+            "什么地方来",
+            "什么地方出",
+            "来历",
+            "出处",
+        ],
+    ),
+    (
         Asks::Where,
         &[
             "where ",
@@ -165,22 +220,62 @@ fn has_cue(q: &str, c: &str) -> bool {
     if !WH_WORDS.contains(&c) {
         return q.contains(c);
     }
-    q.match_indices(c).any(|(i, _)| {
-        let before = q[..i].trim_end();
-        before.is_empty()
-            || before.ends_with([
-                '.', '?', '!', ',', ';', ':', '"', '“', '(', '？', '，', '。',
-            ])
-            || WH_LEADS.iter().any(|l| q[..i].ends_with(l))
-    })
+    q.match_indices(c).any(|(i, _)| asks_at(q, i))
+}
+
+/// Whether a question word at byte `i` of `q` asks: it opens the question or a clause, or
+/// follows one of [`WH_LEADS`].
+fn asks_at(q: &str, i: usize) -> bool {
+    let before = q[..i].trim_end();
+    before.is_empty()
+        || before.ends_with([
+            '.', '?', '!', ',', ';', ':', '"', '“', '(', '？', '，', '。',
+        ])
+        || WH_LEADS.iter().any(|l| q[..i].ends_with(l))
 }
 
 /// The kind of a visitor's question (English or Chinese, either script).
 pub fn asks(question: &str) -> Asks {
     let q = format!("{} ", normalize(question));
-    ASKS.iter()
+    let a = ASKS
+        .iter()
         .find(|(_, cues)| cues.iter().any(|c| has_cue(&q, c)))
-        .map_or(Asks::General, |(a, _)| *a)
+        .map_or(Asks::General, |(a, _)| *a);
+    if a == Asks::Where && asks_where_made(&q) {
+        Asks::Origin
+    } else {
+        a
+    }
+}
+
+/// Verbs of making or finding after an asking "where": "Where was the sword guard made?",
+/// "Where is the Guanyin statue from?" ask where it comes from, not where it is shown.
+const ORIGIN_VERBS: &[&str] = &[
+    "made",
+    "found",
+    "discovered",
+    "excavated",
+    "unearthed",
+    "produced",
+    "painted",
+    "carved",
+    "cast",
+    "woven",
+    "printed",
+    "written",
+    "from",
+];
+
+/// Whether an English "where" question (normalised, with a trailing space) asks where the thing
+/// was made or found ([`ORIGIN_VERBS`] after the asking "where").
+fn asks_where_made(q: &str) -> bool {
+    q.match_indices("where ")
+        .filter(|(i, _)| asks_at(q, *i))
+        .any(|(i, _)| {
+            q[i..]
+                .split(|c: char| !c.is_alphanumeric())
+                .any(|w| ORIGIN_VERBS.contains(&w))
+        })
 }
 
 /// Words in a description sentence that carry the answer to a kind of question, for records
@@ -210,6 +305,15 @@ fn sentence_cues(a: Asks) -> &'static [&'static str] {
             "亲笔",
             "书法家",
             "画家",
+            "画手",
+            "绘制",
+            "著书",
+            "编著",
+            "撰集",
+            "编撰",
+            "题写",
+            "摄影",
+            "拍摄",
         ],
         Asks::When => &[
             "century", "dynasty", "period", "dated", "年", "朝", "代", "世纪", "时期",
@@ -239,17 +343,42 @@ fn sentence_cues(a: Asks) -> &'static [&'static str] {
             "釉",
             "漆",
         ],
+        Asks::Origin => &[
+            "place of origin",
+            "excavated",
+            "unearthed",
+            "discovered",
+            "found at",
+            "found in",
+            "made in",
+            "comes from",
+            "came from",
+            "出土",
+            "发现于",
+            "发现",
+            "产于",
+            "产自",
+            "来自",
+            "原址",
+            "制于",
+        ],
         Asks::Where | Asks::Depicts | Asks::General => &[],
     }
 }
 
 /// The sentence of `e`'s description that best answers a question of kind `a`: the most of the
 /// question's terms, then a sentence with the kind's cue words; the retrieved passage when no
-/// sentence has a cue.
-pub(super) fn answer_sentence(e: &Exhibit, question: &str, a: Asks, passage: &str) -> String {
+/// sentence has a cue. The flag says whether the sentence carries a cue (it answers the
+/// question) or is the passage (it does not, as far as can be told).
+pub(super) fn answer_sentence(
+    e: &Exhibit,
+    question: &str,
+    a: Asks,
+    passage: &str,
+) -> (String, bool) {
     let cues = sentence_cues(a);
     if cues.is_empty() {
-        return passage.to_string();
+        return (passage.to_string(), false);
     }
     let terms = crate::retrieval::text::query_terms(question);
     let best = crate::retrieval::text::sentences(&e.description)
@@ -265,7 +394,7 @@ pub(super) fn answer_sentence(e: &Exhibit, question: &str, a: Asks, passage: &st
             Some((hits, std::cmp::Reverse(i), s))
         })
         .max_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
-    best.map_or_else(|| passage.to_string(), |(_, _, s)| s)
+    best.map_or_else(|| (passage.to_string(), false), |(_, _, s)| (s, true))
 }
 
 /// A run of three or four digits (a year).
@@ -284,6 +413,232 @@ fn has_year(s: &str) -> bool {
     false
 }
 
+/// English openings before the thing a visitor asks to see (lower case; the longest first
+/// within a family does not matter: the first that matches wins, and none is a prefix of an
+/// earlier one).
+const EN_ASKED_OPENINGS: &[&str] = &[
+    "do you guys have ",
+    "do you have ",
+    "do you own ",
+    "have you got ",
+    "does the museum have ",
+    "does your museum have ",
+    "does the collection have ",
+    "does your collection have ",
+    "is there ",
+    "are there ",
+    "where can i see ",
+    "where can i find ",
+    "can i see ",
+    "could i see ",
+    "may i see ",
+    "i want to see ",
+    "i'd like to see ",
+    "i would like to see ",
+    "show me ",
+    "where is ",
+    "where are ",
+    "is ",
+    "are ",
+];
+
+/// Endings after the thing in English ("… here?", "… on display?").
+const EN_ASKED_ENDINGS: &[&str] = &[
+    " in the museum",
+    " in this museum",
+    " at the museum",
+    " in your museum",
+    " in the collection",
+    " in your collection",
+    " on display",
+    " on view",
+    " displayed",
+    " shown",
+    " kept",
+    " here",
+];
+
+/// Words that make what follows an opening something other than a thing to see ("Is it …",
+/// "Are you …", "Is there information …").
+const EN_NOT_ASKED: &[&str] = &[
+    "it",
+    "this",
+    "that",
+    "these",
+    "those",
+    "they",
+    "you",
+    "he",
+    "she",
+    "information",
+    "info",
+    "more",
+    "a way",
+    "time",
+    "the way",
+    "my",
+    "your",
+];
+
+/// Chinese words before the thing ("请问你们有没有…").
+const ZH_ASKED_HOLDERS: &[&str] = &[
+    "请问",
+    "你们",
+    "您们",
+    "贵馆",
+    "本馆",
+    "博物馆",
+    "馆里",
+    "馆内",
+    "这里",
+    "这儿",
+    "你们这里",
+];
+
+/// Chinese frames around the thing: (before, after); either may be empty.
+const ZH_ASKED_FRAMES: &[(&str, &str)] = &[
+    ("有没有", ""),
+    ("有", "吗"),
+    ("有", "么"),
+    ("有", "没有"),
+    ("我想看看", ""),
+    ("我想看", ""),
+    ("想看看", ""),
+    ("想看", ""),
+    ("我要看", ""),
+    ("能看到", "吗"),
+    ("", "在哪里"),
+    ("", "在哪儿"),
+    ("", "在哪"),
+    ("", "在哪个展厅"),
+    ("", "在几楼"),
+    ("", "在这里展出吗"),
+    ("", "在你们这里吗"),
+    ("", "在这里吗"),
+    ("", "在这儿吗"),
+];
+
+/// Most words (English) or characters (Chinese) of a thing named back to the visitor: a longer
+/// object is a description, not a name, and is not repeated.
+const MAX_ASKED_WORDS: usize = 7;
+const MAX_ASKED_CHARS: usize = 12;
+
+/// The thing a visitor asks to see, in their own words, when the question is one of the usual
+/// frames ("Do you have the Mona Lisa?" → `the Mona Lisa`, "Is the Hope Diamond on display?" →
+/// `the Hope Diamond`, 有没有清明上河图？ → `清明上河图`, 兵马俑在哪个展厅？ → `兵马俑`); a
+/// title in marks is the thing (《富春山居圖》). Used to say what the collection does not hold
+/// ("本馆的藏品资料里没有找到“清明上河图”") instead of a bare "I don't know". None when the
+/// question is another kind, or the object is long.
+pub fn asked_for(question: &str) -> Option<String> {
+    let q = question
+        .trim()
+        .trim_end_matches(['?', '？', '!', '！', '.', '。', ' ', '呢', '啊', '呀']);
+    if let Some(t) = text::marked_titles(q).first()
+        && let (Some(a), Some(b)) = (q.find('《'), q.find('》'))
+        && a < b
+    {
+        let written = q[a + '《'.len_utf8()..b].trim();
+        if !written.is_empty() && normalize(written) == *t {
+            return Some(written.to_string());
+        }
+    }
+    if q.chars().any(text::is_cjk) {
+        asked_for_zh(q)
+    } else {
+        asked_for_en(q)
+    }
+}
+
+fn asked_for_en(q: &str) -> Option<String> {
+    let lower = q.to_lowercase();
+    // Byte offsets of the lower-cased text match the original's only when lower-casing kept
+    // every length (it does for the questions this serves; otherwise nothing is named).
+    if lower.len() != q.len() {
+        return None;
+    }
+    let lower = lower.trim_start_matches(['"', '\'', ' ']);
+    let start = q.len() - lower.len();
+    let open = EN_ASKED_OPENINGS.iter().find(|o| lower.starts_with(*o))?;
+    let mut from = start + open.len();
+    let mut to = q.len();
+    loop {
+        let tail = &q[from..to].to_lowercase();
+        match EN_ASKED_ENDINGS.iter().find(|e| tail.ends_with(*e)) {
+            Some(e) => to -= e.len(),
+            None => break,
+        }
+    }
+    let mut thing = q[from..to].trim();
+    // "Is the Hope Diamond here?" reads as "is" + thing + ending; "Is it old?" does not.
+    if matches!(*open, "is " | "are ") && to == q.len() {
+        return None;
+    }
+    let lower_thing = thing.to_lowercase();
+    if EN_NOT_ASKED
+        .iter()
+        .any(|w| lower_thing == *w || lower_thing.starts_with(&format!("{w} ")))
+    {
+        return None;
+    }
+    if let Some(rest) = thing.strip_prefix("any ").filter(|r| !r.is_empty()) {
+        // "any dinosaur fossils": kept with its "any".
+        from = to - rest.len() - "any ".len();
+        thing = q[from..to].trim();
+    }
+    let words = thing.split_whitespace().count();
+    let plain = thing
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, ' ' | '\'' | '’' | '-' | '.' | ','));
+    ((1..=MAX_ASKED_WORDS).contains(&words) && plain).then(|| thing.to_string())
+}
+
+fn asked_for_zh(q: &str) -> Option<String> {
+    // Matched on the Simplified form, returned as written (the folding keeps every character
+    // in place: one character for one).
+    let norm: Vec<char> = text::to_simplified(q).chars().collect();
+    let orig: Vec<char> = q.chars().collect();
+    if norm.len() != orig.len() {
+        return None;
+    }
+    let norm: String = norm.into_iter().collect();
+    let mut at = 0usize; // characters skipped at the front
+    loop {
+        let rest: String = norm.chars().skip(at).collect();
+        match ZH_ASKED_HOLDERS.iter().find(|h| rest.starts_with(*h)) {
+            Some(h) => at += h.chars().count(),
+            None => break,
+        }
+    }
+    let body: String = norm.chars().skip(at).collect();
+    for (before, after) in ZH_ASKED_FRAMES {
+        let Some(inner) = body
+            .strip_prefix(before)
+            .and_then(|r| r.strip_suffix(after))
+        else {
+            continue;
+        };
+        let skip = at + before.chars().count();
+        let n = inner.chars().count();
+        let written: String = orig.iter().skip(skip).take(n).collect();
+        let written = written
+            .trim_start_matches("一下")
+            .trim_end_matches('的')
+            .trim();
+        let count = written.chars().count();
+        if (1..=MAX_ASKED_CHARS).contains(&count)
+            && written
+                .chars()
+                .all(|c| text::is_cjk(c) || c.is_alphanumeric())
+            && !["什么", "哪些", "啥"].iter().any(|w| written.contains(w))
+            && !text::to_simplified(written).starts_with(['人', '空'])
+            && !["意思", "问题", "时间", "名"].contains(&written)
+        {
+            return Some(written.to_string());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -300,6 +655,13 @@ mod tests {
             ("这件瓷器是什么材质？", Asks::Material),
             ("Where can I see the badger box?", Asks::Where),
             ("三希堂法帖在哪个展厅？", Asks::Where),
+            ("东汉沈君阙拓本是在哪里出土的？", Asks::Origin),
+            ("你们那尊唐代鎏金观音像是从哪里来的？", Asks::Origin),
+            ("那套儿童盔甲是哪个国家的？", Asks::Origin),
+            ("Where is the Guanyin statue from?", Asks::Origin),
+            ("Where was the sword guard made?", Asks::Origin),
+            ("Which country does the armor come from?", Asks::Origin),
+            ("Where is the armor displayed?", Asks::Where),
             ("What does the scroll depict?", Asks::Depicts),
             ("这幅画画的是什么？", Asks::Depicts),
             ("Tell me about the badger box", Asks::General),
@@ -315,6 +677,64 @@ mod tests {
             ("请介绍一下《三希堂法帖》", Asks::General),
         ] {
             assert_eq!(asks(q), want, "{q}");
+        }
+    }
+
+    #[test]
+    fn the_thing_asked_for_is_named_back_in_the_visitors_words() {
+        for (q, want) in [
+            ("Do you have the Mona Lisa?", Some("the Mona Lisa")),
+            (
+                "Is the Hope Diamond on display here?",
+                Some("the Hope Diamond"),
+            ),
+            (
+                "Do you have Van Gogh's Starry Night?",
+                Some("Van Gogh's Starry Night"),
+            ),
+            (
+                "Do you have any dinosaur fossils?",
+                Some("any dinosaur fossils"),
+            ),
+            ("Where is the Rosetta Stone?", Some("the Rosetta Stone")),
+            (
+                "Is Tutankhamun's golden mask here?",
+                Some("Tutankhamun's golden mask"),
+            ),
+            (
+                "I want to see the Terracotta Army.",
+                Some("the Terracotta Army"),
+            ),
+            (
+                "Can I see Raphael's School of Athens here?",
+                Some("Raphael's School of Athens"),
+            ),
+            ("清明上河图在哪里？", Some("清明上河图")),
+            ("有翠玉白菜吗？", Some("翠玉白菜")),
+            ("我想看毛公鼎", Some("毛公鼎")),
+            ("兵马俑在哪个展厅？", Some("兵马俑")),
+            ("有沒有《富春山居圖》？", Some("富春山居圖")),
+            ("你们有没有曾侯乙编钟？", Some("曾侯乙编钟")),
+            ("有恐龙化石吗？", Some("恐龙化石")),
+            (
+                "北京人的头盖骨化石在你们这里吗？",
+                Some("北京人的头盖骨化石"),
+            ),
+            // Not a frame, or not a thing.
+            ("Is it old?", None),
+            ("Are you a robot?", None),
+            ("Is there information about tickets?", None),
+            ("Who made the lacquer box?", None),
+            ("What is the oldest thing here?", None),
+            (
+                "Is there a painting of a young French royal who faints because she is sent away?",
+                None,
+            ),
+            ("有什么好看的？", None),
+            ("有人讲解吗？", None),
+            ("这件瓷器是什么年代的？", None),
+        ] {
+            assert_eq!(asked_for(q).as_deref(), want, "{q}");
         }
     }
 }

@@ -9,12 +9,14 @@
 
 mod asks;
 mod browse;
+mod quote;
 
 use asks::answer_sentence;
-pub use asks::{Asks, asks};
+pub use asks::{Asks, asked_for, asks};
 pub use browse::{
     BROWSE_MAX, browse_answer, is_browse, is_kind_topic, kind_answer, may_name_a_kind,
 };
+use quote::{clip, says_something, without_registration};
 
 use serde_json::{Value, json};
 
@@ -84,24 +86,6 @@ pub fn is_chinese(text: &str) -> bool {
         .count();
     let latin = text.chars().filter(|c| c.is_ascii_alphabetic()).count();
     cjk > 0 && cjk * 2 >= latin
-}
-
-/// Shortens a passage to about `max` characters, preferring a sentence end.
-fn clip(text: &str, max: usize) -> String {
-    let text = text.trim();
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let cut: String = text.chars().take(max).collect();
-    let end = cut
-        .char_indices()
-        .filter(|(_, c)| matches!(c, '。' | '！' | '？' | '.' | '!' | '?' | '；' | ';'))
-        .map(|(i, c)| i + c.len_utf8())
-        .rfind(|&i| i > max / 3);
-    match end {
-        Some(i) => cut[..i].to_string(),
-        None => format!("{}…", cut.trim_end()),
-    }
 }
 
 /// The description's sentence about a person: one with a life span ("溥儒(1896－1963)"), from
@@ -188,6 +172,21 @@ fn field(s: &str) -> Option<&str> {
     (!t.is_empty()).then_some(t)
 }
 
+/// `sentence` as the answer may quote it ([`without_registration`]); when nothing is left of
+/// it (the record's registration clause only), the first sentence of the record that says
+/// something, or nothing: an answer then names the exhibit without a quote.
+fn quotable(e: &Exhibit, sentence: &str) -> String {
+    let s = without_registration(sentence);
+    if says_something(&s) {
+        return s;
+    }
+    text::sentences(&e.description)
+        .iter()
+        .map(|x| without_registration(x))
+        .find(|x| says_something(x))
+        .unwrap_or_default()
+}
+
 /// The answer text. `retrieved` is `None` when no search ran (retrieval off or unavailable).
 /// The retriever has already decided whether the collection answers at all (the abstention
 /// model): no hits means "I don't know", never a guess.
@@ -211,13 +210,24 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
         };
     };
     let Some(top) = hits.first() else {
-        return if zh {
-            zh_in(
+        // The thing asked for, named back ("the Mona Lisa", 清明上河图): the visitor hears that
+        // the collection does not hold it, not only that the guide does not know.
+        let thing = asked_for(question);
+        return match (zh, thing) {
+            // Our words in the visitor's script, theirs as written.
+            (true, Some(t)) => format!(
+                "{}“{t}”{}",
+                zh_in("抱歉，我不知道。本馆的藏品资料里没有找到", question),
+                zh_in("。您可以换个问法，或者问问现场的讲解员。", question)
+            ),
+            (true, None) => zh_in(
                 "抱歉，我不知道。本馆的藏品资料里没有能回答这个问题的内容。您可以换个问法，或者问问现场的讲解员。",
                 question,
-            )
-        } else {
-            "Sorry, I don't know: I couldn't find anything in our collection records that answers that. You could rephrase the question or ask a docent.".into()
+            ),
+            (false, Some(t)) => format!(
+                "Sorry, I don't know: I couldn't find {t} in our collection records. You could rephrase the question or ask a docent."
+            ),
+            (false, None) => "Sorry, I don't know: I couldn't find anything in our collection records that answers that. You could rephrase the question or ask a docent.".into(),
         };
     };
     let e = &top.exhibit;
@@ -254,7 +264,7 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
                 )
             };
         }
-        let sentence = bio.unwrap_or_else(|| passage.to_string());
+        let sentence = quotable(e, &bio.unwrap_or_else(|| passage.to_string()));
         return if zh {
             let script = visitor_script(question);
             let quote = clip(&text::in_script(&sentence, script), 140);
@@ -287,7 +297,11 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
     {
         return list;
     }
-    let sentence = answer_sentence(e, question, a, passage);
+    let (sentence, found) = answer_sentence(e, question, a, passage);
+    let sentence = Quote {
+        text: quotable(e, &sentence),
+        answers: found,
+    };
     let others: Vec<&str> = hits
         .iter()
         .skip(1)
@@ -303,6 +317,37 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
     } else {
         compose_en(e, a, &sentence, &others, picked)
     }
+}
+
+/// What an answer quotes from the record.
+struct Quote {
+    /// The sentence, as it may be quoted ([`quotable`]); empty when the record has none.
+    text: String,
+    /// Whether it holds the answer to the question's kind ([`answer_sentence`]'s cue words):
+    /// then an empty field is not announced before it ("没有单独写明年代。资料记载：此章于民国
+    /// 30年2月12日颁行" read as a contradiction).
+    answers: bool,
+}
+
+/// The place of origin a record's period field gives ("Chinese; Tang [T'ang] Dynasty; place of
+/// origin: Yunnan" → "Yunnan"), with the rest of the field ("Chinese; Tang [T'ang] Dynasty").
+fn place_of_origin(e: &Exhibit) -> Option<(String, Option<String>)> {
+    let period = field(&e.period)?;
+    let at = period.to_lowercase().find("place of origin:")?;
+    let place = period[at + "place of origin:".len()..]
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim();
+    if place.is_empty() {
+        return None;
+    }
+    let rest = period[..at]
+        .trim()
+        .trim_end_matches([';', ','])
+        .trim()
+        .to_string();
+    Some((place.to_string(), (!rest.is_empty()).then_some(rest)))
 }
 
 /// Words asking for more about what was just said ("tell me more", 详细 …).
@@ -355,8 +400,8 @@ pub fn more_answer(question: &str, retrieved: Option<&[Hit]>, earlier: &[&str]) 
     };
     let fresh: Vec<String> = text::sentences(&e.description)
         .into_iter()
-        .map(|s| quoted(s.trim()))
-        .filter(|s| !s.is_empty() && !said(s))
+        .map(|s| quoted(&without_registration(&s)))
+        .filter(|s| says_something(s) && !said(s))
         .take(2)
         .collect();
     Some(match (fresh.is_empty(), zh) {
@@ -394,7 +439,7 @@ fn compose_zh(
     question: &str,
     e: &Exhibit,
     a: Asks,
-    sentence: &str,
+    sentence: &Quote,
     others: &[&str],
     picked: bool,
 ) -> String {
@@ -407,7 +452,7 @@ fn compose_zh(
         _ => s.to_string(),
     };
     let title = q(e.title.trim());
-    let quote = clip(&q(sentence), 140);
+    let quote = clip(&q(&sentence.text), 140);
     // A record written in English is quoted as it is, and the visitor told so.
     let english = !quote.is_empty() && !is_chinese(&quote);
     let says = |out: &mut String, lead: &str| {
@@ -446,6 +491,15 @@ fn compose_zh(
         (Asks::Material, _, _, Some(m), _) => {
             out.push_str(&format!("《{title}》{}{}。", ours("的材质是"), q(m)));
         }
+        (Asks::Origin, ..) if place_of_origin(e).is_some() => {
+            if let Some((place, culture)) = place_of_origin(e) {
+                out.push_str(&format!("《{title}》{}{}", ours("的产地是"), q(&place)));
+                if let Some(c) = culture {
+                    out.push_str(&format!("（{}）", q(&c)));
+                }
+                out.push('。');
+            }
+        }
         (Asks::Where, _, _, _, Some(g)) => {
             out.push_str(&format!(
                 "{}《{title}》{}{}。",
@@ -454,11 +508,19 @@ fn compose_zh(
                 q(g)
             ));
         }
-        (Asks::Who | Asks::When | Asks::Material | Asks::Where, ..) => {
+        // The field is empty, but a sentence of the record says it: quoted as the answer.
+        (Asks::Who | Asks::When | Asks::Material | Asks::Origin, ..)
+            if sentence.answers && !quote.is_empty() =>
+        {
+            out.push_str(&format!("{}《{title}》，", ours("关于")));
+            says(&mut out, "资料记载：");
+        }
+        (Asks::Who | Asks::When | Asks::Material | Asks::Origin | Asks::Where, ..) => {
             let missing = match a {
                 Asks::Who => "没有单独写明作者",
                 Asks::When => "没有单独写明年代",
                 Asks::Material => "没有单独写明材质",
+                Asks::Origin => "没有写明产地或出土地点",
                 _ => "没有写明展出位置",
             };
             out.push_str(&format!(
@@ -496,9 +558,9 @@ fn compose_zh(
     out
 }
 
-fn compose_en(e: &Exhibit, a: Asks, sentence: &str, others: &[&str], picked: bool) -> String {
+fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: bool) -> String {
     let title = e.title.trim();
-    let quote = clip(sentence, 280);
+    let quote = clip(&sentence.text, 280);
     // A record written in Chinese is quoted as it is (no translation without a model), and
     // the visitor told so.
     let lead = if is_chinese(&quote) {
@@ -540,14 +602,31 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &str, others: &[&str], picked: boo
         (Asks::Material, _, _, Some(m), _) => {
             out.push_str(&format!("“{title}” is made of {m}."));
         }
+        (Asks::Origin, ..) if place_of_origin(e).is_some() => {
+            if let Some((place, culture)) = place_of_origin(e) {
+                out.push_str(&format!("“{title}” comes from {place}"));
+                if let Some(c) = culture {
+                    out.push_str(&format!(" ({c})"));
+                }
+                out.push('.');
+            }
+        }
         (Asks::Where, _, _, _, Some(g)) => {
             out.push_str(&format!("Our record places “{title}” in: {g}."));
         }
-        (Asks::Who | Asks::When | Asks::Material | Asks::Where, ..) => {
+        // The field is empty, but a sentence of the record says it: quoted as the answer.
+        (Asks::Who | Asks::When | Asks::Material | Asks::Origin, ..)
+            if sentence.answers && !quote.is_empty() =>
+        {
+            out.push_str(&format!("About “{title}”:"));
+            says(&mut out);
+        }
+        (Asks::Who | Asks::When | Asks::Material | Asks::Origin | Asks::Where, ..) => {
             let missing = match a {
                 Asks::Who => "does not name its maker",
                 Asks::When => "gives no date",
                 Asks::Material => "does not state its material",
+                Asks::Origin => "does not say where it was made or found",
                 _ => "does not say where it is shown",
             };
             out.push_str(&format!("Our record of “{title}” {missing}."));
@@ -768,7 +847,7 @@ mod tests {
             en("What does the badger box show?"),
             "The closest match in our collection is “Inro with Badger”, by Sawa Yoshisato, 19th century. The record says: A badger gazes at the full moon."
         );
-        // A field the record leaves empty: said so, and the sentence that carries the answer.
+        // A field the record leaves empty: the sentence that carries the answer is the answer.
         let stele = [record(
             "秦峄山碑拓",
             "",
@@ -779,7 +858,67 @@ mod tests {
         let zh = compose("峄山刻石相传是谁写的？", Some(&stele));
         assert_eq!(
             zh,
-            "馆藏中的《秦峄山碑拓》没有单独写明作者。资料记载：秦代篆书刻石，相传为李斯所书，始皇东巡登峄山，丞相李斯等颂秦德而立石。"
+            "关于《秦峄山碑拓》，资料记载：秦代篆书刻石，相传为李斯所书，始皇东巡登峄山，丞相李斯等颂秦德而立石。"
+        );
+        // No sentence says it either: said so, and the passage quoted.
+        let zh = compose("峄山刻石是在哪里出土的？", Some(&stele));
+        assert!(
+            zh.starts_with("馆藏中的《秦峄山碑拓》没有写明产地或出土地点。资料记载："),
+            "{zh}"
+        );
+        // A description of nothing but its registration clause is not quoted.
+        let card = [record(
+            "中山勳章",
+            "",
+            "",
+            "",
+            "國立歷史博物館館藏《中山勳章》(館藏編號30088)",
+        )];
+        assert_eq!(
+            compose("Can you tell me about 中山勳章?", Some(&card)),
+            "The closest match in our collection is “中山勳章”."
+        );
+    }
+
+    #[test]
+    fn where_it_comes_from_is_not_where_it_is_shown() {
+        let mut guanyin = record(
+            "The Bodhisattva Guanyin",
+            "",
+            "9th-10th century",
+            "gilt on bronze",
+            "This statue is the product of an independent kingdom in southwestern China.",
+        );
+        guanyin.exhibit.period = "Chinese; Tang [T'ang] Dynasty; place of origin: Yunnan".into();
+        let hits = [guanyin];
+        assert_eq!(
+            compose("Where is the Guanyin statue from?", Some(&hits)),
+            "“The Bodhisattva Guanyin” comes from Yunnan (Chinese; Tang [T'ang] Dynasty)."
+        );
+        assert_eq!(
+            compose("你们那尊唐代鎏金观音像是从哪里来的？", Some(&hits)),
+            "《The Bodhisattva Guanyin》的产地是Yunnan（Chinese; Tang [T'ang] Dynasty）。"
+        );
+        assert_eq!(
+            compose("Where is the Guanyin statue shown?", Some(&hits)),
+            "Our record places “The Bodhisattva Guanyin” in: Lacquer & Inlay."
+        );
+        // No place of origin field: the record's sentence that says where it was found.
+        let que = [record(
+            "東漢沈君闕拓本",
+            "",
+            "",
+            "",
+            "國立歷史博物館藏《東漢沈君闕拓本》（館藏編號09885），《東漢沈君闕》分左、右兩闕，館藏為右闕拓本。四川渠縣新民鄉沈家灣出土，目前於原址保存。雙闕俱存，惟各自耳闕均失。",
+        )];
+        assert_eq!(
+            compose("东汉沈君阙拓本是在哪里出土的？", Some(&que)),
+            "关于《东汉沈君阙拓本》，资料记载：四川渠县新民乡沈家湾出土，目前于原址保存。双阙俱存，惟各自耳阙均失。"
+        );
+        let plain = [record("Jar", "", "", "", "A plain jar.")];
+        assert_eq!(
+            compose("Where was the jar made?", Some(&plain)),
+            "Our record of “Jar” does not say where it was made or found. The record says: A plain jar."
         );
     }
 
@@ -939,9 +1078,23 @@ mod tests {
 
     #[test]
     fn honest_when_nothing_matches_or_search_is_off() {
-        assert!(compose("Do you have the Mona Lisa?", Some(&[])).contains("I don't know"));
-        assert!(compose("你们有兵马俑吗？", Some(&[])).contains("我不知道"));
-        assert!(compose("你們有兵馬俑嗎？", Some(&[])).contains("我不知道。本館"));
+        assert_eq!(
+            compose("Do you have the Mona Lisa?", Some(&[])),
+            "Sorry, I don't know: I couldn't find the Mona Lisa in our collection records. You could rephrase the question or ask a docent."
+        );
+        assert_eq!(
+            compose("你们有兵马俑吗？", Some(&[])),
+            "抱歉，我不知道。本馆的藏品资料里没有找到“兵马俑”。您可以换个问法，或者问问现场的讲解员。"
+        );
+        assert_eq!(
+            compose("你們有兵馬俑嗎？", Some(&[])),
+            "抱歉，我不知道。本館的藏品資料裏沒有找到“兵馬俑”。您可以換個問法，或者問問現場的講解員。"
+        );
+        // Nothing named: the plain refusal.
+        assert!(
+            compose("Why did people in old times like gold?", Some(&[]))
+                .starts_with("Sorry, I don't know: I couldn't find anything")
+        );
         assert!(compose("hello", None).contains("collection search is off"));
     }
 
@@ -1004,12 +1157,5 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(s.map(|r| r.unwrap()).collect())
-    }
-
-    #[test]
-    fn long_passages_are_clipped_at_a_sentence() {
-        let long = "First sentence is here. ".repeat(30);
-        let c = clip(&long, 100);
-        assert!(c.len() <= 100 && c.ends_with('.'), "{c}");
     }
 }
