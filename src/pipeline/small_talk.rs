@@ -89,6 +89,12 @@ const EN: &[(&str, SmallTalk)] = &[
     ("do you speak chinese", SmallTalk::Help),
     ("can you speak english", SmallTalk::Help),
     ("can you speak chinese", SmallTalk::Help),
+    ("are you a robot", SmallTalk::Help),
+    ("are you a bot", SmallTalk::Help),
+    ("are you human", SmallTalk::Help),
+    ("are you a human", SmallTalk::Help),
+    ("are you a real person", SmallTalk::Help),
+    ("are you an ai", SmallTalk::Help),
     ("how many objects", SmallTalk::Overview),
     ("how many exhibits", SmallTalk::Overview),
     ("how many works", SmallTalk::Overview),
@@ -113,6 +119,13 @@ const EN: &[(&str, SmallTalk)] = &[
     ("highlights", SmallTalk::Overview),
     ("must see", SmallTalk::Overview),
     ("best pieces", SmallTalk::Overview),
+    ("best piece", SmallTalk::Overview),
+    ("best thing", SmallTalk::Overview),
+    ("best things", SmallTalk::Overview),
+    ("best work", SmallTalk::Overview),
+    ("best works", SmallTalk::Overview),
+    ("what should i look at", SmallTalk::Overview),
+    ("what should we look at", SmallTalk::Overview),
     ("show me something", SmallTalk::Overview),
     ("something interesting", SmallTalk::Overview),
     ("anything interesting", SmallTalk::Overview),
@@ -216,6 +229,17 @@ const EN_FILLERS: &[&str] = &[
     "one",
     "ones",
     "interesting",
+    "what's",
+    "whats",
+    "helpful",
+    "only",
+    "just",
+    "an",
+    "minute",
+    "minutes",
+    "hour",
+    "hours",
+    "short",
 ];
 
 /// Chinese phrases (Simplified; the utterance is folded to Simplified first).
@@ -264,6 +288,9 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("会说英语", SmallTalk::Help),
     ("会说英文", SmallTalk::Help),
     ("会说中文", SmallTalk::Help),
+    ("你是机器人", SmallTalk::Help),
+    ("你是真人", SmallTalk::Help),
+    ("你是人工智能", SmallTalk::Help),
     ("有多少件", SmallTalk::Overview),
     ("有哪些藏品", SmallTalk::Overview),
     ("有什么藏品", SmallTalk::Overview),
@@ -298,7 +325,7 @@ const ZH: &[(&str, SmallTalk)] = &[
 ];
 
 /// Characters that may stand beside the Chinese phrases (particles, "you", "very", "ok").
-const ZH_FILLERS: &str = "啊呀哦噢喔嗯好的了啦吧呢吗嘛哈你您很太非常真是们呀诶哎嘿喂也都再一下这里馆有什么哪些件个给我看展品藏品作品东西";
+const ZH_FILLERS: &str = "啊呀哦噢喔嗯好的了啦吧呢吗嘛哈你您很太非常真是们呀诶哎嘿喂也都再一下这里馆内有什么哪些件个给我看展品藏品作品文物东西";
 
 /// Which small talk `utterance` is, or None when it says anything else.
 pub fn classify(utterance: &str) -> Option<SmallTalk> {
@@ -345,7 +372,10 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
         }
     }
     let only_fillers = words.iter().all(|w| {
-        if w.chars().all(|c| c.is_ascii_alphabetic() || c == '\'') {
+        // A number stands beside the phrases too ("I only have 10 minutes, what should I see?").
+        if w.chars().all(|c| c.is_ascii_digit()) {
+            true
+        } else if w.chars().all(|c| c.is_ascii_alphabetic() || c == '\'') {
             EN_FILLERS.contains(&w.as_str())
         } else {
             w.chars().all(|c| ZH_FILLERS.contains(c))
