@@ -1293,6 +1293,10 @@ const BROWSE_READ_PER_LISTED: usize = 6;
 /// unordered by those words.
 const BROWSE_QUALIFIER_CANDIDATES: usize = 2_000;
 
+/// Members of a kind, those whose records weigh the kind's word most, whose titles are read to
+/// put the ones named for it first ([`browse_blocking`]).
+const BROWSE_TITLE_LOOKUP: usize = 64;
+
 /// The kind a browse question names and a few of its exhibits ([`super::kinds`]),
 /// synchronously: None when its words name no kind. The exhibits listed are the kind's most
 /// fully described records (longest in the index: a curator wrote most about them), one per
@@ -1325,16 +1329,23 @@ pub fn browse_blocking(
     else {
         return Ok(None);
     };
-    if !qualifiers.is_empty() {
+    {
         // Narrowed by words ("Japanese ceramics"): the members whose records weigh those words
         // most come first (a culture field saying "Japanese" before a description that names
         // Japan once), BM25 over the words as the search ranks them; the rest after, longest
-        // first.
-        let tokens: Vec<String> = units
-            .iter()
-            .filter(|u| qualifiers.contains(&u.word))
-            .flat_map(|u| u.alternatives.iter().flatten().cloned())
-            .collect();
+        // first. Not narrowed: the members whose title holds a word that named the kind come
+        // first (有沒有盔甲？ listed four sword guards of the Arms & Armor department, the
+        // longest records, before the body armor), the rest longest first as before.
+        let narrowing = !qualifiers.is_empty();
+        let tokens: Vec<String> = if narrowing {
+            units
+                .iter()
+                .filter(|u| qualifiers.contains(&u.word))
+                .flat_map(|u| u.alternatives.iter().flatten().cloned())
+                .collect()
+        } else {
+            named.clone()
+        };
         let scored: HashMap<i64, f64> = store
             .candidates(
                 &tokens
@@ -1349,8 +1360,32 @@ pub fn browse_blocking(
             )?
             .into_iter()
             .collect();
+        let titled: HashMap<i64, f64> = if narrowing {
+            scored
+        } else {
+            let mut best: Vec<(i64, f64)> = members
+                .iter()
+                .filter_map(|m| scored.get(&m.0).map(|s| (m.0, *s)))
+                .collect();
+            best.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            best.truncate(BROWSE_TITLE_LOOKUP);
+            let pks: Vec<i64> = best.iter().map(|(pk, _)| *pk).collect();
+            let holds: std::collections::HashSet<i64> = store
+                .exhibits_by_pk(&pks)?
+                .into_iter()
+                .filter(|(_, r)| {
+                    text::index_text(&r.title)
+                        .split(' ')
+                        .any(|w| tokens.iter().any(|t| t == w))
+                })
+                .map(|(pk, _)| pk)
+                .collect();
+            best.into_iter()
+                .filter(|(pk, _)| holds.contains(pk))
+                .collect()
+        };
         members.sort_by(|a, b| {
-            let (sa, sb) = (scored.get(&a.0), scored.get(&b.0));
+            let (sa, sb) = (titled.get(&a.0), titled.get(&b.0));
             sb.partial_cmp(&sa)
                 .unwrap_or(std::cmp::Ordering::Equal)
                 .then(b.1.cmp(&a.1))

@@ -113,6 +113,24 @@ async fn a_question_about_a_kind_gets_its_total_and_a_few_of_its_exhibits() {
         );
     }
 
+    // The examples of a department are the records named for the visitor's word when the
+    // department has them: "armor" and 盔甲 (armor in the dictionary) list the suits of armor
+    // of Arms & Armor before its many sword guards, whatever their records' lengths.
+    let named_armor = records
+        .values()
+        .filter(|(title, d, _)| d == "Arms & Armor" && title.contains("Armor"))
+        .count();
+    assert!(named_armor >= 2, "{named_armor}");
+    for (id, q) in [("en", "Do you have any armor?"), ("zh", "有沒有盔甲？")] {
+        zh.text_request(id, q).await;
+        let list = zh.reply(id).await;
+        let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+        assert!(titles.len() >= 2, "{q}: {titles:?}");
+        for t in &titles[..2] {
+            assert!(t.contains("Armor"), "{q}: {titles:?}");
+        }
+    }
+
     // A Chinese catalogue names the kind at the end of its titles (…墓誌銘).
     let epitaphs = records
         .values()
