@@ -21,7 +21,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 /// Bumped whenever the analysis below changes: the index is then rebuilt from the stored rows.
-pub const ANALYZER_VERSION: &str = "5";
+pub const ANALYZER_VERSION: &str = "6";
 
 /// Most terms one query contributes (a very long question is cut, never an error).
 pub const MAX_QUERY_TERMS: usize = 48;
@@ -789,7 +789,53 @@ fn word_token(w: &str) -> Option<String> {
     if w.chars().any(|c| c.is_ascii_digit()) {
         return Some(w.to_string());
     }
+    if let Some(us) = american_spelling(w) {
+        return Some(stemmer().stem(&us).into_owned());
+    }
     Some(stemmer().stem(w).into_owned())
+}
+
+/// British spellings folded to the American ones the stemmer would otherwise keep apart, at the
+/// start of a word (so their inflections follow: "armoured", "colours"): a visitor who writes
+/// "knights' armour" or "jewellery" finds the Walters' "armor" and "jewelry" records, and a
+/// British catalogue's words meet an American visitor's. (prefix, replacement)
+const BRITISH: &[(&str, &str)] = &[
+    ("armour", "armor"),
+    ("colour", "color"),
+    ("honour", "honor"),
+    ("favour", "favor"),
+    ("labour", "labor"),
+    ("harbour", "harbor"),
+    ("neighbour", "neighbor"),
+    ("saviour", "savior"),
+    ("splendour", "splendor"),
+    ("behaviour", "behavior"),
+    ("vapour", "vapor"),
+    ("jewellery", "jewelry"),
+    ("jeweller", "jeweler"),
+    ("centre", "center"),
+    ("theatre", "theater"),
+    ("sabre", "saber"),
+    ("sceptre", "scepter"),
+    ("lustre", "luster"),
+    ("sombre", "somber"),
+    ("fibre", "fiber"),
+    ("calibre", "caliber"),
+    ("catalogue", "catalog"),
+    ("mould", "mold"),
+    ("plough", "plow"),
+    ("moustache", "mustache"),
+    ("aluminium", "aluminum"),
+    ("grey", "gray"),
+];
+
+/// The American spelling of a (lower-case) word that starts with a British one ([`BRITISH`]).
+fn american_spelling(w: &str) -> Option<String> {
+    let first = w.as_bytes().first()?;
+    BRITISH
+        .iter()
+        .filter(|(gb, _)| gb.as_bytes()[0] == *first)
+        .find_map(|(gb, us)| w.strip_prefix(gb).map(|rest| format!("{us}{rest}")))
 }
 
 fn push_bigrams(chars: &[char], out: &mut Vec<String>) {
@@ -1620,6 +1666,24 @@ pub fn clip(s: &str, max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn british_spellings_meet_american_ones() {
+        for (gb, us) in [
+            ("knights' armour", "knights armor"),
+            ("armoured", "armored"),
+            ("jewellery", "jewelry"),
+            ("colours", "colors"),
+            ("theatre", "theater"),
+            ("grey", "gray"),
+            ("catalogue", "catalog"),
+        ] {
+            assert_eq!(index_text(gb), index_text(us), "{gb}");
+        }
+        // Words that only look alike stay apart.
+        assert_ne!(index_text("hour"), index_text("hor"));
+        assert_eq!(index_text("tour"), "tour");
+    }
     use super::*;
 
     #[test]
