@@ -406,7 +406,7 @@ fn list_answer(
             None => "馆藏中与此相关的展品有：".to_string(),
         };
         let out = format!(
-            "{head}{}。想了解哪一件，可以接着问我，比如：第一件是什么年代的？",
+            "{head}{}。想了解哪一件，可以继续问我，比如：第一件是什么年代的？",
             items.join("、")
         );
         return match script {
