@@ -1402,11 +1402,19 @@ pub fn browse_blocking(
         .into_iter()
         .map(|(_, r)| Exhibit::from(r))
         .collect();
+    // Examples in the visitor's script first when the kind holds both (你們有哪些勳章？ listed
+    // a Dutch marriage medal before the museum's 勳章), then one per maker, then any.
+    let q_cjk = question.chars().any(text::is_cjk);
     let mut listed: Vec<&Exhibit> = Vec::new();
-    for distinct_makers in [true, false] {
+    for (own_script, distinct_makers) in
+        [(true, true), (true, false), (false, true), (false, false)]
+    {
         for e in &rows {
             if listed.len() == k {
                 break;
+            }
+            if own_script && e.title.chars().any(text::is_cjk) != q_cjk {
+                continue;
             }
             let same = |o: &&Exhibit| {
                 o.id == e.id

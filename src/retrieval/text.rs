@@ -1356,6 +1356,29 @@ pub fn who_is_subject(query: &str) -> Option<String> {
             .or_else(|| t.strip_prefix("谁是"))
             .or_else(|| t.strip_prefix("誰是"))?;
         let body = body.trim();
+        // "《四朝鈔幣圖錄》的作者是誰" asks who made a work, not who someone is: a title, or a
+        // role of someone towards a thing (…的作者, …的画家), is no name.
+        const ROLES: [&str; 16] = [
+            "作者",
+            "画家",
+            "畫家",
+            "作家",
+            "书法家",
+            "書法家",
+            "摄影师",
+            "攝影師",
+            "捐赠者",
+            "捐贈者",
+            "主人",
+            "设计者",
+            "設計者",
+            "制作者",
+            "製作者",
+            "收藏者",
+        ];
+        if body.contains(['《', '》', '〈', '〉']) || ROLES.iter().any(|r| body.ends_with(r)) {
+            return None;
+        }
         return (2..=12)
             .contains(&body.chars().count())
             .then(|| body.to_string());
@@ -2307,6 +2330,10 @@ mod tests {
             Some("Shibata Zeshin")
         );
         assert_eq!(who_is_subject("Who made the box?"), None);
+        // Who made a work, not who someone is.
+        assert_eq!(who_is_subject("《四朝鈔幣圖錄》的作者是誰？"), None);
+        assert_eq!(who_is_subject("这幅画的作者是谁？"), None);
+        assert_eq!(who_is_subject("这本书的主人是谁"), None);
     }
 
     #[test]

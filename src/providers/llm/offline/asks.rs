@@ -381,20 +381,48 @@ pub(super) fn answer_sentence(
         return (passage.to_string(), false);
     }
     let terms = crate::retrieval::text::query_terms(question);
-    let best = crate::retrieval::text::sentences(&e.description)
-        .into_iter()
+    let sentences = crate::retrieval::text::sentences(&e.description);
+    let best = sentences
+        .iter()
         .enumerate()
         .filter_map(|(i, s)| {
-            let n = normalize(&s);
+            let n = normalize(s);
             let cue = cues.iter().any(|c| n.contains(c)) || (a == Asks::When && has_year(&n));
             if !cue {
                 return None;
             }
             let hits = terms.iter().filter(|t| n.contains(t.text.as_str())).count();
-            Some((hits, std::cmp::Reverse(i), s))
+            Some((hits, std::cmp::Reverse(i)))
         })
-        .max_by(|x, y| (x.0, x.1).cmp(&(y.0, y.1)));
-    best.map_or_else(|| (passage.to_string(), false), |(_, _, s)| (s, true))
+        .max();
+    match best {
+        // A sentence that opens on a pronoun ("晚清画报盛行，他是…画手", "He signed it") is
+        // quoted after the one before it, which names the person.
+        Some((_, std::cmp::Reverse(i))) if i > 0 && opens_on_pronoun(&sentences[i]) => {
+            (format!("{} {}", sentences[i - 1], sentences[i]), true)
+        }
+        Some((_, std::cmp::Reverse(i))) => (sentences[i].clone(), true),
+        None => (passage.to_string(), false),
+    }
+}
+
+/// Whether a sentence's subject is a pronoun in its first clause ("He …", "晚清画报盛行，他是…").
+fn opens_on_pronoun(s: &str) -> bool {
+    const EN: [&str; 6] = ["he ", "she ", "they ", "his ", "her ", "their "];
+    const ZH: [&str; 6] = ["他", "她", "其", "此人", "他们", "她们"];
+    let lower = s.trim_start().to_lowercase();
+    if EN.iter().any(|p| lower.starts_with(p)) {
+        return true;
+    }
+    let clause_starts = std::iter::once(0).chain(
+        lower
+            .char_indices()
+            .filter(|(_, c)| matches!(c, '，' | ','))
+            .map(|(i, c)| i + c.len_utf8()),
+    );
+    clause_starts
+        .take(2)
+        .any(|i| ZH.iter().any(|p| lower[i..].trim_start().starts_with(p)))
 }
 
 /// A run of three or four digits (a year).
@@ -678,6 +706,21 @@ mod tests {
         ] {
             assert_eq!(asks(q), want, "{q}");
         }
+    }
+
+    #[test]
+    fn a_sentence_about_him_comes_with_the_one_that_names_him() {
+        let e = Exhibit {
+            title: "大觀園元妃試寶玉圖(印本)".into(),
+            description: "本作品由繆瑟夫人捐贈，她於1922年隨教會至四川服務。 李菊儕，又名李蔭林，號聽秋吟館主人，幽夢生等。主要活動在北京。晚清畫報盛行，他是京派新聞畫報重要畫手和主編者，其繪製數百幅紅樓夢圖畫尤其出名。".into(),
+            ..Default::default()
+        };
+        let (s, found) = answer_sentence(&e, "大观园元妃试宝玉图是谁画的？", Asks::Who, "");
+        assert!(found);
+        assert!(s.contains("李菊儕") && s.contains("畫手"), "{s}");
+        assert!(opens_on_pronoun("He signed the scroll in 1780."));
+        assert!(!opens_on_pronoun("Hexagonal vase."));
+        assert!(!opens_on_pronoun("此件為三角型黃色旗。"));
     }
 
     #[test]
