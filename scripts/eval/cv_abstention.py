@@ -10,12 +10,13 @@ split, so each variant is also averaged over 30 reshuffled assignments, seeds 0-
 Prints, per threshold rule (`group`: a 2 % budget per script group, as shipped; `joint`: one
 2 % budget shared by both groups), the no-answer questions refused, the answerable ones refused
 and those answered with their exhibit in the top 5, in the reported split and as the mean over
-the 30 reshuffles. Rules of `abstain.rs` not replicated: `who_found`, `work_missing` (so the
-split can differ from `eval`'s by those questions).
+the 30 reshuffles. The rules of `abstain.rs` are applied as it applies them: `work_missing`
+and `names_unmet` refuse, `who_found` answers, whatever the model says (a signal vector of an
+older build without one of them reads it as 0).
 """
 import json, sys, random
 import numpy as np
-S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing']
+S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing','names_unmet']
 FEATURES=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','maker_missing','title_coverage','bridged']
 MAXF=0.02; L2=0.01; IT=3000; STEP=0.5
 
@@ -28,7 +29,8 @@ def load(path):
         pos=None
         for i,x in enumerate(r['ids']):
             if x in rel: pos=i; break
-        rows.append(dict(q=q['query'],kind=kind,rel=bool(rel),pos=pos,f=np.array(r['features']+r.get('extra',[])),names=S+r.get('extra_names',[])))
+        f=list(r['features'])+[0.0]*(len(S)-len(r['features']))
+        rows.append(dict(q=q['query'],kind=kind,rel=bool(rel),pos=pos,f=np.array(f+r.get('extra',[])),names=S+r.get('extra_names',[])))
     return rows
 
 def fit(rows, feats, rule):
@@ -87,7 +89,9 @@ def run(rows, feats, rule, folds):
         for i,(r,g) in enumerate(zip(rows,folds)):
             if g==f:
                 t=th[1] if r['f'][li]>0 else th[0]
-                out[i]=prob(r['f'])>=t
+                flag=lambda n: r['f'][S.index(n)]>0
+                out[i]=(not flag('work_missing') and not flag('names_unmet')
+                        and (flag('who_found') or prob(r['f'])>=t))
     return out
 
 def folds_of(rows, seed=None):

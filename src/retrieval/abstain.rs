@@ -41,6 +41,18 @@
 //!   work; answering would name another). Measured as a feature it raised false refusals (6 of
 //!   166 against 4); as the rule, 30 of 34 no-answer questions refused against 29, no answerable
 //!   one more (5-fold CV; 28.2 against 27.4 over 20 reshuffled fold assignments).
+//! - `names_unmet`: 1 when the best hit is written in the other script and holds none of the
+//!   proper names the question gives ([`super::text::proper_names`]: an English question's
+//!   named things, a Chinese question's names to jieba or of the collection) though one of them
+//!   crosses between the scripts (the dictionary renders it, or a bridge of the ranking spells or
+//!   translates it): the hit was reached through the question's common words only ("I want
+//!   to see the Terracotta Army" found an army badge through "army"; 北京人的头盖骨化石, a
+//!   skull-shaped watch through 头盖骨). A rule, not a feature: such a question is refused.
+//!   Before it, a hit of the first ten that holds one of the names is put first
+//!   (`embedded::prefer_named`: 查士标那幅清晨山水画… found Zha Shibiao's "Mountains at Dawn"
+//!   second). 5-fold CV: 31 of 34 no-answer questions refused against 30, no answerable one
+//!   more (4 of 166), cross-lingual recall@1 0.800 → 0.867; over 30 reshuffled fold
+//!   assignments 29.6 / 5.1 against 28.6 / 4.8 (`scripts/eval/cv_abstention.py`).
 //!
 //! With embeddings ready the lexical model still decides by default (`[srs]
 //! embeddings_abstention = "lexical"`: the embeddings reorder the answer only, measured better).
@@ -68,7 +80,7 @@ use serde::{Deserialize, Serialize};
 
 /// Every lexical signal `embedded::features` computes, in the order of its vector. A model
 /// reads the ones its feature list names.
-pub const SIGNALS: [&str; 20] = [
+pub const SIGNALS: [&str; 21] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -89,6 +101,7 @@ pub const SIGNALS: [&str; 20] = [
     "translated",
     "who_found",
     "work_missing",
+    "names_unmet",
 ];
 
 /// The semantic signals, after the lexical ones in a hybrid signal vector.
@@ -255,6 +268,7 @@ impl AbstentionModel {
 
     pub fn answers(&self, f: &[f64]) -> bool {
         !flag(f, "work_missing")
+            && !flag(f, "names_unmet")
             && (flag(f, "who_found") || self.probability(f) >= self.threshold_for(f))
     }
 

@@ -664,20 +664,28 @@ fn features(
     let title_coverage = top_exhibit
         .as_ref()
         .map_or(0.0, |e| coverage(w, &text::index_text(&e.title)));
-    let (bridged, translated) = match top {
-        Some(l) if !w.bridges.is_empty() => translit::bridged_share(
-            w,
-            &store
-                .indexed_text(&[l.pk])?
-                .pop()
-                .map(|t| t.1)
-                .unwrap_or_default(),
-        ),
-        _ => (0.0, 0.0),
-    };
     let lang_mismatch = top_exhibit.as_ref().map_or(0.0, |e| {
         f64::from(u8::from(e.title.chars().any(text::is_cjk) != q_cjk))
     });
+    // The best hit's indexed text, read when a bridge or a match across the scripts needs it.
+    let top_indexed = match top {
+        Some(l) if !w.bridges.is_empty() || lang_mismatch > 0.0 => store
+            .indexed_text(&[l.pk])?
+            .pop()
+            .map(|t| t.1)
+            .unwrap_or_default(),
+        _ => String::new(),
+    };
+    let (bridged, translated) = if top.is_some() && !w.bridges.is_empty() {
+        translit::bridged_share(w, &top_indexed)
+    } else {
+        (0.0, 0.0)
+    };
+    let unmet = if lang_mismatch > 0.0 {
+        names_unmet(&QuestionNames::new(query, w, dict), w, &top_indexed)
+    } else {
+        0.0
+    };
     let coverage_margin = top.map_or(0.0, |l| l.coverage) - lex.get(1).map_or(0.0, |l| l.coverage);
     // Hits after the best within NEAR_TIE of its score: many near-equal hits mean the question
     // matched words many records share rather than one record's name or title.
@@ -725,7 +733,145 @@ fn features(
         translated,
         who_found,
         work_missing(&text::marked_titles(query), &top_text),
+        unmet,
     ])
+}
+
+/// 1 when the best hit, written in the other script, holds none of the proper names the
+/// question gives ([`QuestionNames`]) though one of them crosses between the scripts (the
+/// dictionary renders it, or a bridge of the ranking spells or translates it): such a hit was
+/// reached through the question's common words only. "I want to see the Terracotta Army"
+/// (兵马俑 in the dictionary, in no record) found an army badge through "army";
+/// 北京人的头盖骨化石 (北京: Beijing, Peking) a watch shaped as a skull through 头盖骨. 0 when the
+/// question gives no such name, or the hit holds one (德国克虏伯厂 for "the Krupp steelworks in
+/// Germany": Germany).
+fn names_unmet(names: &QuestionNames, w: &WeightedTerms, indexed: &str) -> f64 {
+    f64::from(u8::from(names.matches(w, indexed) == Some(false)))
+}
+
+/// The proper names a question gives ([`text::proper_names`]), each as the indices of its
+/// question terms, whether every one of them must be found for the name to be (an English
+/// name's words, "Terracotta Army"; a Chinese name's bigrams overlap, and any one of them
+/// crossing stands for the name), and whether it crosses between the scripts.
+struct QuestionNames(Vec<Name>);
+
+struct Name {
+    terms: Vec<usize>,
+    all: bool,
+    crossing: bool,
+}
+
+impl QuestionNames {
+    fn new(query: &str, w: &WeightedTerms, dict: &UserDict) -> QuestionNames {
+        let cedict = super::dictionary::dictionary();
+        let names = text::proper_names(query, dict)
+            .into_iter()
+            .filter_map(|name| {
+                let index = text::index_text(&name);
+                let toks: Vec<&str> = index.split(' ').filter(|t| !t.is_empty()).collect();
+                let terms: Vec<usize> = toks
+                    .iter()
+                    .filter_map(|tok| {
+                        w.terms
+                            .iter()
+                            .position(|(t, _)| !t.prefix && t.text == *tok)
+                    })
+                    .collect();
+                if terms.is_empty() {
+                    return None;
+                }
+                // The dictionary renders the name as a whole (北京 → Beijing; "Terracotta
+                // Army" → 兵马俑), or a bridge of the ranking stands for one of its terms.
+                let renders = if name.chars().any(text::is_cjk) {
+                    !cedict.english_of(&name).is_empty()
+                } else {
+                    cedict
+                        .chinese_of(&toks)
+                        .iter()
+                        .any(|(phrase, _)| phrase.len() == toks.len())
+                };
+                let bridged = terms
+                    .iter()
+                    .any(|i| w.bridges.iter().any(|b| b.sources.contains(i)));
+                Some(Name {
+                    all: !name.chars().any(text::is_cjk),
+                    terms,
+                    crossing: renders || bridged,
+                })
+            })
+            .collect();
+        QuestionNames(names)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Whether a record's indexed text holds one of the names (every term of it, itself or
+    /// through a bridge): `Some(true)` when it does, `Some(false)` when it holds none though one
+    /// of them crosses the scripts, None when none does.
+    fn matches(&self, w: &WeightedTerms, indexed: &str) -> Option<bool> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let lookup = TermLookup::new(w);
+        let mut found = lookup.found(indexed);
+        translit::credit(&w.bridges, indexed, &mut found);
+        let holds = |n: &Name| {
+            if n.all {
+                n.terms.iter().all(|&i| found[i])
+            } else {
+                n.terms.iter().any(|&i| found[i])
+            }
+        };
+        if self.0.iter().any(holds) {
+            return Some(true);
+        }
+        self.0.iter().any(|n| n.crossing).then_some(false)
+    }
+}
+
+/// A best hit in the other script than the question that holds none of the question's proper
+/// names ([`name_match`]) gives way to the first of the first ten that holds one: 查士标那幅
+/// 清晨山水画… ranked an American lake scene (through 山水, 清晨) above "Mountains at Dawn" by
+/// Zha Shibiao. Scores are unchanged, as with [`prefer_biographies`].
+fn prefer_named(
+    store: &CollectionStore,
+    query: &str,
+    w: &WeightedTerms,
+    dict: &UserDict,
+    lex: &mut [Lexical],
+) -> Result<(), StoreError> {
+    if lex.len() < 2 {
+        return Ok(());
+    }
+    let q_cjk = query.chars().any(text::is_cjk);
+    let across = store
+        .exhibits_by_pk(&[lex[0].pk])?
+        .pop()
+        .is_some_and(|(_, r)| r.title.chars().any(text::is_cjk) != q_cjk);
+    if !across {
+        return Ok(());
+    }
+    let names = QuestionNames::new(query, w, dict);
+    if names.is_empty() {
+        return Ok(());
+    }
+    let depth = lex.len().min(BIOGRAPHY_DEPTH);
+    let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
+    let texts = store.indexed_text(&pks)?;
+    let matches = |pk: i64| {
+        texts
+            .iter()
+            .find(|(p, _)| *p == pk)
+            .and_then(|(_, t)| names.matches(w, t))
+    };
+    if matches(lex[0].pk) == Some(false)
+        && let Some(i) = (1..depth).find(|&i| matches(lex[i].pk) == Some(true))
+    {
+        lex[..=i].rotate_right(1);
+    }
+    Ok(())
 }
 
 /// Whether a record says who `name` is: its maker field names them, or its description gives
@@ -1149,6 +1295,7 @@ fn rank_in(
     let mut cands = candidates(store, &w, opts)?;
     let mut lex = rerank(store, &w, &cands, &dense_pks)?;
     prefer_biographies(store, &query, &mut lex)?;
+    prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
     let f = features(store, &query, &w, &lex, &opts.dict())?;
     // The thesaurus's synonyms reorder the answer, not the no-answer decision: the signals above
     // are those of the question's own words. Fed to the signals, the synonyms' extra matches
@@ -1160,6 +1307,7 @@ fn rank_in(
         add_synonyms(store, &w, opts, &mut cands)?;
         lex = rerank(store, &w, &cands, &dense_pks)?;
         prefer_biographies(store, &query, &mut lex)?;
+        prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
     }
     Ok(Ranking {
         lexical: lex

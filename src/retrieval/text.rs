@@ -1679,6 +1679,35 @@ pub fn named_makers(query: &str, dict: &UserDict) -> Vec<String> {
     out
 }
 
+/// jieba's tags of proper names: people, places, organisations, other names.
+const PROPER_TAGS: [&str; 6] = ["nr", "nrfg", "nrt", "ns", "nt", "nz"];
+
+/// The proper names a question gives, normalised: for English its named things
+/// ([`named_phrases`]: "Terracotta Army", "Apollo"), for Chinese the collection's names of the
+/// user dictionary and the words jieba tags as names of people, places or things (北京, 郎世宁,
+/// 孙中山, 中山装). Used to check that a best hit in the other script was reached through a
+/// name the question gives, not only through its common words (`embedded::names_unmet`).
+pub fn proper_names(query: &str, dict: &UserDict) -> Vec<String> {
+    let mut out = named_phrases(query);
+    let norm = normalize(query);
+    for run in norm.split(|c: char| !is_cjk(c)).filter(|r| !r.is_empty()) {
+        for (piece, name) in dict.segment(run) {
+            if name {
+                out.push(piece);
+                continue;
+            }
+            for t in jieba().tag(&piece, true) {
+                if PROPER_TAGS.contains(&t.tag) && t.word.chars().count() >= 2 {
+                    out.push(t.word.to_string());
+                }
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    out.retain(|p| !p.is_empty() && seen.insert(p.clone()));
+    out
+}
+
 /// At most `max_chars` characters of `s`, with an ellipsis when cut.
 pub fn clip(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
@@ -1689,6 +1718,24 @@ pub fn clip(s: &str, max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn proper_names_of_either_language() {
+        let d = UserDict::default();
+        assert_eq!(
+            proper_names("I want to see the Terracotta Army.", &d),
+            ["terracotta army"]
+        );
+        let zh = proper_names("北京人的头盖骨化石在你们这里吗？", &d);
+        assert!(zh.contains(&"北京".to_string()), "{zh:?}");
+        assert!(proper_names("有没有郎世宁画的骏马图？", &d).contains(&"郎世宁".to_string()));
+        assert!(
+            proper_names("你们有没有唐三彩的骆驼？", &d)
+                .iter()
+                .all(|n| n != "骆驼")
+        );
+        assert!(proper_names("这件瓷器是什么年代的？", &d).is_empty());
+    }
 
     #[test]
     fn british_spellings_meet_american_ones() {

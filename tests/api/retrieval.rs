@@ -707,9 +707,12 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     // false ones and twice the cross-lingual recall (the retrieval README, "Bilingual
     // dictionary"; over 30 reshuffled fold assignments 27.8 / 6.0 against 29.3 / 9.7). The
     // `work_missing` rule (a work named in 《》 that the same-script best hit does not hold is
-    // refused) made it 30/34, no answerable question more refused.
+    // refused) made it 30/34, no answerable question more refused; the `names_unmet` rule (a
+    // best hit in the other script holding none of the question's proper names that cross
+    // the scripts is refused, after `prefer_named` put first a hit of the first ten that holds
+    // one) 31/34 (target 0.90: reached), no answerable question more refused.
     let neg = kind("no-answer");
-    assert!(neg.abstention_recall.unwrap() >= 0.88, "{neg:?}");
+    assert!(neg.abstention_recall.unwrap() >= 0.91, "{neg:?}");
     assert_eq!(neg.abstention_precision, Some(1.0), "{neg:?}");
     // Reached 4/166 answerable refused (target 0.02 overall: one question short); of the 154
     // answerable questions whose exhibit lexical search ranks in the top 5, 2 are refused.
@@ -718,11 +721,13 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     // 0.886 and 0.855 before the thesaurus (`retrieval::thesaurus`), which reorders answers
     // only: the refusals above are the same.
     assert!(all.recall_at_5.unwrap() >= 0.915, "{all:?}");
-    assert!(all.recall_at_1.unwrap() >= 0.86, "{all:?}");
+    assert!(all.recall_at_1.unwrap() >= 0.866, "{all:?}");
     let para = kind("en-paraphrase");
     assert!(para.recall_at_5.unwrap() >= 0.6, "{para:?}");
     let xl = kind("cross-lingual");
     assert!(xl.recall_at_5.unwrap() >= 0.93, "{xl:?}");
+    // 0.800 before `prefer_named` (查士标那幅清晨山水画… ranked an American lake scene first).
+    assert!(xl.recall_at_1.unwrap() >= 0.866, "{xl:?}");
     assert_eq!(xl.false_abstentions, 0, "{xl:?}");
     let outcomes = eval::cross_validate(&ranked, 5).0;
     let findable: Vec<bool> = ranked
@@ -747,6 +752,52 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
         assert_eq!(kind(k).false_abstentions, 0, "{:?}", kind(k));
     }
+}
+
+/// A best hit in the other script that holds none of the proper names the question gives is
+/// not the answer: a hit of the first ten that holds one goes first, and with none the
+/// question is refused (`names_unmet`), where it was answered with whatever the question's
+/// common words reached through the dictionary.
+#[tokio::test]
+async fn names_the_question_gives_must_cross_into_the_answer() {
+    let store = Store::open_in_memory().unwrap();
+    let r = retrieval::embedded_from_config(&Config::default(), &store)
+        .await
+        .unwrap();
+    r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();
+    // "Terracotta Army" is 兵马俑 in the dictionary; no record holds it ("army" reached an
+    // army badge). 北京 (Beijing, Peking) is in no English record that 头盖骨 (skull) reached.
+    for q in [
+        "I want to see the Terracotta Army.",
+        "北京人的头盖骨化石在你们这里吗？",
+    ] {
+        let hits = r.search(q, 5).await.unwrap();
+        assert!(
+            hits.is_empty(),
+            "{q}: {:?}",
+            hits.first().map(|h| &h.exhibit.title)
+        );
+    }
+    // 查士标 is Zha Shibiao in pinyin: his "Mountains at Dawn" goes before a lake scene that
+    // 山水 and 清晨 ranked first.
+    let hits = r
+        .search("查士标那幅清晨山水画上题的诗写了什么？", 5)
+        .await
+        .unwrap();
+    assert_eq!(
+        hits[0].exhibit.id, "walters-34305",
+        "{:?}",
+        hits[0].exhibit.title
+    );
+    // A name the best hit holds through the dictionary: answered as before.
+    let hits = r
+        .search(
+            "Do you have a flag carried by the Boxers during the Boxer Rebellion?",
+            5,
+        )
+        .await
+        .unwrap();
+    assert_eq!(hits[0].exhibit.id, "nmh-07817");
 }
 
 #[tokio::test]
