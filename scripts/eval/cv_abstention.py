@@ -11,12 +11,12 @@ Prints, per threshold rule (`group`: a 2 % budget per script group, as shipped; 
 2 % budget shared by both groups), the no-answer questions refused, the answerable ones refused
 and those answered with their exhibit in the top 5, in the reported split and as the mean over
 the 30 reshuffles. The rules of `abstain.rs` are applied as it applies them: `work_missing`
-and `names_unmet` refuse, `who_found` answers, whatever the model says (a signal vector of an
+and `names_unmet` refuse, `who_found` and `maker_found` answer, whatever the model says (a signal vector of an
 older build without one of them reads it as 0).
 """
 import json, sys, random
 import numpy as np
-S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing','names_unmet']
+S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing','names_unmet','maker_found']
 FEATURES=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','maker_missing','title_coverage','bridged']
 MAXF=0.02; L2=0.01; IT=3000; STEP=0.5
 
@@ -91,7 +91,7 @@ def run(rows, feats, rule, folds):
                 t=th[1] if r['f'][li]>0 else th[0]
                 flag=lambda n: r['f'][S.index(n)]>0
                 out[i]=(not flag('work_missing') and not flag('names_unmet')
-                        and (flag('who_found') or prob(r['f'])>=t))
+                        and (flag('who_found') or flag('maker_found') or prob(r['f'])>=t))
     return out
 
 def folds_of(rows, seed=None):

@@ -86,10 +86,21 @@ pub fn is_follow_up(question: &str) -> bool {
         rest = rest.replace(m, " ");
     }
     let generic = generic_terms();
-    text::query_terms(&rest)
-        .iter()
-        .all(|t| generic.contains(&t.text))
+    let own: Vec<String> = text::query_terms(&rest)
+        .into_iter()
+        .map(|t| t.text)
+        .filter(|t| !generic.contains(t))
+        .collect();
+    // "Who owned it?", "Is it gold?", 它被修复过吗？: the exhibit itself (it, 它) with one word of
+    // its own asks about the exhibit of the conversation too. Searched alone it was refused
+    // ("owned" names no record), and then stood as the topic of the next follow-up.
+    let about_it = words.iter().any(|w| EXHIBIT_PRONOUNS.contains(w)) || norm.contains('它');
+    own.is_empty() || (about_it && own.len() == 1)
 }
+
+/// English pronouns that stand for the exhibit itself (not a person, not "this …" before a
+/// noun of its own).
+const EXHIBIT_PRONOUNS: &[&str] = &["it", "its", "it's", "they", "them"];
 
 /// The visitor's question a follow-up refers to: the latest earlier user message that is not a
 /// follow-up itself (nor small talk), among the last `LOOK_BACK` user messages of `history`. A

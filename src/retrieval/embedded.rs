@@ -734,7 +734,32 @@ fn features(
         who_found,
         work_missing(&text::marked_titles(query), &top_text),
         unmet,
+        maker_found(&text::proper_names(query, dict), top_exhibit.as_ref()),
     ])
+}
+
+/// 1 when every proper name the question gives ([`text::proper_names`]) is held by the best
+/// hit's maker field: the question asks for that maker's work and this is one ("And what about
+/// the Cassatt?" was refused: one term, and the model refuses one-term questions it has never
+/// seen answered). 0 otherwise, or for a question naming nothing.
+fn maker_found(names: &[String], top: Option<&Exhibit>) -> f64 {
+    let Some(e) = top else { return 0.0 };
+    if names.is_empty() || e.maker.trim().is_empty() {
+        return 0.0;
+    }
+    // The names, not what the brackets say of them ("Mary Cassatt (American, 1844-1926)": a
+    // question's "American" or "Japanese" names no maker).
+    let mut maker = String::new();
+    let mut depth = 0usize;
+    for c in e.maker.chars() {
+        match c {
+            '(' | '（' | '[' => depth += 1,
+            ')' | '）' | ']' => depth = depth.saturating_sub(1),
+            _ if depth == 0 => maker.push(c),
+            _ => {}
+        }
+    }
+    f64::from(u8::from(names.iter().all(|n| text::names_whole(&maker, n))))
 }
 
 /// 1 when the best hit, written in the other script, holds none of the proper names the

@@ -800,6 +800,37 @@ async fn names_the_question_gives_must_cross_into_the_answer() {
     assert_eq!(hits[0].exhibit.id, "nmh-07817");
 }
 
+/// A question that names only a maker is answered with a work the maker field names
+/// (`maker_found`): "And what about the Cassatt?" was refused (one term; the model had never
+/// seen a one-term question answered). A maker the collection does not hold is still refused.
+#[tokio::test]
+async fn a_question_naming_only_a_maker_gets_their_work() {
+    let store = Store::open_in_memory().unwrap();
+    let r = retrieval::embedded_from_config(&Config::default(), &store)
+        .await
+        .unwrap();
+    r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();
+    let hits = r.search("And what about the Cassatt?", 5).await.unwrap();
+    assert!(
+        hits.first()
+            .is_some_and(|h| h.exhibit.maker.contains("Cassatt")),
+        "{:?}",
+        hits.first().map(|h| &h.exhibit.title)
+    );
+    assert!(
+        r.search("Do you have anything by Picasso?", 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        r.search("And what about the Frida Kahlo?", 5)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 #[tokio::test]
 async fn a_corrupt_or_truncated_index_is_rebuilt_at_start() {
     let dir = tempfile::tempdir().unwrap();
