@@ -29,9 +29,39 @@ const EN_MARKERS: &[&str] = &[
 
 /// Chinese references (Simplified; the question is folded first).
 const ZH_MARKERS: &[&str] = &[
-    "它", "这件", "那件", "这个", "那个", "这幅", "那幅", "这尊", "那尊", "这张", "那张", "这块",
-    "那块", "这把", "那把", "这只", "那只", "这本", "那本", "这部", "这些", "那些", "这是", "那是",
-    "他", "她", "作者", "更多", "详细",
+    "它",
+    "这件",
+    "那件",
+    "这个",
+    "那个",
+    "这幅",
+    "那幅",
+    "这尊",
+    "那尊",
+    "这张",
+    "那张",
+    "这块",
+    "那块",
+    "这把",
+    "那把",
+    "这只",
+    "那只",
+    "这本",
+    "那本",
+    "这部",
+    "这些",
+    "那些",
+    "这是",
+    "那是",
+    "他",
+    "她",
+    "作者",
+    "更多",
+    "详细",
+    "再说",
+    "再讲",
+    "继续说",
+    "继续讲",
 ];
 
 /// Words any follow-up may use without naming anything new (English; analysed like a query).
@@ -50,7 +80,8 @@ const EN_GENERIC: &str = "made make makes making maker makers created create cre
 const ZH_GENERIC: &str = "做 做的 制作 制造 创作 画 画的 绘制 写 写的 雕刻 年代 时候 时代 朝代 哪一年 \
     哪年 年份 多少年 多久 历史 什么 哪里 哪儿 在哪 看到 看 展出 展示 展厅 位置 几楼 材料 材质 用 \
     作者 谁 是谁 内容 意思 讲 讲的 描绘 表现 代表 多大 尺寸 大小 多高 故事 来历 背景 用途 介绍 \
-    一下 详细 说说 讲讲 更多 还有 其他 特别 有名 重要 价值 一件 件 幅 尊 个 东西 作品 展品 文物";
+    一下 详细 说说 讲讲 更多 还有 其他 特别 有名 重要 价值 一件 件 幅 尊 个 东西 作品 展品 文物 \
+    再 多 点 些 一点 一些";
 
 fn generic_terms() -> &'static HashSet<String> {
     static SET: OnceLock<HashSet<String>> = OnceLock::new();
@@ -129,7 +160,9 @@ pub fn anchor_with_pick<'a>(
             if let Some(title) = pick_from_list(q, msgs[..i].iter().copied()) {
                 return Some((title, true));
             }
-            (!is_follow_up(q) && super::small_talk::classify(q).is_none())
+            // An ordinal with nothing to pick from ("the second one" after an answer about one
+            // exhibit) names nothing either.
+            (!is_follow_up(q) && ordinal(q).is_none() && super::small_talk::classify(q).is_none())
                 .then(|| (q.to_string(), false))
         })
 }

@@ -566,7 +566,14 @@ fn search_query(job: &Job, said: &str) -> Option<SearchQuery> {
             picked: true,
         });
     }
-    if !follow_up::is_follow_up(said) {
+    // "The second one" with no list to pick from names nothing to search (searched alone,
+    // 第二个是什么时候的？ found a rubbing through 第二); "the first one" after an answer about
+    // one exhibit is that exhibit, a follow-up.
+    let ordinal = follow_up::ordinal(said);
+    if ordinal.is_some_and(|n| n > 0) {
+        return None;
+    }
+    if ordinal.is_none() && !follow_up::is_follow_up(said) {
         return Some(SearchQuery {
             query: said.to_string(),
             pinned: None,
@@ -574,7 +581,12 @@ fn search_query(job: &Job, said: &str) -> Option<SearchQuery> {
         });
     }
     follow_up::anchor_with_pick(history.messages()).map(|(anchor, picked)| SearchQuery {
-        query: format!("{anchor} {said}"),
+        // "The first one" adds nothing to search for but its ordinal word.
+        query: if ordinal.is_some() {
+            anchor.clone()
+        } else {
+            format!("{anchor} {said}")
+        },
         pinned: picked.then_some(anchor),
         picked: false,
     })

@@ -241,6 +241,24 @@ async fn a_follow_up_is_about_the_exhibit_of_the_conversation() {
         assert!(r.text.contains(want), "{q} → {}", r.text);
         assert!(r.text.contains("Toilet of Helen"), "{q} → {}", r.text);
     }
+    // "Who owned it?": the exhibit and one word of its own is still about the exhibit (searched
+    // alone it was refused, and became the topic of the next follow-up).
+    c.text_request("owned", "Who owned it?").await;
+    let r = c.reply("owned").await;
+    assert!(r.text.contains("Toilet of Helen"), "{}", r.text);
+    c.text_request("where2", "Where is it displayed?").await;
+    let r = c.reply("where2").await;
+    assert!(r.text.contains("Painting & Drawing"), "{}", r.text);
+    // "The first one" after an answer about one exhibit is that exhibit; "the second one"
+    // with no list to pick from is not searched (it found a rubbing through 第二).
+    c.text_request("first", "When was the first one made?")
+        .await;
+    let r = c.reply("first").await;
+    assert!(r.text.contains("1914"), "{}", r.text);
+    c.text_request("second", "第二个是什么时候的？").await;
+    let r = c.reply("second").await;
+    assert!(r.text.starts_with("您指的是哪件展品"), "{}", r.text);
+    assert!(r.calls.is_empty(), "{:?}", r.calls);
     // "Tell me more": the record's sentences that no answer quoted yet.
     c.text_request("more", "Tell me more").await;
     let more = c.reply("more").await.text;
