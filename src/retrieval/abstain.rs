@@ -41,18 +41,18 @@
 //!   work; answering would name another). Measured as a feature it raised false refusals (6 of
 //!   166 against 4); as the rule, 30 of 34 no-answer questions refused against 29, no answerable
 //!   one more (5-fold CV; 28.2 against 27.4 over 20 reshuffled fold assignments).
-//! - `names_unmet`: 1 when the best hit is written in the other script and holds none of the
-//!   proper names the question gives ([`super::text::proper_names`]: an English question's
-//!   named things, a Chinese question's names to jieba or of the collection) though one of them
-//!   crosses between the scripts (the dictionary renders it, or a bridge of the ranking spells or
-//!   translates it): the hit was reached through the question's common words only ("I want
-//!   to see the Terracotta Army" found an army badge through "army"; 北京人的头盖骨化石, a
-//!   skull-shaped watch through 头盖骨). A rule, not a feature: such a question is refused.
-//!   Before it, a hit of the first ten that holds one of the names is put first
-//!   (`embedded::prefer_named`: 查士标那幅清晨山水画… found Zha Shibiao's "Mountains at Dawn"
-//!   second). 5-fold CV: 31 of 34 no-answer questions refused against 30, no answerable one
-//!   more (4 of 166), cross-lingual recall@1 0.800 → 0.867; over 30 reshuffled fold
-//!   assignments 29.6 / 5.1 against 28.6 / 4.8 (`scripts/eval/cv_abstention.py`).
+//! - `names_unmet`: 1 when the best hit is written in the other script, covers less than half
+//!   of the question, and holds none of the proper names the question gives
+//!   ([`super::text::proper_names`]: an English question's named things, a Chinese question's
+//!   names to jieba or of the collection) though one of them crosses between the scripts (the
+//!   dictionary renders it, or a bridge of the ranking spells or translates it): the hit was
+//!   reached through the question's common words only (北京人的头盖骨化石 found a skull-shaped
+//!   watch through 头盖骨). A rule, not a feature: such a question is refused. Before it, a hit
+//!   of the first ten that holds one of the names is put first (`embedded::prefer_named`:
+//!   查士标那幅清晨山水画… found Zha Shibiao's "Mountains at Dawn" second). 5-fold CV: 31 of 34
+//!   no-answer questions refused against 30, no answerable one more (4 of 166), cross-lingual
+//!   recall@1 0.800 → 0.867; over 30 reshuffled fold assignments 29.6 / 5.1 against 28.6 / 4.8
+//!   (`scripts/eval/cv_abstention.py`).
 //! - `maker_found`: 1 when every proper name the question gives is held by the best hit's maker
 //!   field (its names, not its bracketed nationality and dates). A rule like `who_found`: such
 //!   a question is answered ("And what about the Cassatt?" was refused: one term). The CV

@@ -681,7 +681,10 @@ fn features(
     } else {
         (0.0, 0.0)
     };
-    let unmet = if lang_mismatch > 0.0 {
+    // Only a hit that covers little of the question besides: one that holds most of it ("the
+    // first flag raised in Antarctica": 第一面国旗, though its record writes 南极, not the
+    // dictionary's 南极洲) is about the thing asked for.
+    let unmet = if lang_mismatch > 0.0 && top.is_some_and(|l| l.coverage < UNMET_COVERAGE) {
         names_unmet(&QuestionNames::new(query, w, dict), w, &top_indexed)
     } else {
         0.0
@@ -765,11 +768,10 @@ fn maker_found(names: &[String], top: Option<&Exhibit>) -> f64 {
 /// 1 when the best hit, written in the other script, holds none of the proper names the
 /// question gives ([`QuestionNames`]) though one of them crosses between the scripts (the
 /// dictionary renders it, or a bridge of the ranking spells or translates it): such a hit was
-/// reached through the question's common words only. "I want to see the Terracotta Army"
-/// (兵马俑 in the dictionary, in no record) found an army badge through "army";
-/// 北京人的头盖骨化石 (北京: Beijing, Peking) a watch shaped as a skull through 头盖骨. 0 when the
-/// question gives no such name, or the hit holds one (德国克虏伯厂 for "the Krupp steelworks in
-/// Germany": Germany).
+/// reached through the question's common words only (北京人的头盖骨化石 (北京: Beijing, Peking)
+/// found a watch shaped as a skull through 头盖骨). 0 when the question gives no such name, or
+/// the hit holds one (德国克虏伯厂 for "the Krupp steelworks in Germany": Germany). The caller
+/// asks only for a hit that covers less than [`UNMET_COVERAGE`] of the question.
 fn names_unmet(names: &QuestionNames, w: &WeightedTerms, indexed: &str) -> f64 {
     f64::from(u8::from(names.matches(w, indexed) == Some(false)))
 }
@@ -908,6 +910,10 @@ fn describes(maker: &str, description: &str, name: &str) -> bool {
 
 /// Hits after the best looked at for a biography of a "who is X" question's X.
 const BIOGRAPHY_DEPTH: usize = 10;
+
+/// `names_unmet` applies to a best hit that covers less than this share of the question (by
+/// IDF): half of it, not tuned.
+const UNMET_COVERAGE: f64 = 0.5;
 
 /// Hits within this share of the best score may be reordered for a "who is X" question.
 const BIOGRAPHY_NEAR_TIE: f64 = 0.9;

@@ -755,9 +755,9 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
 }
 
 /// A best hit in the other script that holds none of the proper names the question gives is
-/// not the answer: a hit of the first ten that holds one goes first, and with none the
-/// question is refused (`names_unmet`), where it was answered with whatever the question's
-/// common words reached through the dictionary.
+/// not the answer: a hit of the first ten that holds one goes first, and with none, when it
+/// covers less than half of the question, the question is refused (`names_unmet`), where it
+/// was answered with whatever the question's common words reached through the dictionary.
 #[tokio::test]
 async fn names_the_question_gives_must_cross_into_the_answer() {
     let store = Store::open_in_memory().unwrap();
@@ -765,19 +765,23 @@ async fn names_the_question_gives_must_cross_into_the_answer() {
         .await
         .unwrap();
     r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();
-    // "Terracotta Army" is 兵马俑 in the dictionary; no record holds it ("army" reached an
-    // army badge). 北京 (Beijing, Peking) is in no English record that 头盖骨 (skull) reached.
-    for q in [
-        "I want to see the Terracotta Army.",
-        "北京人的头盖骨化石在你们这里吗？",
-    ] {
-        let hits = r.search(q, 5).await.unwrap();
-        assert!(
-            hits.is_empty(),
-            "{q}: {:?}",
-            hits.first().map(|h| &h.exhibit.title)
-        );
-    }
+    // 北京 (Beijing, Peking) is in no English record that 头盖骨 (skull) reached.
+    let hits = r
+        .search("北京人的头盖骨化石在你们这里吗？", 5)
+        .await
+        .unwrap();
+    assert!(
+        hits.is_empty(),
+        "{:?}",
+        hits.first().map(|h| &h.exhibit.title)
+    );
+    // A hit that covers most of the question is kept though it misses a name in the
+    // dictionary's form (its record writes 南極, the dictionary 南极洲 for Antarctica).
+    let hits = r
+        .search("Tell me about the first flag raised in Antarctica", 5)
+        .await
+        .unwrap();
+    assert_eq!(hits[0].exhibit.id, "nmh-07810");
     // 查士标 is Zha Shibiao in pinyin: his "Mountains at Dawn" goes before a lake scene that
     // 山水 and 清晨 ranked first.
     let hits = r
