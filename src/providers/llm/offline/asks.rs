@@ -508,21 +508,6 @@ const EN_NOT_ASKED: &[&str] = &[
     "your",
 ];
 
-/// Chinese words before the thing ("请问你们有没有…").
-const ZH_ASKED_HOLDERS: &[&str] = &[
-    "请问",
-    "你们",
-    "您们",
-    "贵馆",
-    "本馆",
-    "博物馆",
-    "馆里",
-    "馆内",
-    "这里",
-    "这儿",
-    "你们这里",
-];
-
 /// Chinese frames around the thing: (before, after); either may be empty.
 const ZH_ASKED_FRAMES: &[(&str, &str)] = &[
     ("有没有", ""),
@@ -632,7 +617,10 @@ fn asked_for_zh(q: &str) -> Option<String> {
     let mut at = 0usize; // characters skipped at the front
     loop {
         let rest: String = norm.chars().skip(at).collect();
-        match ZH_ASKED_HOLDERS.iter().find(|h| rest.starts_with(*h)) {
+        match super::browse::ZH_HOLDERS
+            .iter()
+            .find(|h| rest.starts_with(*h))
+        {
             Some(h) => at += h.chars().count(),
             None => break,
         }

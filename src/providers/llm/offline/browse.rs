@@ -90,7 +90,7 @@ const NOT_A_KIND: &[&str] = &[
 ];
 
 /// Chinese words before 有…吗 that name who holds it (你们有瓷器吗？ 请问馆里有玉器吗？).
-const ZH_HOLDERS: &[&str] = &[
+pub(super) const ZH_HOLDERS: &[&str] = &[
     "请问",
     "你们",
     "您们",
