@@ -631,6 +631,17 @@ async fn dev_queries_reach_the_recall_target_on_the_demo_collection() {
     assert!(hits[0].passages.iter().any(|p| p.contains("李斯")));
 }
 
+/// The embedded retriever over the whole demo collection, in memory (with its store, which
+/// must outlive it).
+async fn demo_retriever() -> (Store, EmbeddedRetriever) {
+    let store = Store::open_in_memory().unwrap();
+    let r = retrieval::embedded_from_config(&Config::default(), &store)
+        .await
+        .unwrap();
+    r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();
+    (store, r)
+}
+
 /// `eval`'s rankings of `queries` (lexical, no embeddings).
 async fn rank_lexically(r: &EmbeddedRetriever, queries: Vec<eval::EvalQuery>) -> Vec<eval::Ranked> {
     let opts = r.options().clone();
@@ -685,11 +696,7 @@ async fn a_paraphrase_finds_the_record_through_the_thesaurus() {
 /// The asserted floors are what this CV reaches (README, Quality), not the in-sample figures.
 #[tokio::test]
 async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
-    let store = Store::open_in_memory().unwrap();
-    let r = retrieval::embedded_from_config(&Config::default(), &store)
-        .await
-        .unwrap();
-    r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();
+    let (_store, r) = demo_retriever().await;
     let mut queries = eval::load_queries(&fixture("dev_queries.jsonl")).unwrap();
     queries.extend(eval::load_queries(&fixture("dev_queries_v2.jsonl")).unwrap());
     assert_eq!(queries.len(), 200);
@@ -760,11 +767,7 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
 /// was answered with whatever the question's common words reached through the dictionary.
 #[tokio::test]
 async fn names_the_question_gives_must_cross_into_the_answer() {
-    let store = Store::open_in_memory().unwrap();
-    let r = retrieval::embedded_from_config(&Config::default(), &store)
-        .await
-        .unwrap();
-    r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();
+    let (_store, r) = demo_retriever().await;
     // 北京 (Beijing, Peking) is in no English record that 头盖骨 (skull) reached.
     let hits = r
         .search("北京人的头盖骨化石在你们这里吗？", 5)
@@ -809,11 +812,7 @@ async fn names_the_question_gives_must_cross_into_the_answer() {
 /// seen a one-term question answered). A maker the collection does not hold is still refused.
 #[tokio::test]
 async fn a_question_naming_only_a_maker_gets_their_work() {
-    let store = Store::open_in_memory().unwrap();
-    let r = retrieval::embedded_from_config(&Config::default(), &store)
-        .await
-        .unwrap();
-    r.ingest_file(&fixture("exhibits.jsonl")).await.unwrap();
+    let (_store, r) = demo_retriever().await;
     let hits = r.search("And what about the Cassatt?", 5).await.unwrap();
     assert!(
         hits.first()
