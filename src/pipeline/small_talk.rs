@@ -554,9 +554,16 @@ pub fn overview_answer(utterance: &str, o: &crate::retrieval::Overview) -> Strin
         zh.push_str(&format!("本馆的藏品资料共收录{}件展品。", o.total));
         if !shown.is_empty() {
             let first = name(example);
+            // An English department is named in Chinese first when its words are common ones
+            // (绘画与素描（Painting & Drawing，330件）), else as the museum writes it.
             let parts: Vec<String> = shown
                 .iter()
-                .map(|(d, n)| format!("{}（{n}件）", name(d)))
+                .map(
+                    |(d, n)| match crate::retrieval::kinds::department_in_chinese(d) {
+                        Some(c) => format!("{}（{d}，{n}件）", name(&c)),
+                        None => format!("{}（{n}件）", name(d)),
+                    },
+                )
                 .collect();
             zh.push_str(&format!(
                 "按类别，最多的是：{}。想看哪一类，可以继续问我，比如：有没有{first}的展品？",
@@ -656,7 +663,7 @@ mod tests {
         );
         assert_eq!(
             overview_answer("你们有多少件展品？", &o),
-            "本馆的藏品资料共收录2700件展品。按类别，最多的是：艺术品／文献（984件）、Painting & Drawing（330件）、Ceramics（200件）。想看哪一类，可以继续问我，比如：有没有艺术品／文献的展品？"
+            "本馆的藏品资料共收录2700件展品。按类别，最多的是：艺术品／文献（984件）、绘画与素描（Painting & Drawing，330件）、陶瓷（Ceramics，200件）。想看哪一类，可以继续问我，比如：有没有艺术品／文献的展品？"
         );
         assert!(
             overview_answer("What is the most famous piece here?", &o)

@@ -1504,6 +1504,7 @@ pub fn browse_blocking(
         mut members,
         named,
         qualifiers,
+        parts,
     }) = kinds::resolve(&units, &mut members_of, &mut rows_with)?
     else {
         return Ok(None);
@@ -1570,6 +1571,34 @@ pub fn browse_blocking(
                 .then(b.1.cmp(&a.1))
                 .then(a.0.cmp(&b.0))
         });
+    }
+    if parts.len() > 1 {
+        // A list of kinds ("porcelain and jade"): the examples take turns, each kind's in the
+        // order above, so the porcelain's longer records do not crowd the jade out.
+        let sets: Vec<HashSet<i64>> = parts.iter().map(|p| p.iter().copied().collect()).collect();
+        let mut queues: Vec<std::collections::VecDeque<kinds::Member>> = sets
+            .iter()
+            .map(|set| {
+                members
+                    .iter()
+                    .filter(|m| set.contains(&m.0))
+                    .copied()
+                    .collect()
+            })
+            .collect();
+        let mut turns: Vec<kinds::Member> = Vec::with_capacity(members.len());
+        let mut seen = HashSet::new();
+        while queues.iter().any(|q| !q.is_empty()) {
+            for q in &mut queues {
+                while let Some(m) = q.pop_front() {
+                    if seen.insert(m.0) {
+                        turns.push(m);
+                        break;
+                    }
+                }
+            }
+        }
+        members = turns;
     }
     let read: Vec<i64> = members
         .iter()
@@ -1639,11 +1668,21 @@ pub fn browse_blocking(
                     .map_or(w, |u| u.word.clone())
             }),
     );
+    let mut kinds_named: Vec<String> = Vec::new();
+    if parts.len() > 1 {
+        for u in &units {
+            match kinds_named.get_mut(u.part) {
+                Some(w) => w.push_str(&u.word),
+                None => kinds_named.push(u.word.clone()),
+            }
+        }
+    }
     Ok(Some(Browse {
         total: members.len(),
         label: kinds::label(&departments, &media),
         words: units.into_iter().map(|u| u.word).collect(),
         qualifiers,
+        kinds: kinds_named,
         hits: listed
             .into_iter()
             .map(|e| Hit {

@@ -48,6 +48,123 @@ pub fn department(gallery: &str) -> Option<&str> {
     (!d.is_empty()).then_some(d)
 }
 
+/// Chinese names of the words museums name their departments with ("Painting & Drawing",
+/// "Arms & Armor", "Ivory & Bone"), lower case: a Chinese visitor hears the overview's English
+/// department names in Chinese ([`department_in_chinese`]). A curated word list, not a
+/// translation: a department with any word not listed keeps its own name.
+const DEPARTMENT_WORDS_ZH: &[(&str, &str)] = &[
+    ("painting", "绘画"),
+    ("paintings", "绘画"),
+    ("drawing", "素描"),
+    ("drawings", "素描"),
+    ("prints", "版画"),
+    ("photographs", "照片"),
+    ("photography", "摄影"),
+    ("ceramics", "陶瓷"),
+    ("pottery", "陶器"),
+    ("porcelain", "瓷器"),
+    ("glass", "玻璃器"),
+    ("glasswares", "玻璃器"),
+    ("stained glass", "彩色玻璃"),
+    ("stained", "彩色玻璃"),
+    ("painted glass", "彩绘玻璃"),
+    ("metal", "金属器"),
+    ("metalwork", "金属器"),
+    ("gold", "金器"),
+    ("silver", "银器"),
+    ("jewelry", "珠宝"),
+    ("jewellery", "珠宝"),
+    ("arms", "兵器"),
+    ("armor", "盔甲"),
+    ("armour", "盔甲"),
+    ("manuscripts", "手稿"),
+    ("rare books", "善本"),
+    ("books", "书籍"),
+    ("ivory", "象牙"),
+    ("bone", "骨器"),
+    ("enamels", "珐琅"),
+    ("precious stones", "宝石"),
+    ("gems", "玉石"),
+    ("miniatures", "细密画"),
+    ("wood", "木器"),
+    ("timepieces", "计时器"),
+    ("clocks", "钟"),
+    ("watches", "表"),
+    ("textiles", "织品"),
+    ("stone", "石器"),
+    ("lacquer", "漆器"),
+    ("inlay", "镶嵌"),
+    ("coins", "钱币"),
+    ("medals", "奖章"),
+    ("leather", "皮革"),
+    ("mosaics", "马赛克"),
+    ("sculpture", "雕塑"),
+    ("furniture", "家具"),
+    ("musical instruments", "乐器"),
+    ("calligraphy", "书法"),
+    ("maps", "地图"),
+];
+
+/// A Chinese run split at the Chinese department words of two characters or more it holds
+/// (longest first at each place): `Ok(word)` for one of [`DEPARTMENT_WORDS_ZH`]'s, `Err(text)` for the text between.
+fn department_words_zh(run: &str) -> Vec<Result<&'static str, &str>> {
+    let mut out = Vec::new();
+    let (mut start, mut at) = (0, 0);
+    while at < run.len() {
+        let found = DEPARTMENT_WORDS_ZH
+            .iter()
+            .map(|(_, zh)| *zh)
+            // One character (钟, 表) is part of too many other words (钟馗, 代表).
+            .filter(|zh| zh.chars().count() >= 2 && run[at..].starts_with(zh))
+            .max_by_key(|zh| zh.len());
+        match found {
+            Some(zh) => {
+                if start < at {
+                    out.push(Err(&run[start..at]));
+                }
+                out.push(Ok(zh));
+                at += zh.len();
+                start = at;
+            }
+            None => at += run[at..].chars().next().map_or(1, char::len_utf8),
+        }
+    }
+    if start < run.len() {
+        out.push(Err(&run[start..]));
+    }
+    out
+}
+
+/// A department's name in Chinese when every word of it is in [`DEPARTMENT_WORDS_ZH`]
+/// ("Painting & Drawing" → 绘画与素描, "Timepieces, Clocks & Watches" → 计时器、钟与表); None
+/// for a name already in Chinese or with a word not listed.
+pub fn department_in_chinese(label: &str) -> Option<String> {
+    if label.chars().any(super::text::is_cjk) {
+        return None;
+    }
+    let lower = label.to_lowercase();
+    let parts: Vec<&str> = lower
+        .split([',', '&'])
+        .flat_map(|p| p.split(" and "))
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    let zh: Vec<&str> = parts
+        .iter()
+        .map(|p| {
+            DEPARTMENT_WORDS_ZH
+                .iter()
+                .find(|(en, _)| en == p)
+                .map(|(_, zh)| *zh)
+        })
+        .collect::<Option<_>>()?;
+    match zh.split_last() {
+        Some((last, [])) => Some(last.to_string()),
+        Some((last, rest)) => Some(format!("{}与{last}", rest.join("、"))),
+        None => None,
+    }
+}
+
 /// Where a medium's first phrase ends.
 const MEDIUM_BREAKS: &[&str] = &[
     ",",
@@ -146,7 +263,14 @@ pub struct Unit {
     /// The visitor's word as written (normalised), for the answer.
     pub word: String,
     pub alternatives: Vec<Vec<String>>,
+    /// Which of the question's conjuncts the word is in: "porcelain and jade", 陶瓷、玉器 or
+    /// 绘画与素描 are two (0 and 1), "Chinese porcelain" one ([`CONJUNCTIONS`]).
+    pub part: usize,
 }
+
+/// Words that join the kinds of a list ("porcelain and jade", 陶瓷和玉器, 绘画与素描); the
+/// punctuation of a list (`,` `、` `;` `&` `/`) joins them too.
+const CONJUNCTIONS: &[&str] = &["and", "or", "和", "与", "及", "以及", "或", "或者", "跟"];
 
 /// English words of a browse question that say nothing about the kind ("What sorts of
 /// objects do you have on display?"), as written; the index's stop words are dropped too.
@@ -310,45 +434,96 @@ const ZH_FRAME: &[&str] = &[
 pub fn subject<'a>(question: &str, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str>]>) -> Vec<Unit> {
     let norm = text::normalize(question);
     let mut out: Vec<Unit> = Vec::new();
-    for run in text::runs(&norm) {
-        match run {
-            Run::Word(w) => {
-                if EN_FRAME.contains(&w) {
-                    continue;
-                }
-                if let Some(t) = text::latin_tokens(w).pop()
-                    && !out.iter().any(|u| u.word == w)
-                {
-                    out.push(Unit {
-                        word: w.to_string(),
-                        alternatives: vec![vec![t]],
-                    });
+    // The part of the next word: a conjunction after a word starts the next one.
+    let mut part = 0;
+    let mut next_part = |out: &[Unit], part: &mut usize| {
+        if out.last().is_some_and(|u| u.part == *part) {
+            *part += 1;
+        }
+    };
+    for segment in norm.split([',', '、', ';', '&', '/']) {
+        next_part(&out, &mut part);
+        for run in text::runs(segment) {
+            subject_run(run, english_of, &mut out, &mut part, &mut next_part);
+        }
+    }
+    out
+}
+
+/// [`subject`] of one run of a question.
+fn subject_run<'a>(
+    run: Run<'_>,
+    english_of: &dyn Fn(&str) -> Vec<&'a [Box<str>]>,
+    out: &mut Vec<Unit>,
+    part: &mut usize,
+    next_part: &mut dyn FnMut(&[Unit], &mut usize),
+) {
+    match run {
+        Run::Word(w) => {
+            if CONJUNCTIONS.contains(&w) {
+                next_part(out, part);
+                return;
+            }
+            if EN_FRAME.contains(&w) {
+                return;
+            }
+            if let Some(t) = text::latin_tokens(w).pop()
+                && !out.iter().any(|u| u.word == w)
+            {
+                out.push(Unit {
+                    word: w.to_string(),
+                    alternatives: vec![vec![t]],
+                    part: *part,
+                });
+            }
+        }
+        Run::Cjk(s) => {
+            // The Chinese names the overview gives departments (金属器, 绘画与素描's
+            // 素描) are carved out first: the dictionary's senses of 素描 (sketch) or a
+            // segmentation of 金属器 would miss the department the visitor was just told of.
+            let mut words: Vec<(String, Vec<Vec<String>>)> = Vec::new();
+            for piece in department_words_zh(s) {
+                match piece {
+                    Ok(zh) => words.push((
+                        zh.to_string(),
+                        DEPARTMENT_WORDS_ZH
+                            .iter()
+                            .filter(|(_, z)| *z == zh)
+                            .map(|(en, _)| text::latin_tokens(en))
+                            .collect(),
+                    )),
+                    Err(rest) => {
+                        words.extend(text::cjk_words(rest).into_iter().map(|w| (w, Vec::new())))
+                    }
                 }
             }
-            Run::Cjk(s) => {
-                for w in text::cjk_words(s) {
-                    if ZH_FRAME.contains(&w.as_str()) || text::is_zh_stop(&w) {
-                        continue;
-                    }
-                    let mut alternatives: Vec<Vec<String>> = english_of(&w)
+            for (w, mut alternatives) in words {
+                if CONJUNCTIONS.contains(&w.as_str()) {
+                    next_part(out, part);
+                    continue;
+                }
+                if ZH_FRAME.contains(&w.as_str()) || text::is_zh_stop(&w) {
+                    continue;
+                }
+                alternatives.extend(
+                    english_of(&w)
                         .into_iter()
-                        .map(|p| p.iter().map(|t| t.to_string()).collect())
-                        .collect();
-                    let own = text::index_tokens(&w);
-                    if !own.is_empty() {
-                        alternatives.push(own);
-                    }
-                    if !out.iter().any(|u| u.word == w) {
-                        out.push(Unit {
-                            word: w,
-                            alternatives,
-                        });
-                    }
+                        .map(|p| p.iter().map(|t| t.to_string()).collect()),
+                );
+                let own = text::index_tokens(&w);
+                if !own.is_empty() {
+                    alternatives.push(own);
+                }
+                if !out.iter().any(|u| u.word == w) {
+                    out.push(Unit {
+                        word: w,
+                        alternatives,
+                        part: *part,
+                    });
                 }
             }
         }
     }
-    out
 }
 
 /// A row of a kind: `(pk, length in tokens)`.
@@ -364,6 +539,9 @@ pub struct Resolved {
     /// The question's words that name no kind but narrow it, as the visitor wrote them
     /// (normalised): "chinese" in "Chinese porcelain", 清朝 in 清朝的瓷器.
     pub qualifiers: Vec<String>,
+    /// For a list of kinds ("porcelain and jade"), the rows of each, in the order of the
+    /// question; empty for one kind.
+    pub parts: Vec<Vec<i64>>,
 }
 
 /// The members of the kinds a browse question names: for each [`Unit`], the union of its
@@ -374,7 +552,57 @@ pub struct Resolved {
 /// "Chinese porcelain" is the porcelain whose record says Chinese; 清朝 also through its
 /// dictionary senses, "Qing dynasty"). None when no unit names a kind, a narrowing word is
 /// found nowhere, or fewer than two rows are left.
+///
+/// A list of kinds ("porcelain and jade", 陶瓷和玉器: units in several [`Unit::part`]s) is
+/// the union of its parts, each resolved alone, when every part names a kind of two rows or
+/// more with no narrowing word; otherwise the whole question is resolved as one ("paintings of
+/// cats and dogs": the paintings holding both words), as before lists were read.
 pub fn resolve<E>(
+    units: &[Unit],
+    members_of: &mut dyn FnMut(&str) -> Result<Vec<Member>, E>,
+    rows_with: &mut dyn FnMut(&str) -> Result<Vec<Member>, E>,
+) -> Result<Option<Resolved>, E> {
+    let mut parts: Vec<Vec<Unit>> = Vec::new();
+    for u in units {
+        match parts.last_mut() {
+            Some(p) if p[0].part == u.part => p.push(u.clone()),
+            _ => parts.push(vec![u.clone()]),
+        }
+    }
+    if parts.len() > 1 {
+        let mut each: Vec<Resolved> = Vec::new();
+        for p in &parts {
+            match resolve_one(p, members_of, rows_with)? {
+                Some(r) if r.qualifiers.is_empty() => each.push(r),
+                _ => break,
+            }
+        }
+        if each.len() == parts.len() {
+            let mut members: Vec<Member> = each.iter().flat_map(|r| r.members.clone()).collect();
+            members.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+            members.dedup();
+            let mut named: Vec<String> = Vec::new();
+            for t in each.iter().flat_map(|r| &r.named) {
+                if !named.contains(t) {
+                    named.push(t.clone());
+                }
+            }
+            return Ok(Some(Resolved {
+                members,
+                named,
+                qualifiers: Vec::new(),
+                parts: each
+                    .into_iter()
+                    .map(|r| r.members.into_iter().map(|(pk, _)| pk).collect())
+                    .collect(),
+            }));
+        }
+    }
+    resolve_one(units, members_of, rows_with)
+}
+
+/// [`resolve`] of one kind (every unit's rows intersected).
+fn resolve_one<E>(
     units: &[Unit],
     members_of: &mut dyn FnMut(&str) -> Result<Vec<Member>, E>,
     rows_with: &mut dyn FnMut(&str) -> Result<Vec<Member>, E>,
@@ -450,6 +678,7 @@ pub fn resolve<E>(
         members,
         named,
         qualifiers,
+        parts: Vec::new(),
     }))
 }
 
@@ -496,6 +725,49 @@ pub fn label(departments: &[&str], media: &[String]) -> String {
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_chinese_name_of_a_department_is_one_word_of_its_english_words() {
+        let units = subject("有没有绘画与素描的展品？", &no_dictionary);
+        let words: Vec<&str> = units.iter().map(|u| u.word.as_str()).collect();
+        assert_eq!(words, ["绘画", "素描"]);
+        assert_eq!(units[1].alternatives[0], ["draw"]);
+        let units = subject("有没有金属器？", &no_dictionary);
+        assert_eq!(units[0].word, "金属器");
+        assert!(units[0].alternatives.contains(&vec!["metal".to_string()]));
+        // A list of kinds: one part each; words of one kind share theirs.
+        let parts = |q: &str| -> Vec<usize> {
+            subject(q, &no_dictionary)
+                .into_iter()
+                .map(|u| u.part)
+                .collect()
+        };
+        assert_eq!(parts("有没有绘画与素描的展品？"), [0, 1]);
+        assert_eq!(parts("Do you have porcelain and jade?"), [0, 1]);
+        assert_eq!(parts("有没有陶瓷、玉器和漆器？"), [0, 1, 2]);
+        assert_eq!(parts("Do you have any Chinese porcelain?"), [0, 0]);
+        assert_eq!(parts("Do you have, like, swords or daggers?"), [0, 1]);
+        // One character is not carved out of another word (代表 is not 表, watches).
+        let units = subject("有没有代表性的作品？", &no_dictionary);
+        assert!(units.iter().all(|u| u.word != "表"), "{units:?}");
+    }
+
+    #[test]
+    fn department_names_in_chinese() {
+        for (en, zh) in [
+            ("Painting & Drawing", Some("绘画与素描")),
+            ("Arms & Armor", Some("兵器与盔甲")),
+            ("Timepieces, Clocks & Watches", Some("计时器、钟与表")),
+            ("Gold, Silver & Jewelry", Some("金器、银器与珠宝")),
+            ("Manuscripts & Rare Books", Some("手稿与善本")),
+            ("Ceramics", Some("陶瓷")),
+            ("Stained & Painted Glass", Some("彩色玻璃与彩绘玻璃")),
+            ("Niello", None),
+            ("Resin, Wax & Composite", None),
+            ("藝術品／文獻", None),
+        ] {
+            assert_eq!(department_in_chinese(en).as_deref(), zh, "{en}");
+        }
+    }
     #[test]
     fn the_department_is_the_part_after_the_institution() {
         assert_eq!(
@@ -612,6 +884,7 @@ mod tests {
     #[test]
     fn kinds_resolve_to_the_union_of_senses_and_the_intersection_of_words() {
         let unit = |w: &str, alts: &[&[&str]]| Unit {
+            part: 0,
             word: w.into(),
             alternatives: alts
                 .iter()
@@ -697,6 +970,42 @@ mod tests {
             assert!(resolve(&units, &mut members, &mut words).unwrap().is_none());
         }
         assert!(resolve(&[], &mut members, &mut words).unwrap().is_none());
+        // A list of kinds is their union ("ceramics and books"), each kind's rows kept apart
+        // for the listing.
+        let r = resolve(
+            &[
+                unit("ceramics", &[&["ceram"]]),
+                Unit {
+                    part: 1,
+                    ..unit("books", &[&["book"]])
+                },
+            ],
+            &mut members,
+            &mut words,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(r.members, [(2, 30), (3, 20), (1, 10), (6, 2), (5, 1)]);
+        assert_eq!(r.parts, [vec![2, 3, 1], vec![6, 5]]);
+        assert_eq!(r.named, ["ceram", "book"]);
+        // A part narrowed by a word is not a kind of its own: the whole question is one kind
+        // (japanese ∩ ceramics ∩ books: nothing).
+        assert!(
+            resolve(
+                &[
+                    unit("japanese", &[&["japanes"]]),
+                    unit("ceramics", &[&["ceram"]]),
+                    Unit {
+                        part: 1,
+                        ..unit("books", &[&["book"]])
+                    },
+                ],
+                &mut members,
+                &mut words,
+            )
+            .unwrap()
+            .is_none()
+        );
     }
 
     #[test]

@@ -175,6 +175,10 @@ pub struct Browse {
     /// ("chinese" in "Chinese porcelain"; [`kinds::resolve`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub qualifiers: Vec<String>,
+    /// For a list of kinds ("porcelain and jade", 陶瓷和玉器), the visitor's words of each
+    /// kind ("porcelain", "jade"); empty for one kind ([`kinds::resolve`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<String>,
     /// A few of its exhibits (the most fully described first), score 1.
     pub hits: Vec<Hit>,
 }

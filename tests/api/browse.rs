@@ -288,6 +288,88 @@ async fn a_question_about_the_whole_collection_gets_its_departments() {
     );
 }
 
+/// Every department the Chinese overview names in Chinese (绘画与素描（Painting & Drawing）,
+/// 金属器（Metal）) can be asked back in those words and gets the whole department: 金属器
+/// was refused (the dictionary has no 金属器), 绘画与素描 listed only the paintings whose
+/// record says sketch (素描's dictionary sense).
+#[tokio::test]
+async fn a_department_the_chinese_overview_names_can_be_asked_back() {
+    let records = records();
+    let mut by: HashMap<&str, usize> = HashMap::new();
+    for (_, d, _) in records.values() {
+        *by.entry(d.as_str()).or_default() += 1;
+    }
+    let named: Vec<(String, &str, usize)> = by
+        .into_iter()
+        .filter_map(|(d, n)| Some((kinds::department_in_chinese(d)?, d, n)))
+        .collect();
+    assert!(named.len() >= 10, "{named:?}");
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    for (zh, d, n) in &named {
+        let q = format!("有没有{zh}的展品？");
+        c.text_request("kind", &q).await;
+        let r = c.reply("kind").await;
+        // 馆藏中有200件陶瓷…, or 馆藏中「…」类的展品有106件…
+        let total: usize = r
+            .text
+            .strip_prefix("馆藏中")
+            .and_then(|t| t.split('件').next())
+            .and_then(|t| t.rsplit('有').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{q} ({d}): {}", r.text));
+        assert!(total >= *n, "{q} ({d}, {n}): {}", r.text);
+        assert!(!r.text.contains("提到"), "{q} ({d}): narrowed: {}", r.text);
+    }
+}
+
+/// A list of kinds ("porcelain and jade", 陶瓷和玉器) is answered with all of them and
+/// examples of each (before: refused, no exhibit being both).
+#[tokio::test]
+async fn a_list_of_kinds_gets_all_of_them() {
+    let records = records();
+    let of = |m: &str| {
+        records
+            .values()
+            .filter(|(_, _, h)| h.as_deref() == Some(m))
+            .map(|(t, _, _)| t.as_str())
+            .collect::<Vec<_>>()
+    };
+    let (porcelain, jade) = (of("porcelain"), of("jade"));
+    assert!(porcelain.len() >= 2 && jade.len() >= 2);
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("list", "Do you have porcelain and jade?")
+        .await;
+    let list = c.reply("list").await;
+    assert!(
+        list.text.starts_with(&format!(
+            "Our collection has {} exhibits in porcelain / jade, for example: ",
+            porcelain.len() + jade.len()
+        )),
+        "{}",
+        list.text
+    );
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+    assert!(
+        titles.iter().any(|t| porcelain.contains(&t.as_str())),
+        "{titles:?}"
+    );
+    assert!(
+        titles.iter().any(|t| jade.contains(&t.as_str())),
+        "{titles:?}"
+    );
+    c.text_request("zh", "有没有陶瓷和玉器？").await;
+    let list = c.reply("zh").await;
+    assert!(list.text.starts_with("馆藏中有"), "{}", list.text);
+    assert!(list.text.contains("件陶瓷和玉器（"), "{}", list.text);
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&list.text);
+    assert!(
+        titles.iter().any(|t| jade.contains(&t.as_str())),
+        "{titles:?}"
+    );
+}
+
 /// "Do you have any swords?" (no department or medium of that name) gets a short list of the
 /// matching exhibits (before: one record's passage); "the second one", 第二件, "and the last one?" pick from it, and the card shown is
 /// the exhibit picked.

@@ -390,12 +390,16 @@ fn list_answer(
                 } else {
                     format!("提到{narrowed}的")
                 };
-                let words: String = b
-                    .words
-                    .iter()
-                    .filter(|w| !b.qualifiers.contains(w))
-                    .map(String::as_str)
-                    .collect();
+                // 陶瓷和玉器: a list of kinds is said as one.
+                let words: String = if b.kinds.is_empty() {
+                    b.words
+                        .iter()
+                        .filter(|w| !b.qualifiers.contains(w))
+                        .map(String::as_str)
+                        .collect()
+                } else {
+                    b.kinds.join("和")
+                };
                 let label = if b.label.is_empty() {
                     String::new()
                 } else {
@@ -583,6 +587,7 @@ mod tests {
             label: label.into(),
             words: words.iter().map(|w| w.to_string()).collect(),
             qualifiers: Vec::new(),
+            kinds: Vec::new(),
             hits: vec![
                 hit("Sallet", "", "ca. 1480", "A helmet."),
                 hit(
