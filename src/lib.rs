@@ -42,7 +42,8 @@
 //!                them): input → slash command, a visitor-services fact said word for word, the
 //!                offline answerer's small talk (small_talk.rs), or prompt (+ retrieval, a
 //!                follow-up searched with its anchor question and a pick from a list pinned to
-//!                its title: follow_up.rs, history; a kind's listing for a browse question)
+//!                its title: follow_up.rs, history; a kind's listing for a browse question,
+//!                taken further when the visitor asks for more)
 //!                → tool loop (server tools, observations) → RESPONSE frames via
 //!                ReplyStream. Imports request, never session
 //! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC

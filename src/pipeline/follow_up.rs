@@ -14,6 +14,9 @@
 //! such question uses (made, painted, see, year, material, 年代, 材料, 哪里 …), analysed like a
 //! search so "painted" and "painting" count alike. "Who made this lacquer box?" names something
 //! (lacquer, box) and is searched as it is. Cases: `fixtures/questions/follow_up.jsonl`.
+//!
+//! A list the guide gave is followed too: "the second one" picks from it ([`pick_from_list`]),
+//! "Any more?" / 还有别的吗？ continues it ([`asks_for_more_of_a_list`], [`list_origin`]).
 
 use std::collections::HashSet;
 use std::sync::OnceLock;
@@ -249,6 +252,121 @@ pub fn pick_from_list<'a>(
     titles.get(i).cloned()
 }
 
+/// English words a request for more of a list may use ("Any more?", "Show me some others",
+/// "What else do you have?"); one of [`MORE_OF_A_LIST`] must be among them.
+const MORE_WORDS: &[&str] = &[
+    "any", "more", "some", "show", "me", "us", "else", "what", "what's", "anything", "other",
+    "others", "ones", "one", "do", "you", "have", "got", "please", "examples", "and", "is",
+    "there", "are", "give", "let", "see", "next", "few", "a", "can", "could", "list", "the", "ok",
+    "okay", "so", "great", "nice", "thanks", "thank", "yes", "sure", "like", "them",
+];
+
+/// The words that ask for more of a list in [`MORE_WORDS`].
+const MORE_OF_A_LIST: &[&str] = &["more", "else", "other", "others", "next"];
+
+/// Chinese requests for more of a list, once the frame around them is dropped (还有别的吗？
+/// 那还有其他的呢？ 再来几件).
+const ZH_MORE: &[&str] = &[
+    "还有",
+    "还有别的",
+    "还有别的展品",
+    "还有其他",
+    "还有其他的",
+    "还有其他展品",
+    "还有没有",
+    "还有没有别的",
+    "还有没有其他的",
+    "还有哪些",
+    "还有什么",
+    "别的",
+    "其他",
+    "其他的",
+    "更多",
+    "更多的",
+    "再来几件",
+    "再来几个",
+    "再来一些",
+    "再多几件",
+    "再看几件",
+    "再看看别的",
+    "再给我看几件",
+    "下一批",
+    "换一批",
+];
+
+/// Whether `question` asks for more of the list the guide has just given ("Any more?", "Show
+/// me some others", 还有别的吗？), not for more about one exhibit ("Tell me more" names what
+/// it wants more of: the exhibit, [`crate::providers::llm::offline::more_answer`]). Pure; the
+/// pipeline asks it only after an answer that listed exhibits ([`list_origin`]).
+pub fn asks_for_more_of_a_list(question: &str) -> bool {
+    let norm = text::normalize(question);
+    if norm.chars().any(text::is_cjk) {
+        let bare: String = norm
+            .chars()
+            .filter(|c| c.is_alphanumeric())
+            .collect::<String>();
+        let mut bare = bare.as_str();
+        for p in ["那么", "那", "请问", "请", "你们", "给我"] {
+            bare = bare.strip_prefix(p).unwrap_or(bare);
+        }
+        for s in ["吗", "呢", "吧", "啊", "呀", "么"] {
+            bare = bare.strip_suffix(s).unwrap_or(bare);
+        }
+        return ZH_MORE.contains(&bare);
+    }
+    let words: Vec<&str> = norm
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    !words.is_empty()
+        && words.iter().all(|w| MORE_WORDS.contains(w))
+        && words.iter().any(|w| MORE_OF_A_LIST.contains(w))
+}
+
+/// The question whose list a request for more continues, and every title the guide has listed
+/// for it so far: walking back over requests for more ([`asks_for_more_of_a_list`]) and their
+/// answers to the question before them, whose answer listed two titles or more. None when the
+/// latest answer is not such a list.
+pub fn list_origin<'a>(
+    history: impl DoubleEndedIterator<Item = &'a ChatMessage>,
+) -> Option<(String, Vec<String>)> {
+    // A visitor may ask for more a few times; each answer lists a few.
+    const LOOK_BACK: usize = 12;
+    let mut shown: Vec<String> = Vec::new();
+    let mut answered = false;
+    for m in history.rev().take(2 * LOOK_BACK) {
+        match m.role {
+            Role::Assistant if !m.content.is_empty() => {
+                if answered {
+                    // Two answers in a row: a tool step or a cut-off turn; the latest counts.
+                    continue;
+                }
+                let titles = quoted_titles(&m.content);
+                if titles.len() < 2 && shown.is_empty() {
+                    return None;
+                }
+                for t in titles {
+                    if !shown.contains(&t) {
+                        shown.push(t);
+                    }
+                }
+                answered = true;
+            }
+            Role::User => {
+                if !answered {
+                    return None;
+                }
+                if !asks_for_more_of_a_list(&m.content) {
+                    return Some((m.content.clone(), shown));
+                }
+                answered = false;
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// The offline answer to a follow-up with nothing to follow: which exhibit is meant?
 pub fn which_exhibit(utterance: &str) -> String {
     if crate::providers::llm::offline::is_chinese(utterance) {
@@ -285,6 +403,72 @@ mod tests {
         }
         let n = cases.len();
         assert!(n >= 30, "{n} cases");
+    }
+
+    #[test]
+    fn a_request_for_more_of_a_list_is_told_from_one_for_more_about_an_exhibit() {
+        for q in [
+            "Any more?",
+            "Anything else?",
+            "Show me more",
+            "Show me some others",
+            "What else do you have?",
+            "More please",
+            "OK, any others?",
+            "Next ones?",
+            "还有别的吗？",
+            "那还有其他的呢？",
+            "还有吗",
+            "再来几件",
+            "還有別的嗎？",
+        ] {
+            assert!(asks_for_more_of_a_list(q), "{q}");
+        }
+        for q in [
+            "Tell me more",
+            "Tell me more about it",
+            "What else is in the record?",
+            "More about the vase",
+            "Do you have any more ceramics?",
+            "再详细说说",
+            "还有别的瓷器吗？",
+            "Hello",
+            "",
+        ] {
+            assert!(!asks_for_more_of_a_list(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn more_of_a_list_continues_the_question_that_gave_it() {
+        let user = |s: &str| ChatMessage::new(Role::User, s.to_string());
+        let bot = |s: &str| ChatMessage::new(Role::Assistant, s.to_string());
+        let h = [
+            user("Tell me about the vase"),
+            bot("“Vase” is a vase."),
+            user("Do you have any ceramics?"),
+            bot(
+                "Our collection has 200 exhibits in Ceramics, for example: “A” (1604), “B” and “C”.",
+            ),
+            user("Any more?"),
+            bot("More of the 200 exhibits in Ceramics: “D”, “E” and “F”."),
+        ];
+        let (q, shown) = list_origin(h.iter()).unwrap();
+        assert_eq!(q, "Do you have any ceramics?");
+        assert_eq!(shown, ["D", "E", "F", "A", "B", "C"]);
+        // After an answer about one exhibit there is no list to continue.
+        assert_eq!(list_origin(h[..2].iter()), None);
+        let h2 = [
+            user("Do you have any ceramics?"),
+            bot("Our collection has … “A”, “B”."),
+        ];
+        assert_eq!(
+            list_origin(h2.iter()),
+            Some((
+                "Do you have any ceramics?".to_string(),
+                vec!["A".into(), "B".into()]
+            ))
+        );
     }
 
     #[test]

@@ -231,7 +231,25 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // Only "hello", "thanks", "bye" or "what can you do?": no search. The offline answerer
     // replies with a line of its own; a model gets the conversation and no search result.
     let offline = deps.llm.as_ref().is_some_and(|l| l.name() == "offline");
-    let small_talk = small_talk::classify(&said);
+    // "Any more?" after a list of a kind ("Do you have any ceramics?"): the kind's next few
+    // exhibits, none of those listed before. Not small talk even when it reads as such ("What
+    // else do you have?").
+    let more = match fact {
+        None if follow_up::asks_for_more_of_a_list(&said) => {
+            let origin = {
+                let history = job.history.lock().unwrap_or_else(|p| p.into_inner());
+                follow_up::list_origin(history.messages())
+            };
+            match origin {
+                Some((question, shown)) if offline::may_name_a_kind(&question) => {
+                    more_of_kind(job, deps, &question, &shown).await
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    };
+    let small_talk = small_talk::classify(&said).filter(|_| more.is_none());
     // The collection as a whole ("What do you have?", "How many objects?", 你们有哪些藏品？): its
     // total and largest departments when the retriever can tell.
     let overview = match small_talk {
@@ -264,7 +282,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         }
         None => (None, None),
     };
-    if query.is_none() && small_talk.is_none() && offline {
+    if query.is_none() && small_talk.is_none() && more.is_none() && offline {
         let text = follow_up::which_exhibit(&said);
         return answer_without_model(job, reply, user_turn, &text).await;
     }
@@ -280,6 +298,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // exhibits with their total; any other question, or a kind the collection lacks, is
     // searched.
     let browse = match (&fact, small_talk, &query) {
+        _ if more.is_some() => more,
         (None, None, Some((query, None))) if query == &said && offline::may_name_a_kind(&said) => {
             browse_kind(job, deps, &said).await
         }
@@ -690,6 +709,35 @@ async fn browse_kind(job: &Job, deps: &Deps, said: &str) -> Option<Browse> {
     )
     .await
     .flatten()
+}
+
+/// Most exhibits of one kind the guide lists over the visitor's requests for more.
+const MORE_MAX_LISTED: usize = 40;
+
+/// The next few exhibits of the kind `question` named, none of whose titles is in `shown` (the
+/// guide's earlier lists of it): the kind's listing taken further ([`browse_kind`] with a larger
+/// `k`) with those left out. None when `question` names no kind (its list came from a search).
+async fn more_of_kind(job: &Job, deps: &Deps, question: &str, shown: &[String]) -> Option<Browse> {
+    let r = deps.retriever.as_ref()?;
+    if !job.attrs.enable_srs {
+        return None;
+    }
+    let k = (shown.len() + offline::BROWSE_MAX).min(MORE_MAX_LISTED);
+    let mut b = bounded(
+        job,
+        r.name(),
+        "kind lookup",
+        "searching instead",
+        r.browse(question, k),
+    )
+    .await
+    .flatten()?;
+    let key = |t: &str| crate::retrieval::text::normalize(t.trim());
+    let shown: HashSet<String> = shown.iter().map(|t| key(t)).collect();
+    b.hits.retain(|h| !shown.contains(&key(&h.exhibit.title)));
+    b.hits.truncate(offline::BROWSE_MAX);
+    b.shown = shown.len();
+    Some(b)
 }
 
 /// A retriever call under the request's cancellation and [`SERVER_TOOL_TIMEOUT`]: None when

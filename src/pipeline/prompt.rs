@@ -29,6 +29,15 @@ pub fn browse_total(b: &crate::retrieval::Browse) -> String {
     } else {
         format!(" whose records mention {}", b.qualifiers.join(" and "))
     };
+    if b.shown > 0 {
+        return format!(
+            "\n\nThe visitor asks for more of the kind you listed. The collection holds {} \
+             exhibits in {}{mention}; the exhibits above are ones you have not listed yet (none: \
+             say there are no more to list). List these briefly and invite the visitor to ask \
+             about one.\n",
+            b.total, b.label
+        );
+    }
     format!(
         "\n\nThe visitor asks what the collection holds of a kind. The collection holds {} \
          exhibits in {}{mention}; the exhibits above are a few of them. Say how many there are, \

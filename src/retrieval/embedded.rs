@@ -1683,6 +1683,7 @@ pub fn browse_blocking(
         words: units.into_iter().map(|u| u.word).collect(),
         qualifiers,
         kinds: kinds_named,
+        shown: 0,
         hits: listed
             .into_iter()
             .map(|e| Hit {

@@ -179,8 +179,17 @@ pub struct Browse {
     /// kind ("porcelain", "jade"); empty for one kind ([`kinds::resolve`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kinds: Vec<String>,
+    /// How many of the kind the guide has listed before, when the visitor asked for more of
+    /// the list ("Any more?"); [`Self::hits`] then holds the next few, none of those. 0 for a
+    /// first list.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub shown: usize,
     /// A few of its exhibits (the most fully described first), score 1.
     pub hits: Vec<Hit>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What the collection holds as a whole, for "What do you have?" and "How many objects do you

@@ -370,6 +370,95 @@ async fn a_list_of_kinds_gets_all_of_them() {
     );
 }
 
+/// "Any more?" after a list of a kind gets the kind's next few exhibits, none listed before,
+/// and a pick reads the new list; 还有别的吗？ too; a model is told the visitor asks for more.
+/// Before: "Sorry, I don't know" (searched as "Do you have any ceramics? Any more?").
+#[tokio::test]
+async fn more_of_a_list_gets_the_kinds_next_exhibits() {
+    let records = records();
+    let ceramic = |t: &str| {
+        records
+            .values()
+            .any(|(title, d, m)| title == t && (d == "Ceramics" || m.as_deref() == Some("ceram")))
+    };
+    let total = records
+        .values()
+        .filter(|(_, d, m)| d == "Ceramics" || m.as_deref() == Some("ceram"))
+        .count();
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("list", "Do you have any ceramics?").await;
+    let mut seen = museum_agent::pipeline::follow_up::quoted_titles(&c.reply("list").await.text);
+    assert_eq!(seen.len(), 4);
+    let mut last = Vec::new();
+    for (id, q) in [("more", "Any more?"), ("again", "Show me some others")] {
+        c.text_request(id, q).await;
+        let r = c.reply(id).await;
+        assert!(
+            r.text
+                .starts_with(&format!("More of the {total} exhibits in Ceramics: ")),
+            "{q}: {}",
+            r.text
+        );
+        let titles = museum_agent::pipeline::follow_up::quoted_titles(&r.text);
+        assert_eq!(titles.len(), 4, "{q}: {}", r.text);
+        for t in &titles {
+            assert!(ceramic(t), "{q}: {t} is not a ceramic");
+            assert!(!seen.contains(t), "{q}: {t} was listed before");
+        }
+        let shown = r.calls[0]["parameters"]["exhibit_id"].as_str().unwrap();
+        assert_eq!(records[shown].0, titles[0]);
+        seen.extend(titles.iter().cloned());
+        last = titles;
+    }
+    c.text_request("pick", "Tell me about the second one").await;
+    let r = c.reply("pick").await;
+    assert!(r.text.contains(&last[1]), "{} → {}", last[1], r.text);
+
+    let porcelain = records
+        .values()
+        .filter(|(_, _, m)| m.as_deref() == Some("porcelain"))
+        .count();
+    let mut zh = app.client().await;
+    zh.text_request("list", "有没有瓷器？").await;
+    let first = museum_agent::pipeline::follow_up::quoted_titles(&zh.reply("list").await.text);
+    zh.text_request("more", "还有别的吗？").await;
+    let r = zh.reply("more").await;
+    assert!(
+        r.text
+            .starts_with(&format!("馆藏的{porcelain}件瓷器（porcelain）里，还有：")),
+        "{}",
+        r.text
+    );
+    let titles = museum_agent::pipeline::follow_up::quoted_titles(&r.text);
+    assert!(titles.len() >= 2, "{}", r.text);
+    assert!(
+        titles.iter().all(|t| !first.contains(t)),
+        "{first:?} {titles:?}"
+    );
+
+    // A model is told the exhibits are the next ones.
+    let app = demo_app(LlmProviderKind::Openai).await;
+    let mut c = app.client().await;
+    // (Picks and requests for more read the titles an answer quotes.)
+    app.llm.push(text_reply(&[
+        "We have many ceramics, for example “Vase” and “Celadon Lamp”.",
+    ]));
+    app.llm.push(text_reply(&["Here are more: “A” and “B”."]));
+    c.text_request("m", "Do you have any ceramics?").await;
+    c.reply("m").await;
+    c.text_request("m2", "Any more?").await;
+    c.reply("m2").await;
+    let sys = app.llm.requests()[1]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        sys.contains("The visitor asks for more of the kind you listed"),
+        "{sys}"
+    );
+}
+
 /// "Do you have any swords?" (no department or medium of that name) gets a short list of the
 /// matching exhibits (before: one record's passage); "the second one", 第二件, "and the last one?" pick from it, and the card shown is
 /// the exhibit picked.

@@ -2,7 +2,7 @@
 //! apart from questions about one exhibit, and answered with a short list of exhibits, headed
 //! by the kind's total when the catalogue names the kind. Pure.
 
-use super::{clip, is_chinese, visitor_script};
+use super::{clip, is_chinese, visitor_script, zh_in};
 use crate::retrieval::text::{self, Script, normalize};
 use crate::retrieval::{Exhibit, Hit};
 
@@ -369,6 +369,11 @@ fn list_answer(
             })
             .unwrap_or_default();
         let head = match kind {
+            // More of a list the visitor has seen: none left to list.
+            Some(b) if b.shown > 0 && listed.is_empty() => {
+                let out = "能列出的就是这些了。想了解其中哪一件，可以继续问我，或者问问别的类别。";
+                return zh_in(out, question);
+            }
             // 馆藏中有 200 件瓷器（Ceramics），例如： / 馆藏中「艺术品／文献」类的展品有 984 件，例如：
             Some(b) if b.label.chars().any(text::is_cjk) => {
                 let about = if narrowed.is_empty() {
@@ -376,11 +381,19 @@ fn list_answer(
                 } else {
                     format!("、提到{narrowed}")
                 };
-                format!(
-                    "馆藏中「{}」类{about}的展品有{}件，例如：",
-                    q(&b.label),
-                    b.total
-                )
+                if b.shown > 0 {
+                    format!(
+                        "馆藏中「{}」类{about}的{}件展品里，还有：",
+                        q(&b.label),
+                        b.total
+                    )
+                } else {
+                    format!(
+                        "馆藏中「{}」类{about}的展品有{}件，例如：",
+                        q(&b.label),
+                        b.total
+                    )
+                }
             }
             Some(b) => {
                 // 清朝的瓷器: "the porcelain that mentions 清朝", not "Qing porcelain": a record
@@ -405,7 +418,11 @@ fn list_answer(
                 } else {
                     format!("（{}）", b.label)
                 };
-                format!("馆藏中有{}件{mention}{words}{label}，例如：", b.total)
+                if b.shown > 0 {
+                    format!("馆藏的{}件{mention}{words}{label}里，还有：", b.total)
+                } else {
+                    format!("馆藏中有{}件{mention}{words}{label}，例如：", b.total)
+                }
             }
             None => "馆藏中与此相关的展品有：".to_string(),
         };
@@ -448,6 +465,15 @@ fn list_answer(
         _ => String::new(),
     };
     let head = match kind {
+        Some(b) if b.shown > 0 && listed.is_empty() => {
+            return "That is as many as I can list. Ask me about any of those, or about another \
+                    kind of object."
+                .to_string();
+        }
+        Some(b) if b.shown > 0 && !b.label.is_empty() => {
+            format!("More of the {} exhibits in {}{mention}: ", b.total, b.label)
+        }
+        Some(b) if b.shown > 0 => format!("More of the {} such exhibits{mention}: ", b.total),
         Some(b) if !b.label.is_empty() => format!(
             "Our collection has {} exhibits in {}{mention}, for example: ",
             b.total, b.label
@@ -588,6 +614,7 @@ mod tests {
             words: words.iter().map(|w| w.to_string()).collect(),
             qualifiers: Vec::new(),
             kinds: Vec::new(),
+            shown: 0,
             hits: vec![
                 hit("Sallet", "", "ca. 1480", "A helmet."),
                 hit(
