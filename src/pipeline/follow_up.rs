@@ -324,25 +324,45 @@ pub fn asks_for_more_of_a_list(question: &str) -> bool {
 }
 
 /// The question whose list a request for more continues, and every title the guide has listed
-/// for it so far: walking back over requests for more ([`asks_for_more_of_a_list`]) and their
-/// answers to the question before them, whose answer listed two titles or more. None when the
-/// latest answer is not such a list.
+/// for it so far. Walking back over the conversation's exchanges: a request for more
+/// ([`asks_for_more_of_a_list`]) adds its answer's titles and goes on; a pick from the list or a
+/// follow-up about the exhibit picked ("The first one", "When was it made?", at most
+/// `ASIDES` of them) goes on; the first other question is the origin when its answer quoted two
+/// titles or more. None otherwise (the conversation has moved on).
 pub fn list_origin<'a>(
     history: impl DoubleEndedIterator<Item = &'a ChatMessage>,
 ) -> Option<(String, Vec<String>)> {
-    // A visitor may ask for more a few times; each answer lists a few.
-    const LOOK_BACK: usize = 12;
+    // A visitor may ask for more a few times, and about an exhibit of the list in between.
+    const LOOK_BACK: usize = 24;
+    const ASIDES: usize = 3;
     let mut shown: Vec<String> = Vec::new();
-    let mut answered = false;
-    for m in history.rev().take(2 * LOOK_BACK) {
+    let mut asides = 0;
+    // The latest answer of the exchange being read (a tool step may come between).
+    let mut answer: Option<&ChatMessage> = None;
+    for m in history.rev().take(LOOK_BACK) {
         match m.role {
             Role::Assistant if !m.content.is_empty() => {
-                if answered {
-                    // Two answers in a row: a tool step or a cut-off turn; the latest counts.
+                answer.get_or_insert(m);
+            }
+            Role::User => {
+                let titles = quoted_titles(&answer.take()?.content);
+                let q = m.content.as_str();
+                if asks_for_more_of_a_list(q) {
+                    for t in titles {
+                        if !shown.contains(&t) {
+                            shown.push(t);
+                        }
+                    }
                     continue;
                 }
-                let titles = quoted_titles(&m.content);
-                if titles.len() < 2 && shown.is_empty() {
+                if ordinal(q).is_some() || is_follow_up(q) {
+                    asides += 1;
+                    if asides > ASIDES {
+                        return None;
+                    }
+                    continue;
+                }
+                if titles.len() < 2 {
                     return None;
                 }
                 for t in titles {
@@ -350,16 +370,7 @@ pub fn list_origin<'a>(
                         shown.push(t);
                     }
                 }
-                answered = true;
-            }
-            Role::User => {
-                if !answered {
-                    return None;
-                }
-                if !asks_for_more_of_a_list(&m.content) {
-                    return Some((m.content.clone(), shown));
-                }
-                answered = false;
+                return Some((q.to_string(), shown));
             }
             _ => {}
         }
@@ -458,6 +469,30 @@ mod tests {
         assert_eq!(shown, ["D", "E", "F", "A", "B", "C"]);
         // After an answer about one exhibit there is no list to continue.
         assert_eq!(list_origin(h[..2].iter()), None);
+        // A pick and a follow-up about it between the list and the request: the list goes on.
+        let h3 = [
+            user("有没有墓志铭拓本？"),
+            bot("馆藏中与此相关的展品有：《甲》、《乙》、《丙》。"),
+            user("第一件是什么年代的？"),
+            bot("《甲》的年代是北魏。"),
+            user("它是谁写的？"),
+            bot("《甲》没有写明作者。"),
+        ];
+        assert_eq!(
+            list_origin(h3.iter()),
+            Some((
+                "有没有墓志铭拓本？".to_string(),
+                vec!["甲".into(), "乙".into(), "丙".into()]
+            ))
+        );
+        // A new question in between: the conversation has moved on.
+        let h4 = [
+            user("Do you have any ceramics?"),
+            bot("Our collection has … “A”, “B”."),
+            user("Tell me about the Peach Bloom Vase"),
+            bot("“Vase” is a vase."),
+        ];
+        assert_eq!(list_origin(h4.iter()), None);
         let h2 = [
             user("Do you have any ceramics?"),
             bot("Our collection has … “A”, “B”."),

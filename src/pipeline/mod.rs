@@ -231,9 +231,9 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // Only "hello", "thanks", "bye" or "what can you do?": no search. The offline answerer
     // replies with a line of its own; a model gets the conversation and no search result.
     let offline = deps.llm.as_ref().is_some_and(|l| l.name() == "offline");
-    // "Any more?" after a list of a kind ("Do you have any ceramics?"): the kind's next few
-    // exhibits, none of those listed before. Not small talk even when it reads as such ("What
-    // else do you have?").
+    // "Any more?" after a list ("Do you have any ceramics?", "Do you have any swords?"): the
+    // next few of the kind or of the search's matches, none of those listed before. Not small
+    // talk even when it reads as such ("What else do you have?").
     let more = match fact {
         None if follow_up::asks_for_more_of_a_list(&said) => {
             let origin = {
@@ -241,10 +241,8 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
                 follow_up::list_origin(history.messages())
             };
             match origin {
-                Some((question, shown)) if offline::may_name_a_kind(&question) => {
-                    more_of_kind(job, deps, &question, &shown).await
-                }
-                _ => None,
+                Some((question, shown)) => more_of_list(job, deps, &question, &shown).await,
+                None => None,
             }
         }
         _ => None,
@@ -298,7 +296,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // exhibits with their total; any other question, or a kind the collection lacks, is
     // searched.
     let browse = match (&fact, small_talk, &query) {
-        _ if more.is_some() => more,
+        _ if more.is_some() => more.as_ref().and_then(|m| m.kind.clone()),
         (None, None, Some((query, None))) if query == &said && offline::may_name_a_kind(&said) => {
             browse_kind(job, deps, &said).await
         }
@@ -306,6 +304,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     };
     let retrieved = match (&fact, small_talk, query) {
         _ if browse.is_some() => browse.as_ref().map(|b| b.hits.clone()),
+        _ if more.is_some() => more.as_ref().map(|m| m.hits.clone()),
         (None, None, Some((query, None))) => retrieve(job, deps, &query).await,
         (None, None, Some((query, Some(title)))) => {
             let hits = retrieve(job, deps, &query).await;
@@ -342,6 +341,9 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     if let Some(t) = &picked {
         system.push_str(&prompt::picked(t));
     }
+    if more.as_ref().is_some_and(|m| m.kind.is_none()) {
+        system.push_str(prompt::more_of_list());
+    }
 
     // The tool loop: the model answers, server tools and error observations go back to it, until
     // it answers without needing them or the step limit is reached.
@@ -363,6 +365,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
             fact: fact.clone(),
             browse: browse.clone(),
             picked: picked.clone(),
+            more: more.is_some(),
         };
         let Some(out) = stream_step(
             job,
@@ -711,33 +714,64 @@ async fn browse_kind(job: &Job, deps: &Deps, said: &str) -> Option<Browse> {
     .flatten()
 }
 
-/// Most exhibits of one kind the guide lists over the visitor's requests for more.
+/// Most exhibits the guide lists for one question over the visitor's requests for more.
 const MORE_MAX_LISTED: usize = 40;
 
-/// The next few exhibits of the kind `question` named, none of whose titles is in `shown` (the
-/// guide's earlier lists of it): the kind's listing taken further ([`browse_kind`] with a larger
-/// `k`) with those left out. None when `question` names no kind (its list came from a search).
-async fn more_of_kind(job: &Job, deps: &Deps, question: &str, shown: &[String]) -> Option<Browse> {
+/// The next few exhibits of a list ([`more_of_list`]): of a kind (with its total) or of the
+/// search's matches.
+struct More {
+    kind: Option<Browse>,
+    hits: Vec<Hit>,
+}
+
+/// The next few exhibits of the list `question` got, none of whose titles is in `shown` (the
+/// guide's earlier lists for it): a kind's listing taken further ([`Retriever::browse`] with a
+/// larger `k`), or for a browse question that names no kind, the search's further matches near
+/// its best ([`offline::more_matches`]). None when `question` asked for no list (a topic
+/// answered about one exhibit) or the lookup fails: the request is then answered as before.
+async fn more_of_list(job: &Job, deps: &Deps, question: &str, shown: &[String]) -> Option<More> {
     let r = deps.retriever.as_ref()?;
     if !job.attrs.enable_srs {
         return None;
     }
     let k = (shown.len() + offline::BROWSE_MAX).min(MORE_MAX_LISTED);
-    let mut b = bounded(
+    if offline::may_name_a_kind(question) {
+        let kind = bounded(
+            job,
+            r.name(),
+            "kind lookup",
+            "answering as before",
+            r.browse(question, k),
+        )
+        .await
+        .flatten();
+        if let Some(mut b) = kind {
+            let key = |t: &str| crate::retrieval::text::normalize(t.trim());
+            let seen: HashSet<String> = shown.iter().map(|t| key(t)).collect();
+            b.hits.retain(|h| !seen.contains(&key(&h.exhibit.title)));
+            b.hits.truncate(offline::BROWSE_MAX);
+            b.shown = shown.len();
+            return Some(More {
+                hits: b.hits.clone(),
+                kind: Some(b),
+            });
+        }
+    }
+    if !offline::is_browse(question) {
+        return None;
+    }
+    let hits = bounded(
         job,
         r.name(),
-        "kind lookup",
-        "searching instead",
-        r.browse(question, k),
+        "collection search",
+        "answering as before",
+        r.search(question, k),
     )
-    .await
-    .flatten()?;
-    let key = |t: &str| crate::retrieval::text::normalize(t.trim());
-    let shown: HashSet<String> = shown.iter().map(|t| key(t)).collect();
-    b.hits.retain(|h| !shown.contains(&key(&h.exhibit.title)));
-    b.hits.truncate(offline::BROWSE_MAX);
-    b.shown = shown.len();
-    Some(b)
+    .await?;
+    Some(More {
+        kind: None,
+        hits: offline::more_matches(hits, shown),
+    })
 }
 
 /// A retriever call under the request's cancellation and [`SERVER_TOOL_TIMEOUT`]: None when

@@ -46,6 +46,14 @@ pub fn browse_total(b: &crate::retrieval::Browse) -> String {
     )
 }
 
+/// For a request for more of a list the search gave ("Any more?" after "Do you have any
+/// swords?"), to append to the system message.
+pub fn more_of_list() -> &'static str {
+    "\n\nThe visitor asks for more of the exhibits you listed. The exhibits above are further \
+     matches you have not listed yet (none: say there are no more to list). List these briefly \
+     and invite the visitor to ask about one.\n"
+}
+
 /// For a question about the collection as a whole, to append to the system message: its total
 /// and largest departments (the model has no search result for it).
 pub fn overview(o: &crate::retrieval::Overview) -> String {

@@ -65,6 +65,8 @@ const DEPARTMENT_WORDS_ZH: &[(&str, &str)] = &[
     ("porcelain", "瓷器"),
     ("glass", "玻璃器"),
     ("glasswares", "玻璃器"),
+    // Said back only (the first entry of a word names it): the dictionary has no 玻璃器皿.
+    ("glasswares", "玻璃器皿"),
     ("stained glass", "彩色玻璃"),
     ("stained", "彩色玻璃"),
     ("painted glass", "彩绘玻璃"),
@@ -105,32 +107,45 @@ const DEPARTMENT_WORDS_ZH: &[(&str, &str)] = &[
     ("maps", "地图"),
 ];
 
-/// A Chinese run split at the Chinese department words of two characters or more it holds
-/// (longest first at each place): `Ok(word)` for one of [`DEPARTMENT_WORDS_ZH`]'s, `Err(text)` for the text between.
-fn department_words_zh(run: &str) -> Vec<Result<&'static str, &str>> {
+/// A Chinese run's words (jieba), with the Chinese department words of two characters or
+/// more it holds made one word each (longest first at each place) and marked `true`: 金属器
+/// (cut 金属 / 器) and 素描 are, 石器 in 石器时代 and 玻璃器 in 玻璃器皿 are not, a department
+/// word being taken only where the cut starts and ends a word.
+fn department_words_zh(run: &str) -> Vec<(String, bool)> {
+    let words = text::cjk_words(run);
+    let mut bounds = vec![0];
+    for w in &words {
+        bounds.push(bounds[bounds.len() - 1] + w.len());
+    }
+    if bounds.last() != Some(&run.len()) {
+        return words.into_iter().map(|w| (w, false)).collect();
+    }
     let mut out = Vec::new();
-    let (mut start, mut at) = (0, 0);
-    while at < run.len() {
+    let mut i = 0;
+    while i < words.len() {
+        let start = bounds[i];
         let found = DEPARTMENT_WORDS_ZH
             .iter()
             .map(|(_, zh)| *zh)
             // One character (钟, 表) is part of too many other words (钟馗, 代表).
-            .filter(|zh| zh.chars().count() >= 2 && run[at..].starts_with(zh))
+            .filter(|zh| {
+                zh.chars().count() >= 2
+                    && run[start..].starts_with(zh)
+                    && bounds.contains(&(start + zh.len()))
+            })
             .max_by_key(|zh| zh.len());
         match found {
             Some(zh) => {
-                if start < at {
-                    out.push(Err(&run[start..at]));
+                out.push((zh.to_string(), true));
+                while i < words.len() && bounds[i] < start + zh.len() {
+                    i += 1;
                 }
-                out.push(Ok(zh));
-                at += zh.len();
-                start = at;
             }
-            None => at += run[at..].chars().next().map_or(1, char::len_utf8),
+            None => {
+                out.push((words[i].clone(), false));
+                i += 1;
+            }
         }
-    }
-    if start < run.len() {
-        out.push(Err(&run[start..]));
     }
     out
 }
@@ -479,25 +494,18 @@ fn subject_run<'a>(
         }
         Run::Cjk(s) => {
             // The Chinese names the overview gives departments (金属器, 绘画与素描's
-            // 素描) are carved out first: the dictionary's senses of 素描 (sketch) or a
+            // 素描) are words of their own: the dictionary's senses of 素描 (sketch) or a
             // segmentation of 金属器 would miss the department the visitor was just told of.
-            let mut words: Vec<(String, Vec<Vec<String>>)> = Vec::new();
-            for piece in department_words_zh(s) {
-                match piece {
-                    Ok(zh) => words.push((
-                        zh.to_string(),
-                        DEPARTMENT_WORDS_ZH
-                            .iter()
-                            .filter(|(_, z)| *z == zh)
-                            .map(|(en, _)| text::latin_tokens(en))
-                            .collect(),
-                    )),
-                    Err(rest) => {
-                        words.extend(text::cjk_words(rest).into_iter().map(|w| (w, Vec::new())))
-                    }
-                }
-            }
-            for (w, mut alternatives) in words {
+            for (w, department) in department_words_zh(s) {
+                let mut alternatives: Vec<Vec<String>> = if department {
+                    DEPARTMENT_WORDS_ZH
+                        .iter()
+                        .filter(|(_, z)| *z == w)
+                        .map(|(en, _)| text::latin_tokens(en))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 if CONJUNCTIONS.contains(&w.as_str()) {
                     next_part(out, part);
                     continue;
@@ -746,6 +754,17 @@ mod tests {
         assert_eq!(parts("有没有陶瓷、玉器和漆器？"), [0, 1, 2]);
         assert_eq!(parts("Do you have any Chinese porcelain?"), [0, 0]);
         assert_eq!(parts("Do you have, like, swords or daggers?"), [0, 1]);
+        // Nor is a department word carved out of a longer word: 石器时代 is the Stone Age.
+        let units = subject("有没有石器时代的东西？", &no_dictionary);
+        assert!(units.iter().all(|u| u.word != "石器"), "{units:?}");
+        // 玻璃器皿 (glassware) is a word of the list of its own, not 玻璃器 and 皿.
+        let units = subject("有没有玻璃器皿？", &no_dictionary);
+        assert_eq!(units[0].word, "玻璃器皿");
+        assert!(
+            units[0]
+                .alternatives
+                .contains(&vec!["glasswar".to_string()])
+        );
         // One character is not carved out of another word (代表 is not 表, watches).
         let units = subject("有没有代表性的作品？", &no_dictionary);
         assert!(units.iter().all(|u| u.word != "表"), "{units:?}");

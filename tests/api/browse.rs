@@ -459,6 +459,73 @@ async fn more_of_a_list_gets_the_kinds_next_exhibits() {
     );
 }
 
+/// "Any more?" after a list the search gave ("Do you have any swords?", no kind of that name)
+/// gets the search's further matches near its best, none listed before; 還有別的嗎？ after a
+/// pick from the list and a question about it too. Before: a list of unrelated exhibits
+/// (还有别的吗 searched alone) or the same exhibit again.
+#[tokio::test]
+async fn more_of_a_search_list_gets_its_further_matches() {
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("list", "Do you have any swords?").await;
+    let first = museum_agent::pipeline::follow_up::quoted_titles(&c.reply("list").await.text);
+    assert!(first.len() >= 2, "{first:?}");
+    c.text_request("more", "Any more?").await;
+    let r = c.reply("more").await;
+    assert!(
+        r.text.starts_with("Our collection also holds these: "),
+        "{}",
+        r.text
+    );
+    let more = museum_agent::pipeline::follow_up::quoted_titles(&r.text);
+    assert!(!more.is_empty(), "{}", r.text);
+    assert!(
+        more.iter().all(|t| !first.contains(t)),
+        "{first:?} {more:?}"
+    );
+
+    let mut zh = app.client().await;
+    zh.text_request("list", "有沒有墓誌銘拓本？").await;
+    let first = museum_agent::pipeline::follow_up::quoted_titles(&zh.reply("list").await.text);
+    assert!(first.len() >= 2, "{first:?}");
+    zh.text_request("pick", "第一件是什麼年代的？").await;
+    zh.reply("pick").await;
+    zh.text_request("more", "還有別的嗎？").await;
+    let r = zh.reply("more").await;
+    assert!(
+        r.text.starts_with("館藏中與此相關的展品還有："),
+        "{}",
+        r.text
+    );
+    let more = museum_agent::pipeline::follow_up::quoted_titles(&r.text);
+    assert!(more.len() >= 2, "{}", r.text);
+    for t in &more {
+        assert!(!first.contains(t), "{t} was listed before");
+        assert!(t.contains("墓誌銘"), "{t}");
+    }
+
+    // A model is told the visitor asks for more.
+    let app = demo_app(LlmProviderKind::Openai).await;
+    let mut c = app.client().await;
+    app.llm.push(text_reply(&[
+        "We have “Long Sword” and “Short Sword”, among others.",
+    ]));
+    app.llm
+        .push(text_reply(&["Also “Sword Guard” and “Dagger”."]));
+    c.text_request("m", "Do you have any swords?").await;
+    c.reply("m").await;
+    c.text_request("m2", "Any more?").await;
+    c.reply("m2").await;
+    let sys = app.llm.requests()[1]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        sys.contains("The visitor asks for more of the exhibits you listed"),
+        "{sys}"
+    );
+}
+
 /// "Do you have any swords?" (no department or medium of that name) gets a short list of the
 /// matching exhibits (before: one record's passage); "the second one", 第二件, "and the last one?" pick from it, and the card shown is
 /// the exhibit picked.

@@ -93,6 +93,10 @@ pub struct ChatRequest {
     /// search puts that exhibit first. Vendor providers see it in the system message; the
     /// offline provider names it as the visitor's pick.
     pub picked: Option<String>,
+    /// The visitor asked for more of the list the guide gave ("Any more?"): `retrieved` (and
+    /// `browse`, for a kind) holds the exhibits not listed yet, none when there are no more.
+    /// Vendor providers see it in the system message; the offline provider lists them as more.
+    pub more: bool,
 }
 
 /// Usage and timing reported at the end of a reply.

@@ -296,7 +296,38 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
     if listed.len() < 2 {
         return None;
     }
-    Some(list_answer(question, &listed, None))
+    Some(list_answer(question, &listed, None, false))
+}
+
+/// The answer to a request for more of a list that came from the search ("Any more?" after
+/// "Do you have any swords?"): `hits` are the matches not listed before, within
+/// [`BROWSE_NEAR`] of the search's best (`more_matches`), none when there are no more.
+pub fn more_of_list_answer(question: &str, hits: &[Hit]) -> String {
+    let mut listed: Vec<&Exhibit> = Vec::new();
+    for h in hits.iter().take(BROWSE_MAX) {
+        if !listed
+            .iter()
+            .any(|e| e.title.trim() == h.exhibit.title.trim())
+        {
+            listed.push(&h.exhibit);
+        }
+    }
+    list_answer(question, &listed, None, true)
+}
+
+/// The matches of a search that continue a list: those whose titles are not in `shown` and
+/// that score within [`BROWSE_NEAR`] of the best of all (a weaker match is not "more of the
+/// same"), at most [`BROWSE_MAX`].
+pub fn more_matches(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
+    let Some(top) = hits.first().map(|h| h.score) else {
+        return hits;
+    };
+    let key = |t: &str| normalize(t.trim());
+    let shown: Vec<String> = shown.iter().map(|t| key(t)).collect();
+    hits.into_iter()
+        .filter(|h| h.score >= BROWSE_NEAR * top && !shown.contains(&key(&h.exhibit.title)))
+        .take(BROWSE_MAX)
+        .collect()
 }
 
 /// The answer to a browse question about a kind of object the collection holds
@@ -304,7 +335,7 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
 /// then a few of them as [`browse_answer`] lists them.
 pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String {
     let listed: Vec<&Exhibit> = browse.hits.iter().map(|h| &h.exhibit).collect();
-    list_answer(question, &listed, Some(browse))
+    list_answer(question, &listed, Some(browse), browse.shown > 0)
 }
 
 /// A list of exhibits, each with the head of its maker and date fields, and an invitation to
@@ -313,7 +344,21 @@ fn list_answer(
     question: &str,
     listed: &[&Exhibit],
     kind: Option<&crate::retrieval::Browse>,
+    more: bool,
 ) -> String {
+    // More of a list the visitor has seen: none left to list.
+    if more && listed.is_empty() {
+        return if is_chinese(question) {
+            zh_in(
+                "能列出的就是这些了。想了解其中哪一件，可以继续问我，或者问问别的类别。",
+                question,
+            )
+        } else {
+            "That is as many as I can list. Ask me about any of those, or about another kind of \
+             object."
+                .to_string()
+        };
+    }
     // The first part of a field ("Sèvres Porcelain Manufactory (French, active …) [Maker]; …"
     // → "Sèvres Porcelain Manufactory").
     let short = |f: &str| -> Option<String> {
@@ -369,11 +414,6 @@ fn list_answer(
             })
             .unwrap_or_default();
         let head = match kind {
-            // More of a list the visitor has seen: none left to list.
-            Some(b) if b.shown > 0 && listed.is_empty() => {
-                let out = "能列出的就是这些了。想了解其中哪一件，可以继续问我，或者问问别的类别。";
-                return zh_in(out, question);
-            }
             // 馆藏中有 200 件瓷器（Ceramics），例如： / 馆藏中「艺术品／文献」类的展品有 984 件，例如：
             Some(b) if b.label.chars().any(text::is_cjk) => {
                 let about = if narrowed.is_empty() {
@@ -424,6 +464,7 @@ fn list_answer(
                     format!("馆藏中有{}件{mention}{words}{label}，例如：", b.total)
                 }
             }
+            None if more => "馆藏中与此相关的展品还有：".to_string(),
             None => "馆藏中与此相关的展品有：".to_string(),
         };
         let out = format!(
@@ -465,11 +506,6 @@ fn list_answer(
         _ => String::new(),
     };
     let head = match kind {
-        Some(b) if b.shown > 0 && listed.is_empty() => {
-            return "That is as many as I can list. Ask me about any of those, or about another \
-                    kind of object."
-                .to_string();
-        }
         Some(b) if b.shown > 0 && !b.label.is_empty() => {
             format!("More of the {} exhibits in {}{mention}: ", b.total, b.label)
         }
@@ -482,6 +518,7 @@ fn list_answer(
             "Our collection has {} such exhibits{mention}, for example: ",
             b.total
         ),
+        None if more => "Our collection also holds these: ".to_string(),
         None => "Our collection holds these: ".to_string(),
     };
     format!("{head}{list}. Ask me about any of them, for example: When was the first one made?")
@@ -604,6 +641,32 @@ mod tests {
         assert_eq!(pick, "“Body Armor”. The record says: Plates.");
         let pick = compose_with("第二件是什么？", Some(&hits[1..]), true);
         assert!(pick.starts_with("《Body Armor》。"), "{pick}");
+    }
+
+    #[test]
+    fn more_of_a_search_list_is_its_near_matches_not_listed_before() {
+        let scored = |t: &str, score: f64| Hit {
+            score,
+            ..hit(t, "", "", "x.")
+        };
+        let hits = vec![
+            scored("Long Sword", 1.0),
+            scored("Short Sword", 0.9),
+            scored("Sword Guard", 0.8),
+            scored("Mourning Virgin", 0.5),
+        ];
+        let titles =
+            |hs: &[Hit]| -> Vec<String> { hs.iter().map(|h| h.exhibit.title.clone()).collect() };
+        let more = more_matches(hits, &["long sword".to_string()]);
+        assert_eq!(titles(&more), ["Short Sword", "Sword Guard"]);
+        assert_eq!(
+            more_of_list_answer("Any more?", &more),
+            "Our collection also holds these: “Short Sword” and “Sword Guard”. Ask me about any of them, for example: When was the first one made?"
+        );
+        assert!(
+            more_of_list_answer("Any more?", &[]).starts_with("That is as many as I can list.")
+        );
+        assert!(more_of_list_answer("还有吗？", &[]).starts_with("能列出的就是这些了。"));
     }
 
     #[test]

@@ -14,7 +14,7 @@ mod quote;
 use asks::answer_sentence;
 pub use asks::{Asks, asked_for, asks};
 pub use browse::{
-    BROWSE_MAX, browse_answer, is_browse, is_kind_topic, kind_answer, may_name_a_kind,
+    BROWSE_MAX, browse_answer, is_browse, is_kind_topic, kind_answer, may_name_a_kind, more_matches,
 };
 use quote::{clip, says_something, without_registration};
 
@@ -706,6 +706,10 @@ impl LlmProvider for OfflineProvider {
         let (answer, show) = match (&request.fact, &request.browse) {
             (Some(f), _) => (fact_answer(f, &question), None),
             (None, Some(b)) => (kind_answer(&question, b), first_hit()),
+            (None, None) if request.more => (
+                browse::more_of_list_answer(&question, request.retrieved.as_deref().unwrap_or(&[])),
+                first_hit(),
+            ),
             (None, None) => (
                 more_answer(&question, request.retrieved.as_deref(), &earlier).unwrap_or_else(
                     || {
@@ -1145,6 +1149,7 @@ mod tests {
             fact: None,
             browse: None,
             picked: None,
+            more: false,
         };
         let segs = futures_executor_block(p.stream(request));
         assert!(matches!(&segs[0], Segment::ToolCall(c) if c.arguments == Ok(json!({"id": "x"}))));
