@@ -1490,7 +1490,7 @@ pub fn browse_blocking(
         return Ok(None);
     }
     let dict = super::dictionary::dictionary();
-    let units = kinds::subject(question, &|w| dict.english_of(w));
+    let plain = kinds::subject(question, &|w| dict.english_of(w));
     let mut members_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
         let mut rows = store.rows_holding(&format!("{}{t}", kinds::DEPARTMENT))?;
         rows.extend(store.rows_holding(&format!("{}{t}", kinds::MEDIUM))?);
@@ -1500,15 +1500,54 @@ pub fn browse_blocking(
         Ok(rows)
     };
     let mut rows_with = |t: &str| store.rows_holding(t);
-    let Some(kinds::Resolved {
+    let first = kinds::resolve(&plain, &mut members_of, &mut rows_with)?;
+    // An English word of a kind reaches the kinds a Chinese catalogue names at the end of its
+    // titles through the dictionary's headwords glossed by that very word ("photographs" →
+    // 照片, "medals" → 勋章): without it an English visitor never heard of the Chinese half of
+    // a bilingual collection. Not a word that narrows the kind as read without it: "Chinese"
+    // in "Chinese porcelain" would become a kind of its own (a title ending in a word glossed
+    // "Chinese") and leave no porcelain. The reading without it stands when this one finds no
+    // kind.
+    let mut crossed = plain.clone();
+    for u in &mut crossed {
+        if u.word.chars().any(text::is_cjk)
+            || first
+                .as_ref()
+                .is_some_and(|r| r.qualifiers.contains(&u.word))
+        {
+            continue;
+        }
+        let Some(t) = u.alternatives.first().and_then(|a| a.first()).cloned() else {
+            continue;
+        };
+        for (phrase, heads) in dict.chinese_of(&[t.as_str()]) {
+            if phrase != [t.as_str()] {
+                continue;
+            }
+            for h in heads {
+                let tokens = text::index_tokens(h);
+                if !tokens.is_empty() && !u.alternatives.contains(&tokens) {
+                    u.alternatives.push(tokens);
+                }
+            }
+        }
+    }
+    let again = if crossed == plain {
+        None
+    } else {
+        kinds::resolve(&crossed, &mut members_of, &mut rows_with)?
+    };
+    let (units, resolved) = match (again, first) {
+        (Some(r), _) => (crossed, r),
+        (None, Some(r)) => (plain, r),
+        (None, None) => return Ok(None),
+    };
+    let kinds::Resolved {
         mut members,
         named,
         qualifiers,
         parts,
-    }) = kinds::resolve(&units, &mut members_of, &mut rows_with)?
-    else {
-        return Ok(None);
-    };
+    } = resolved;
     {
         // Narrowed by words ("Japanese ceramics"): the members whose records weigh those words
         // most come first (a culture field saying "Japanese" before a description that names
@@ -1657,15 +1696,27 @@ pub fn browse_blocking(
         .filter_map(|e| kinds::medium_word(&e.medium))
         .collect();
     // A Chinese title's head word names the kind like a medium does (拓本, 墓志铭); the
-    // visitor's own word when the head holds it (勋章, not the first title's 云麾勋章).
+    // visitor's own word when the head holds it (勋章, not the first title's 云麾勋章), or when
+    // the visitor asked in English, the English word that reached it ("photographs catalogued
+    // in Chinese", not 照片, which an English voice cannot read).
     media.extend(
         holding(kinds::TITLE)
             .filter_map(|e| kinds::title_word(&e.title))
             .map(|w| {
-                units
-                    .iter()
-                    .find(|u| w.contains(&u.word))
-                    .map_or(w, |u| u.word.clone())
+                let tokens = text::index_tokens(&w);
+                let english = |u: &&kinds::Unit| {
+                    !q_cjk
+                        && u.alternatives
+                            .iter()
+                            .any(|a| a.iter().all(|t| tokens.contains(t)))
+                };
+                match units.iter().find(|u| w.contains(&u.word)) {
+                    Some(u) => u.word.clone(),
+                    None => match units.iter().find(english) {
+                        Some(u) => format!("{} catalogued in Chinese", u.word),
+                        None => w,
+                    },
+                }
             }),
     );
     let mut kinds_named: Vec<String> = Vec::new();

@@ -526,6 +526,56 @@ async fn more_of_a_search_list_gets_its_further_matches() {
     );
 }
 
+/// An English word of a kind reaches the kinds the Chinese catalogue names at the end of its
+/// titles ("photographs" → 照片, "medals" → 勋章), said in English: "Any old photographs?" was
+/// refused, "What medals do you have?" counted the 4 of Coins & Medals and none of the 勳章.
+#[tokio::test]
+async fn an_english_kind_reaches_the_chinese_catalogue() {
+    let records = records();
+    let titled = |head: &str| {
+        records
+            .values()
+            .filter(|(t, _, _)| {
+                kinds::markers("", "", t)
+                    .split(' ')
+                    .any(|m| m == format!("#t:{head}"))
+            })
+            .count()
+    };
+    let photos = titled("照片");
+    assert!(photos >= 2, "{photos}");
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("p", "Any old photographs?").await;
+    let r = c.reply("p").await;
+    assert!(
+        r.text.starts_with(&format!(
+            "Our collection has {photos} exhibits in photographs catalogued in Chinese, for example: "
+        )),
+        "{}",
+        r.text
+    );
+    let medals = titled("勋章");
+    let departmental = records
+        .values()
+        .filter(|(_, d, _)| d == "Coins & Medals")
+        .count();
+    c.text_request("m", "What medals do you have?").await;
+    let r = c.reply("m").await;
+    let total: usize = r
+        .text
+        .strip_prefix("Our collection has ")
+        .and_then(|t| t.split(' ').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("{}", r.text));
+    assert!(total >= medals + departmental, "{}", r.text);
+    assert!(
+        r.text.contains("medals catalogued in Chinese"),
+        "{}",
+        r.text
+    );
+}
+
 /// "Do you have any swords?" (no department or medium of that name) gets a short list of the
 /// matching exhibits (before: one record's passage); "the second one", 第二件, "and the last one?" pick from it, and the card shown is
 /// the exhibit picked.
