@@ -746,10 +746,7 @@ async fn more_of_list(job: &Job, deps: &Deps, question: &str, shown: &[String]) 
         .await
         .flatten();
         if let Some(mut b) = kind {
-            let key = |t: &str| crate::retrieval::text::normalize(t.trim());
-            let seen: HashSet<String> = shown.iter().map(|t| key(t)).collect();
-            b.hits.retain(|h| !seen.contains(&key(&h.exhibit.title)));
-            b.hits.truncate(offline::BROWSE_MAX);
+            b.hits = offline::not_listed(std::mem::take(&mut b.hits), shown);
             b.shown = shown.len();
             return Some(More {
                 hits: b.hits.clone(),

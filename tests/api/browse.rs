@@ -370,6 +370,23 @@ async fn a_list_of_kinds_gets_all_of_them() {
     );
 }
 
+/// The system message a model gets for "Any more?" after it answered `question` with `listed`
+/// (picks and requests for more read the titles an answer quotes).
+async fn system_message_for_more(question: &str, listed: &str) -> String {
+    let app = demo_app(LlmProviderKind::Openai).await;
+    let mut c = app.client().await;
+    app.llm.push(text_reply(&[listed]));
+    app.llm.push(text_reply(&["Here are more: “A” and “B”."]));
+    c.text_request("m", question).await;
+    c.reply("m").await;
+    c.text_request("m2", "Any more?").await;
+    c.reply("m2").await;
+    app.llm.requests()[1]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
 /// "Any more?" after a list of a kind gets the kind's next few exhibits, none listed before,
 /// and a pick reads the new list; 还有别的吗？ too; a model is told the visitor asks for more.
 /// Before: "Sorry, I don't know" (searched as "Do you have any ceramics? Any more?").
@@ -438,21 +455,11 @@ async fn more_of_a_list_gets_the_kinds_next_exhibits() {
     );
 
     // A model is told the exhibits are the next ones.
-    let app = demo_app(LlmProviderKind::Openai).await;
-    let mut c = app.client().await;
-    // (Picks and requests for more read the titles an answer quotes.)
-    app.llm.push(text_reply(&[
+    let sys = system_message_for_more(
+        "Do you have any ceramics?",
         "We have many ceramics, for example “Vase” and “Celadon Lamp”.",
-    ]));
-    app.llm.push(text_reply(&["Here are more: “A” and “B”."]));
-    c.text_request("m", "Do you have any ceramics?").await;
-    c.reply("m").await;
-    c.text_request("m2", "Any more?").await;
-    c.reply("m2").await;
-    let sys = app.llm.requests()[1]["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    )
+    .await;
     assert!(
         sys.contains("The visitor asks for more of the kind you listed"),
         "{sys}"
@@ -505,21 +512,11 @@ async fn more_of_a_search_list_gets_its_further_matches() {
     }
 
     // A model is told the visitor asks for more.
-    let app = demo_app(LlmProviderKind::Openai).await;
-    let mut c = app.client().await;
-    app.llm.push(text_reply(&[
+    let sys = system_message_for_more(
+        "Do you have any swords?",
         "We have “Long Sword” and “Short Sword”, among others.",
-    ]));
-    app.llm
-        .push(text_reply(&["Also “Sword Guard” and “Dagger”."]));
-    c.text_request("m", "Do you have any swords?").await;
-    c.reply("m").await;
-    c.text_request("m2", "Any more?").await;
-    c.reply("m2").await;
-    let sys = app.llm.requests()[1]["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    )
+    .await;
     assert!(
         sys.contains("The visitor asks for more of the exhibits you listed"),
         "{sys}"

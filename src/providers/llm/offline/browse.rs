@@ -322,10 +322,19 @@ pub fn more_matches(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
     let Some(top) = hits.first().map(|h| h.score) else {
         return hits;
     };
+    let near: Vec<Hit> = hits
+        .into_iter()
+        .filter(|h| h.score >= BROWSE_NEAR * top)
+        .collect();
+    not_listed(near, shown)
+}
+
+/// The first [`BROWSE_MAX`] of `hits` whose titles are not in `shown` (compared normalised).
+pub fn not_listed(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
     let key = |t: &str| normalize(t.trim());
     let shown: Vec<String> = shown.iter().map(|t| key(t)).collect();
     hits.into_iter()
-        .filter(|h| h.score >= BROWSE_NEAR * top && !shown.contains(&key(&h.exhibit.title)))
+        .filter(|h| !shown.contains(&key(&h.exhibit.title)))
         .take(BROWSE_MAX)
         .collect()
 }

@@ -14,7 +14,8 @@ mod quote;
 use asks::answer_sentence;
 pub use asks::{Asks, asked_for, asks};
 pub use browse::{
-    BROWSE_MAX, browse_answer, is_browse, is_kind_topic, kind_answer, may_name_a_kind, more_matches,
+    BROWSE_MAX, browse_answer, is_browse, is_kind_topic, kind_answer, may_name_a_kind,
+    more_matches, not_listed,
 };
 use quote::{clip, says_something, without_registration};
 
