@@ -127,7 +127,42 @@ pub fn is_browse(question: &str) -> bool {
             .iter()
             .any(|e| bare.ends_with(e))
         || opens_on(&norm, BROWSE_OPENINGS)
+        || asks_what_is_shown(&norm)
         || zh_has_question(bare.trim())
+}
+
+/// Endings of a question about what is shown ("What jewelry is on display?").
+const SHOWN_ENDINGS: &[&[&str]] = &[
+    &["on", "display"],
+    &["on", "view"],
+    &["on", "show"],
+    &["displayed"],
+    &["exhibited"],
+];
+
+/// Whether `norm` asks which exhibits of a kind are shown: "What jewelry is on display?",
+/// "Which paintings are on view?"; the kind a word or a few (not "the …": "What is the vase on
+/// display?" is about one thing).
+fn asks_what_is_shown(norm: &str) -> bool {
+    let words: Vec<&str> = norm
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    if !matches!(words.first(), Some(&"what" | &"which")) {
+        return false;
+    }
+    let Some(end) = SHOWN_ENDINGS.iter().find(|e| words.ends_with(e)) else {
+        return false;
+    };
+    let mut middle = &words[1..words.len() - end.len()];
+    while let Some((last, rest)) = middle.split_last() {
+        if matches!(*last, "is" | "are" | "currently" | "now" | "being") {
+            middle = rest;
+        } else {
+            break;
+        }
+    }
+    (1..=MAX_KIND_WORDS).contains(&middle.len()) && !middle.iter().any(|w| NOT_A_KIND.contains(w))
 }
 
 /// Whether `question` may name a kind of object for the kind path ([`crate::retrieval::Retriever::browse`]):
@@ -568,6 +603,9 @@ mod tests {
             "請問館裡有玉器嗎",
             "有青铜器么",
             "馆里有青铜器没有？",
+            "What jewelry is on display?",
+            "Which paintings are on view?",
+            "What Chinese bronzes are currently on show?",
         ] {
             assert!(is_browse(q), "{q}");
         }
@@ -586,6 +624,10 @@ mod tests {
             "Do you know who made it?",
             "Is there a painting of a Native American woman hunting buffalo on horseback?",
             "你们这里有康熙年间烧的那种豇豆红釉的瓷器吗？",
+            "What is on display?",
+            "Is the Peach Bloom Vase on display?",
+            "What is the vase on display?",
+            "Which room is the armor displayed in?",
         ] {
             assert!(!is_browse(q), "{q}");
         }
