@@ -347,12 +347,15 @@ pub fn list_origin<'a>(
             Role::User => {
                 let titles = quoted_titles(&answer.take()?.content);
                 let q = m.content.as_str();
-                if asks_for_more_of_a_list(q) {
+                let mut add = |titles: Vec<String>| {
                     for t in titles {
                         if !shown.contains(&t) {
                             shown.push(t);
                         }
                     }
+                };
+                if asks_for_more_of_a_list(q) {
+                    add(titles);
                     continue;
                 }
                 if ordinal(q).is_some() || is_follow_up(q) {
@@ -365,11 +368,7 @@ pub fn list_origin<'a>(
                 if titles.len() < 2 {
                     return None;
                 }
-                for t in titles {
-                    if !shown.contains(&t) {
-                        shown.push(t);
-                    }
-                }
+                add(titles);
                 return Some((q.to_string(), shown));
             }
             _ => {}

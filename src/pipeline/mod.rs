@@ -296,15 +296,15 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // exhibits with their total; any other question, or a kind the collection lacks, is
     // searched.
     let browse = match (&fact, small_talk, &query) {
-        _ if more.is_some() => more.as_ref().and_then(|m| m.kind.clone()),
+        _ if more.is_some() => more.as_ref().and_then(More::kind).cloned(),
         (None, None, Some((query, None))) if query == &said && offline::may_name_a_kind(&said) => {
-            browse_kind(job, deps, &said).await
+            browse_kind(job, deps, &said, deps.retrieval_k.min(offline::BROWSE_MAX)).await
         }
         _ => None,
     };
     let retrieved = match (&fact, small_talk, query) {
         _ if browse.is_some() => browse.as_ref().map(|b| b.hits.clone()),
-        _ if more.is_some() => more.as_ref().map(|m| m.hits.clone()),
+        _ if more.is_some() => more.as_ref().and_then(More::matches).map(<[Hit]>::to_vec),
         (None, None, Some((query, None))) => retrieve(job, deps, &query).await,
         (None, None, Some((query, Some(title)))) => {
             let hits = retrieve(job, deps, &query).await;
@@ -341,7 +341,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     if let Some(t) = &picked {
         system.push_str(&prompt::picked(t));
     }
-    if more.as_ref().is_some_and(|m| m.kind.is_none()) {
+    if more.as_ref().and_then(More::matches).is_some() {
         system.push_str(prompt::more_of_list());
     }
 
@@ -661,11 +661,15 @@ async fn pin_title(
 /// Searches the collection for the visitor's words when the session has `enable_srs`.
 /// A failing search never fails the request: it is logged and the answer goes on without it.
 async fn retrieve(job: &Job, deps: &Deps, said: &str) -> Option<Vec<Hit>> {
+    retrieve_k(job, deps, said, deps.retrieval_k).await
+}
+
+/// [`retrieve`], `k` hits at most.
+async fn retrieve_k(job: &Job, deps: &Deps, said: &str, k: usize) -> Option<Vec<Hit>> {
     let r = deps.retriever.as_ref()?;
     if !job.attrs.enable_srs || said.trim().is_empty() {
         return None;
     }
-    let k = deps.retrieval_k;
     bounded(
         job,
         r.name(),
@@ -697,12 +701,11 @@ async fn collection_overview(job: &Job, deps: &Deps) -> Option<crate::retrieval:
 /// The kind a browse question names and a few of its exhibits ([`Retriever::browse`]), under
 /// the same bound and cancellation as a search; None (searched as usual) when the kind is not
 /// the collection's, the session has no search, or the lookup fails.
-async fn browse_kind(job: &Job, deps: &Deps, said: &str) -> Option<Browse> {
+async fn browse_kind(job: &Job, deps: &Deps, said: &str, k: usize) -> Option<Browse> {
     let r = deps.retriever.as_ref()?;
     if !job.attrs.enable_srs {
         return None;
     }
-    let k = deps.retrieval_k.min(offline::BROWSE_MAX);
     bounded(
         job,
         r.name(),
@@ -719,9 +722,25 @@ const MORE_MAX_LISTED: usize = 40;
 
 /// The next few exhibits of a list ([`more_of_list`]): of a kind (with its total) or of the
 /// search's matches.
-struct More {
-    kind: Option<Browse>,
-    hits: Vec<Hit>,
+enum More {
+    Kind(Browse),
+    Matches(Vec<Hit>),
+}
+
+impl More {
+    fn kind(&self) -> Option<&Browse> {
+        match self {
+            More::Kind(b) => Some(b),
+            More::Matches(_) => None,
+        }
+    }
+
+    fn matches(&self) -> Option<&[Hit]> {
+        match self {
+            More::Kind(_) => None,
+            More::Matches(hits) => Some(hits),
+        }
+    }
 }
 
 /// The next few exhibits of the list `question` got, none of whose titles is in `shown` (the
@@ -730,45 +749,19 @@ struct More {
 /// its best ([`offline::more_matches`]). None when `question` asked for no list (a topic
 /// answered about one exhibit) or the lookup fails: the request is then answered as before.
 async fn more_of_list(job: &Job, deps: &Deps, question: &str, shown: &[String]) -> Option<More> {
-    let r = deps.retriever.as_ref()?;
-    if !job.attrs.enable_srs {
-        return None;
-    }
     let k = (shown.len() + offline::BROWSE_MAX).min(MORE_MAX_LISTED);
-    if offline::may_name_a_kind(question) {
-        let kind = bounded(
-            job,
-            r.name(),
-            "kind lookup",
-            "answering as before",
-            r.browse(question, k),
-        )
-        .await
-        .flatten();
-        if let Some(mut b) = kind {
-            b.hits = offline::not_listed(std::mem::take(&mut b.hits), shown);
-            b.shown = shown.len();
-            return Some(More {
-                hits: b.hits.clone(),
-                kind: Some(b),
-            });
-        }
+    if offline::may_name_a_kind(question)
+        && let Some(mut b) = browse_kind(job, deps, question, k).await
+    {
+        b.hits = offline::not_listed(std::mem::take(&mut b.hits), shown);
+        b.shown = shown.len();
+        return Some(More::Kind(b));
     }
     if !offline::is_browse(question) {
         return None;
     }
-    let hits = bounded(
-        job,
-        r.name(),
-        "collection search",
-        "answering as before",
-        r.search(question, k),
-    )
-    .await?;
-    Some(More {
-        kind: None,
-        hits: offline::more_matches(hits, shown),
-    })
+    let hits = retrieve_k(job, deps, question, k).await?;
+    Some(More::Matches(offline::more_matches(hits, shown)))
 }
 
 /// A retriever call under the request's cancellation and [`SERVER_TOOL_TIMEOUT`]: None when
