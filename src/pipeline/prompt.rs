@@ -24,6 +24,25 @@ pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
 /// For a browse question about a kind of object, to append to the system message: how many
 /// exhibits of the kind the collection holds (the exhibits above are a few of them).
 pub fn browse_total(b: &crate::retrieval::Browse) -> String {
+    if b.origin {
+        let words = b.words.join(" and ");
+        let what = if b.shown > 0 {
+            "The visitor asks for more of the exhibits you listed"
+        } else {
+            "The visitor asks what the collection holds from a place, culture or period"
+        };
+        return format!(
+            "\n\n{what}. The collection holds {} exhibits whose records give their origin as \
+             {words}; the exhibits above are {} of them. Say how many there are, list these \
+             briefly and invite the visitor to ask about one.\n",
+            b.total,
+            if b.shown > 0 {
+                "ones you have not listed yet (none: say there are no more to list)"
+            } else {
+                "a few"
+            }
+        );
+    }
     let mention = if b.qualifiers.is_empty() {
         String::new()
     } else {

@@ -344,12 +344,16 @@ pub fn analyze(e: &Exhibit) -> [String; 7] {
 /// ([`super::kinds`]).
 fn meta_text(e: &Exhibit) -> String {
     let mut meta = text::index_text(&format!("{} {} {}", e.gallery, e.dimensions, e.id));
-    let markers = super::kinds::markers(&e.gallery, &e.medium, &e.title);
-    if !markers.is_empty() {
-        if !meta.is_empty() {
-            meta.push(' ');
+    for markers in [
+        super::kinds::markers(&e.gallery, &e.medium, &e.title),
+        super::kinds::origin_markers(&e.period),
+    ] {
+        if !markers.is_empty() {
+            if !meta.is_empty() {
+                meta.push(' ');
+            }
+            meta.push_str(&markers);
         }
-        meta.push_str(&markers);
     }
     meta
 }
@@ -1537,10 +1541,25 @@ pub fn browse_blocking(
     } else {
         kinds::resolve(&crossed, &mut members_of, &mut rows_with)?
     };
-    let (units, resolved) = match (again, first) {
-        (Some(r), _) => (crossed, r),
-        (None, Some(r)) => (plain, r),
-        (None, None) => return Ok(None),
+    let (units, resolved, origin) = match (again, first) {
+        (Some(r), _) => (crossed, r, false),
+        (None, Some(r)) => (plain, r, false),
+        (None, None) => {
+            // No kind named: the words may say where or when the exhibits were made
+            // ("Anything from Japan?", 有古埃及的东西吗？), as the records' period fields say it.
+            // Every word must: a word that is no origin does not narrow here ("anything about
+            // the French Revolution" is a search).
+            let units: Vec<kinds::Unit> = plain
+                .iter()
+                .map(|u| kinds::origin_unit(u, &|w| dict.english_of(w)))
+                .collect();
+            let mut origin_of = |t: &str| store.rows_holding(&format!("{}{t}", kinds::ORIGIN));
+            let mut nothing = |_: &str| Ok::<_, StoreError>(Vec::new());
+            match kinds::resolve(&units, &mut origin_of, &mut nothing)? {
+                Some(r) => (units, r, true),
+                None => return Ok(None),
+            }
+        }
     };
     let kinds::Resolved {
         mut members,
@@ -1734,6 +1753,7 @@ pub fn browse_blocking(
         words: units.into_iter().map(|u| u.word).collect(),
         qualifiers,
         kinds: kinds_named,
+        origin,
         shown: 0,
         hits: listed
             .into_iter()

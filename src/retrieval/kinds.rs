@@ -12,8 +12,13 @@
 //!   (唐高岑墓誌銘 → 墓志铭, 北魏法生造像記拓本 → 拓本, …勳章, …照片), its last word of two
 //!   characters or more once a closing bracketed note is dropped.
 //!
+//! A fourth field says where and when a record was made, not what it is: its **period**
+//! (`culture_or_period`: "Japanese; late Edo; place of origin: Japan", 唐), whose words are
+//! origin markers ([`origin_markers`]) for questions that name only a place, culture or
+//! period ("Anything from Japan?", 有唐朝的文物吗？).
+//!
 //! They are indexed as marker tokens in the record's meta column (`#d:` + each department
-//! token, `#m:` + the medium head's token), which no question term can match and which the
+//! token, `#m:` + the medium head's token, `#t:`, `#o:`), which no question term can match and which the
 //! index leaves out of a row's length, so the BM25 ranking is exactly what it was without them.
 //! A browse question whose every content word names a kind ([`subject`]) is answered from the
 //! kinds' members ([`resolve`]): how many there are, and a few of them
@@ -27,6 +32,90 @@ pub const DEPARTMENT: &str = "#d:";
 pub const MEDIUM: &str = "#m:";
 /// Marker of a Chinese title's head word in the index.
 pub const TITLE: &str = "#t:";
+/// Marker of a word of the record's recorded origin (its `period` field: culture, period,
+/// place of origin; [`origin_markers`]).
+pub const ORIGIN: &str = "#o:";
+
+/// Words of a period field that place nothing on their own ("late Edo", "Tang Dynasty",
+/// "18th century"): not origin markers, so "Tang dynasty" is read by its "Tang".
+const ORIGIN_FILLER: &[&str] = &[
+    "place", "origin", "late", "early", "middle", "mid", "period", "dynasty", "century", "style",
+    "circa", "probably", "possibly", "and", "the", "of",
+];
+
+/// The origin marker tokens of a record's `period` field (`culture_or_period`), space
+/// separated: where and when it was made, as the catalogue records it, for "Anything from
+/// Japan?", "Do you have anything Egyptian?", 有唐朝的文物吗？ ([`super::embedded::browse_blocking`]
+/// reads them when a question names no kind). A Latin field gives each word of three letters
+/// or more that is not [`ORIGIN_FILLER`] ("Japanese; late Edo; place of origin: Japan" →
+/// japanes, edo, japan); a Chinese one (唐, 東漢, 北魏) is one marker, normalised (Simplified).
+pub fn origin_markers(period: &str) -> String {
+    let p = period.trim();
+    if p.is_empty() {
+        return String::new();
+    }
+    let mut out: Vec<String> = Vec::new();
+    if p.chars().any(text::is_cjk) && !p.chars().any(|c| c.is_ascii_alphabetic()) {
+        let norm: String = text::normalize(p)
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        if norm.chars().all(text::is_cjk) {
+            out.push(format!("{ORIGIN}{norm}"));
+        }
+    } else {
+        for w in p.split(|c: char| !c.is_alphanumeric() && c != '\'') {
+            if w.chars().count() < 3
+                || !w.chars().all(char::is_alphabetic)
+                || ORIGIN_FILLER.contains(&w.to_lowercase().as_str())
+            {
+                continue;
+            }
+            for t in text::latin_tokens(w) {
+                let m = format!("{ORIGIN}{t}");
+                if !out.contains(&m) {
+                    out.push(m);
+                }
+            }
+        }
+    }
+    out.join(" ")
+}
+
+/// The alternatives of a browse question's unit as an origin ([`ORIGIN`]): its own, and for a
+/// Chinese word its whole self and, for a dynasty named with 朝 or 代 (唐朝, 汉代), the
+/// dynasty (唐, 汉), as Chinese catalogues write a period.
+pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str>]>) -> Unit {
+    let mut u = unit.clone();
+    let w = &unit.word;
+    if w.chars().all(text::is_cjk) {
+        let mut push = |a: Vec<String>| {
+            if !a.is_empty() && !u.alternatives.contains(&a) {
+                u.alternatives.push(a);
+            }
+        };
+        push(vec![w.clone()]);
+        // 古埃及, 古代埃及: "ancient" says nothing of where (everything here is old).
+        let place = ["古代", "古"]
+            .iter()
+            .find_map(|a| w.strip_prefix(a))
+            .filter(|p| p.chars().count() >= 2)
+            .unwrap_or(w);
+        let dynasty = place
+            .strip_suffix('朝')
+            .or_else(|| place.strip_suffix('代'))
+            .filter(|s| !s.is_empty());
+        for p in [Some(place), dynasty].into_iter().flatten() {
+            if p != w {
+                push(vec![p.to_string()]);
+            }
+            for sense in english_of(p) {
+                push(sense.iter().map(|t| t.to_string()).collect());
+            }
+        }
+    }
+    u
+}
 
 /// Whether an index token is a kind marker (the index leaves it out of a row's length:
 /// [`crate::store::lexical::MARKER`]).
@@ -433,7 +522,9 @@ const ZH_FRAME: &[&str] = &[
     "啊",
     "了",
     "古代",
+    "古",
     "古老",
+    "文物",
     "老",
     "珍贵",
     "著名",
@@ -850,6 +941,50 @@ mod tests {
         assert_eq!(w("Seal 印章 No. 3"), None, "does not end in Chinese");
         let m = markers("", "", "唐故史氏趙夫人墓誌銘");
         assert!(m.contains("#t:墓志铭"), "{m}");
+    }
+
+    #[test]
+    fn a_records_origin_is_its_period_fields_words() {
+        assert_eq!(
+            origin_markers("Japanese; late Edo; place of origin: Japan"),
+            "#o:japanes #o:edo #o:japan"
+        );
+        assert_eq!(
+            origin_markers("Chinese; Tang [T'ang] Dynasty; place of origin: China"),
+            "#o:chines #o:tang #o:china"
+        );
+        assert_eq!(origin_markers("東漢"), "#o:东汉");
+        assert_eq!(origin_markers("18th century"), "");
+        assert_eq!(origin_markers(""), "");
+        assert!(origin_markers("Egyptian").split(' ').all(is_marker));
+    }
+
+    #[test]
+    fn a_chinese_origin_word_is_also_read_as_its_place_or_dynasty() {
+        let senses: Vec<Box<str>> = vec!["egypt".into()];
+        let tang: Vec<Box<str>> = vec!["tang".into(), "dynasti".into()];
+        let dict = |w: &str| -> Vec<&[Box<str>]> {
+            match w {
+                "埃及" => vec![&senses[..]],
+                "唐" => vec![&tang[..]],
+                _ => Vec::new(),
+            }
+        };
+        let unit = |w: &str| Unit {
+            word: w.to_string(),
+            alternatives: Vec::new(),
+            part: 0,
+        };
+        let alts = origin_unit(&unit("古埃及"), &dict).alternatives;
+        assert!(alts.contains(&vec!["埃及".to_string()]), "{alts:?}");
+        assert!(alts.contains(&vec!["egypt".to_string()]), "{alts:?}");
+        let alts = origin_unit(&unit("唐朝"), &dict).alternatives;
+        assert!(alts.contains(&vec!["唐".to_string()]), "{alts:?}");
+        assert!(alts.contains(&vec!["tang".to_string(), "dynasti".to_string()]));
+        // An English word keeps its own token only.
+        let mut en = unit("japan");
+        en.alternatives = vec![vec!["japan".into()]];
+        assert_eq!(origin_unit(&en, &dict), en);
     }
 
     fn no_dictionary(_: &str) -> Vec<&'static [Box<str>]> {

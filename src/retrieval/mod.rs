@@ -179,6 +179,10 @@ pub struct Browse {
     /// kind ("porcelain", "jade"); empty for one kind ([`kinds::resolve`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kinds: Vec<String>,
+    /// The words say where or when the exhibits were made, not what they are ("Anything from
+    /// Japan?", 唐朝的文物: [`kinds::ORIGIN`]); [`Self::label`] is then empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub origin: bool,
     /// How many of the kind the guide has listed before, when the visitor asked for more of
     /// the list ("Any more?"); [`Self::hits`] then holds the next few, none of those. 0 for a
     /// first list.

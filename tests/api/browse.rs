@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use museum_agent::config::LlmProviderKind;
 use museum_agent::retrieval::kinds;
+use museum_agent::retrieval::text::normalize;
 
 use crate::support::fake_llm::text_reply;
 use crate::support::*;
@@ -571,6 +572,93 @@ async fn an_english_kind_reaches_the_chinese_catalogue() {
         "{}",
         r.text
     );
+}
+
+/// Where things come from names a list: "Anything from Japan?" lists the records whose
+/// period field says Japan, 有古埃及的东西吗？ those that say Egypt, 有唐朝的文物吗？ the Tang
+/// ones of both catalogues (唐 in a Chinese period field, "Tang" in an English one); a word that
+/// is no origin is still searched (before: "Anything from Japan?" answered with a Chinese
+/// rubbing, 有古埃及的东西吗？ was refused).
+#[tokio::test]
+async fn where_things_come_from_names_a_list() {
+    let periods: HashMap<String, (String, String)> = std::fs::read_to_string(demo())
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let s = |k: &str| v[k].as_str().unwrap_or("").to_string();
+            (s("id"), (s("title"), s("culture_or_period")))
+        })
+        .collect();
+    let from = |marker: &str| -> Vec<&String> {
+        periods
+            .values()
+            .filter(|(_, p)| kinds::origin_markers(p).split(' ').any(|m| m == marker))
+            .map(|(t, _)| t)
+            .collect()
+    };
+    let japan = from("#o:japan");
+    let egypt = from("#o:egypt");
+    assert!(
+        japan.len() >= 50 && egypt.len() >= 50,
+        "{} {}",
+        japan.len(),
+        egypt.len()
+    );
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    for (id, q, head, members) in [
+        (
+            "ja",
+            "Anything from Japan?",
+            format!(
+                "Our collection has {} exhibits from Japan, for example: ",
+                japan.len()
+            ),
+            &japan,
+        ),
+        (
+            "eg",
+            "有古埃及的东西吗？",
+            format!("馆藏中有{}件古埃及的展品，例如：", egypt.len()),
+            &egypt,
+        ),
+    ] {
+        c.text_request(id, q).await;
+        let r = c.reply(id).await;
+        assert!(r.text.starts_with(&head), "{q}: {}", r.text);
+        let titles = museum_agent::pipeline::follow_up::quoted_titles(&r.text);
+        assert_eq!(titles.len(), 4, "{q}: {titles:?}");
+        for t in &titles {
+            assert!(members.contains(&t), "{q}: {t} is not of that origin");
+        }
+    }
+    c.text_request("tang", "有唐朝的文物吗？").await;
+    let r = c.reply("tang").await;
+    let tang = periods
+        .values()
+        .filter(|(_, p)| p == "唐" || p.contains("Tang"))
+        .count();
+    assert!(
+        r.text
+            .starts_with(&format!("馆藏中有{tang}件唐朝的展品，例如：")),
+        "{}",
+        r.text
+    );
+    for t in museum_agent::pipeline::follow_up::quoted_titles(&r.text) {
+        assert!(
+            periods
+                .values()
+                .any(|(title, p)| normalize(title) == normalize(&t)
+                    && (p == "唐" || p.contains("Tang"))),
+            "{t} is not Tang"
+        );
+    }
+    // Not an origin: searched as before.
+    c.text_request("fr", "Do you have anything about the French Revolution?")
+        .await;
+    let r = c.reply("fr").await;
+    assert!(!r.text.contains("exhibits from"), "{}", r.text);
 }
 
 /// "Do you have any swords?" (no department or medium of that name) gets a short list of the

@@ -35,11 +35,11 @@ async fn app_with_collection(
     tweak: impl FnOnce(&mut museum_agent::Config),
 ) -> (TestApp, Vec<Value>) {
     let rows = sample(3);
-    let dir = tempfile::tempdir().unwrap().keep();
-    let file = dir.join("demo.jsonl");
     let text: String = rows.iter().map(|v| format!("{v}\n")).collect();
-    std::fs::write(&file, text).unwrap();
     let app = spawn_app_with(move |c| {
+        // Beside the app's database, so the file goes with the app's temporary directory.
+        let file = c.database.path.with_file_name("demo.jsonl");
+        std::fs::write(&file, text).unwrap();
         c.srs.load_demo = true;
         c.srs.demo_path = file;
         tweak(c);

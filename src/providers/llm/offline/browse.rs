@@ -63,6 +63,8 @@ const BROWSE_OPENINGS: &[&str] = &[
     "where can i see",
     "any",
     "got any",
+    "anything",
+    "something",
 ];
 
 /// Words after a [`BROWSE_OPENINGS`] that make its object one thing, or something other than
@@ -84,6 +86,7 @@ const NOT_A_KIND: &[&str] = &[
     "info",
     "details",
     "more",
+    "else",
     "time",
     "room",
     "space",
@@ -259,6 +262,16 @@ fn opens_on(norm: &str, openings: &[&str]) -> bool {
             .copied()
             .skip_while(|w| matches!(*w, "a" | "an" | "some"))
             .collect();
+        // Where things come from names a list too ("Anything from Japan?", "Do you have objects
+        // from ancient Egypt?"): the place, culture or period is the object.
+        fn from<'w>(rest: &[&'w str]) -> Vec<&'w str> {
+            rest.iter().copied().filter(|w| *w != "the").collect()
+        }
+        let object: Vec<&str> = match object.as_slice() {
+            ["from", rest @ ..] if *o == "anything" || *o == "something" => from(rest),
+            [head, "from", rest @ ..] if ORIGIN_HEADS.contains(head) => from(rest),
+            _ => object,
+        };
         // A kind is a word or two ("Chinese bronzes", "rare books"); a longer object describes
         // one thing ("Is there a painting of a woman hunting buffalo?"), which is searched.
         object.first().is_some_and(|w| !NOT_A_KIND.contains(w))
@@ -266,6 +279,24 @@ fn opens_on(norm: &str, openings: &[&str]) -> bool {
             && !object.iter().any(|w| DESCRIBING.contains(w))
     })
 }
+
+/// Words for "things" before "from" in a question about where things come from
+/// ("Do you have anything from Japan?").
+const ORIGIN_HEADS: &[&str] = &[
+    "anything",
+    "something",
+    "things",
+    "objects",
+    "items",
+    "works",
+    "art",
+    "artworks",
+    "pieces",
+    "exhibits",
+    "artifacts",
+    "artefacts",
+    "antiquities",
+];
 
 /// Most words of a kind after a [`BROWSE_OPENINGS`] ("do you have Japanese woodblock prints").
 const MAX_KIND_WORDS: usize = 3;
@@ -458,6 +489,15 @@ fn list_answer(
             })
             .unwrap_or_default();
         let head = match kind {
+            // 馆藏中有 95 件日本的展品，例如：(where or when they were made, in the visitor's words)
+            Some(b) if b.origin => {
+                let words = origin_words(b, question, "和");
+                if b.shown > 0 {
+                    format!("馆藏的{}件{words}的展品里，还有：", b.total)
+                } else {
+                    format!("馆藏中有{}件{words}的展品，例如：", b.total)
+                }
+            }
             // 馆藏中有 200 件瓷器（Ceramics），例如： / 馆藏中「艺术品／文献」类的展品有 984 件，例如：
             Some(b) if b.label.chars().any(text::is_cjk) => {
                 let about = if narrowed.is_empty() {
@@ -550,6 +590,21 @@ fn list_answer(
         _ => String::new(),
     };
     let head = match kind {
+        Some(b) if b.origin => {
+            let words = origin_words(b, question, " and ");
+            match (b.shown > 0, english_adjective(&words)) {
+                (true, true) => format!("More of the {} {words} exhibits: ", b.total),
+                (true, false) => format!("More of the {} exhibits from {words}: ", b.total),
+                (false, true) => format!(
+                    "Our collection has {} {words} exhibits, for example: ",
+                    b.total
+                ),
+                (false, false) => format!(
+                    "Our collection has {} exhibits from {words}, for example: ",
+                    b.total
+                ),
+            }
+        }
         Some(b) if b.shown > 0 && !b.label.is_empty() => {
             format!("More of the {} exhibits in {}{mention}: ", b.total, b.label)
         }
@@ -566,6 +621,37 @@ fn list_answer(
         None => "Our collection holds these: ".to_string(),
     };
     format!("{head}{list}. Ask me about any of them, for example: When was the first one made?")
+}
+
+/// The words of an origin list ([`crate::retrieval::Browse::origin`]) as the visitor wrote
+/// them, joined by `and` ("Japan", "Japan and China", 古埃及).
+fn origin_words(b: &crate::retrieval::Browse, question: &str, and: &str) -> String {
+    let lower = question.to_lowercase();
+    let written = |w: &String| {
+        let w = as_written(question, w);
+        // "Anything from the Renaissance?": "from the Renaissance", as asked.
+        if lower.contains(&format!("the {}", w.to_lowercase())) {
+            format!("the {w}")
+        } else {
+            w
+        }
+    };
+    let words: Vec<String> = if b.kinds.is_empty() {
+        b.words.iter().map(written).collect()
+    } else {
+        b.kinds.iter().map(written).collect()
+    };
+    words.join(and)
+}
+
+/// Whether English words of an origin read as an adjective ("Egyptian", "Japanese", "French":
+/// "155 Egyptian exhibits") rather than a place or period ("exhibits from Japan").
+fn english_adjective(words: &str) -> bool {
+    const ENDINGS: &[&str] = &[
+        "ian", "ean", "ese", "ish", "ic", "ine", "que", "can", "man", "ch", "ek", "ai",
+    ];
+    let w = words.to_lowercase();
+    !w.contains(" and ") && ENDINGS.iter().any(|e| w.ends_with(e))
 }
 
 /// `word` (normalised, lower case) as `question` writes it ("chinese" → "Chinese").
@@ -606,6 +692,9 @@ mod tests {
             "What jewelry is on display?",
             "Which paintings are on view?",
             "What Chinese bronzes are currently on show?",
+            "Anything from Japan?",
+            "Do you have objects from ancient Egypt?",
+            "Is there anything from the Renaissance?",
         ] {
             assert!(is_browse(q), "{q}");
         }
@@ -628,6 +717,8 @@ mod tests {
             "Is the Peach Bloom Vase on display?",
             "What is the vase on display?",
             "Which room is the armor displayed in?",
+            "Anything else?",
+            "Do you have a letter from the president?",
         ] {
             assert!(!is_browse(q), "{q}");
         }
@@ -728,6 +819,7 @@ mod tests {
             words: words.iter().map(|w| w.to_string()).collect(),
             qualifiers: Vec::new(),
             kinds: Vec::new(),
+            origin: false,
             shown: 0,
             hits: vec![
                 hit("Sallet", "", "ca. 1480", "A helmet."),
