@@ -1,7 +1,7 @@
 //! Kinds of object in the collection, for browse questions about a kind ("Do you have any
 //! ceramics?", "What paintings do you have?", 有没有青铜器？). Pure.
 //!
-//! A record's kinds come from two of its own fields, so every museum's catalogue brings its
+//! A record's kinds come from its own fields, so every museum's catalogue brings its
 //! own:
 //! - its **department**: the part of `gallery_or_department` after the institution ("Walters
 //!   Art Museum, Ceramics" → "Ceramics"; "國立歷史博物館 …；藝術品／文獻" → "藝術品／文獻"), the
