@@ -1072,3 +1072,66 @@ fn ingest_search_and_eval_commands() {
     let (ok, _, err) = bin(d, &["eval", "--queries", "nope.jsonl"]);
     assert!(!ok && err.contains("nope.jsonl"), "{err}");
 }
+
+/// The held-out questions (`heldout_queries.jsonl`, never fitted on: the retrieval README,
+/// "Held-out check") are about other records than the dev questions, and every record they
+/// name is in the collection; a question copied from the dev sets or an id that is not there
+/// would make its figures meaningless.
+#[test]
+fn the_held_out_questions_stay_apart_from_the_dev_questions() {
+    let held = eval::load_queries(&fixture("heldout_queries.jsonl")).unwrap();
+    assert_eq!(held.len(), 105);
+    let mut dev = eval::load_queries(&fixture("dev_queries.jsonl")).unwrap();
+    dev.extend(eval::load_queries(&fixture("dev_queries_v2.jsonl")).unwrap());
+    let dev_ids: std::collections::HashSet<&str> = dev
+        .iter()
+        .flat_map(|q| q.relevant_ids.iter().map(String::as_str))
+        .collect();
+    let collection: std::collections::HashSet<String> =
+        std::fs::read_to_string(fixture("exhibits.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v["id"].as_str().unwrap().to_string()
+            })
+            .collect();
+    let mut kinds: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for q in &held {
+        *kinds.entry(q.kind.as_str()).or_default() += 1;
+        assert!(
+            !dev.iter().any(|d| d.query == q.query),
+            "{}: a dev question",
+            q.query
+        );
+        for id in &q.relevant_ids {
+            assert!(
+                collection.contains(id),
+                "{}: {id} is not in the collection",
+                q.query
+            );
+            assert!(
+                !dev_ids.contains(id.as_str()),
+                "{}: {id} is a dev record",
+                q.query
+            );
+        }
+        assert_eq!(
+            q.relevant_ids.is_empty(),
+            q.kind == "no-answer",
+            "{}",
+            q.query
+        );
+    }
+    let want = [
+        ("zh-simplified", 20),
+        ("zh-traditional", 15),
+        ("en-fact", 15),
+        ("en-paraphrase", 20),
+        ("cross-lingual", 15),
+        ("no-answer", 20),
+    ];
+    for (k, n) in want {
+        assert_eq!(kinds.get(k), Some(&n), "{k}: {kinds:?}");
+    }
+}
