@@ -97,8 +97,10 @@ impl Exhibit {
     /// The record as a visitor may see it: catalogue exports leave empty brackets where a field
     /// had nothing to say ("Venetian ()", "Venetian () (?); German (?)": 62 makers of the demo
     /// collection), which the cards and the offline answers showed as they were ("by Venetian
-    /// ()"). Such a pair, with the space before it, is taken out of the short fields; the
-    /// description and the words are left alone. Applied where stored rows become exhibits
+    /// ()"). Such a pair, with the space before it, is taken out; so is a pair holding only
+    /// question marks where an export lost a text in another script ("Night Rain (????)": the
+    /// offline guide quoted "???) 4. Xiao Xiang: Night Rain (?"), in the description too. The
+    /// index keeps the words as ingested. Applied where stored rows become exhibits
     /// ([`embedded`]), so a collection ingested before reads tidy too.
     pub fn tidied(mut self) -> Exhibit {
         for f in [
@@ -109,6 +111,7 @@ impl Exhibit {
             &mut self.medium,
             &mut self.dimensions,
             &mut self.gallery,
+            &mut self.description,
         ] {
             if let Some(t) = without_empty_brackets(f) {
                 *f = t;
@@ -118,8 +121,9 @@ impl Exhibit {
     }
 }
 
-/// `s` without its empty bracket pairs ("()", "（ ）", "[]", "【】") and the spaces before them,
-/// or None when it has none (most fields: no copy).
+/// `s` without its empty bracket pairs ("()", "（ ）", "[]", "【】"), or pairs holding two or
+/// more question marks and nothing else ("(????)": a text lost in export; "(?)", a doubt, is
+/// kept), and the spaces before them, or None when it has none (most fields: no copy).
 fn without_empty_brackets(s: &str) -> Option<String> {
     const PAIRS: [(char, char); 4] = [('(', ')'), ('（', '）'), ('[', ']'), ('【', '】')];
     if !s.chars().any(|c| PAIRS.iter().any(|p| p.0 == c)) {
@@ -132,10 +136,12 @@ fn without_empty_brackets(s: &str) -> Option<String> {
     while i < chars.len() {
         if let Some(&(_, close)) = PAIRS.iter().find(|p| p.0 == chars[i]) {
             let mut j = i + 1;
-            while j < chars.len() && chars[j].is_whitespace() {
+            let mut lost = 0;
+            while j < chars.len() && (chars[j].is_whitespace() || matches!(chars[j], '?' | '？')) {
+                lost += usize::from(chars[j] != ' ' && !chars[j].is_whitespace());
                 j += 1;
             }
-            if j < chars.len() && chars[j] == close {
+            if j < chars.len() && chars[j] == close && lost != 1 {
                 let kept = out.trim_end().len();
                 out.truncate(kept);
                 changed = true;
@@ -407,6 +413,10 @@ mod tests {
                 "Venetian; After Raphael (Italian, 1483-1520)",
             ),
             ("無名氏（ ）", "無名氏"),
+            (
+                "1. Mountain Market: Clearing Mist (????) 2. Sailboats (？？)",
+                "1. Mountain Market: Clearing Mist 2. Sailboats",
+            ),
             ("【】", ""),
         ];
         for (raw, want) in cases {
@@ -426,12 +436,12 @@ mod tests {
         }
         let e = Exhibit {
             maker: "Venetian ()".into(),
-            description: "Kept as written ()".into(),
+            description: "Tidied too () (?)".into(),
             ..Default::default()
         }
         .tidied();
         assert_eq!(e.maker, "Venetian");
-        assert_eq!(e.description, "Kept as written ()");
+        assert_eq!(e.description, "Tidied too (?)");
     }
 
     #[test]

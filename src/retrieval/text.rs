@@ -1297,14 +1297,23 @@ pub fn sentences(text: &str) -> Vec<String> {
             continue;
         }
         // "3.5 cm", "ca. 1500", "St. John": a full stop ends a sentence only before white
-        // space followed by an upper-case letter, a CJK character or the end of the text.
-        let boundary = c != '.' || {
-            let rest = &chars[i + 1..];
-            let next = rest.iter().position(|n| !n.is_whitespace());
-            match next {
-                None => true,
-                Some(0) => false,
-                Some(j) => rest[j].is_uppercase() || is_cjk(rest[j]) || rest[j] == '"',
+        // space followed by an upper-case letter, a CJK character or the end of the text. A
+        // Latin question or exclamation mark only before white space or the end: "(?)", "?!",
+        // "(????)" end nothing.
+        let boundary = if c == '?' || c == '!' {
+            chars.get(i + 1).is_none_or(|n| n.is_whitespace())
+        } else if c == '.' && list_number(&chars[..i]) {
+            // "1. Mountain Market … 2. From the Far Shore": the number of a list's item.
+            false
+        } else {
+            c != '.' || {
+                let rest = &chars[i + 1..];
+                let next = rest.iter().position(|n| !n.is_whitespace());
+                match next {
+                    None => true,
+                    Some(0) => false,
+                    Some(j) => rest[j].is_uppercase() || is_cjk(rest[j]) || rest[j] == '"',
+                }
             }
         };
         if boundary && cur.trim().chars().count() >= MIN {
@@ -1322,6 +1331,20 @@ pub fn sentences(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether `before` ends in a list item's number: one or two digits after white space, a colon
+/// or the start ("…in this order: 1", "Night Rain 5"), not a year ("in 1564").
+fn list_number(before: &[char]) -> bool {
+    let digits = before
+        .iter()
+        .rev()
+        .take_while(|c| c.is_ascii_digit())
+        .count();
+    (1..=2).contains(&digits)
+        && before[..before.len() - digits]
+            .last()
+            .is_none_or(|c| c.is_whitespace() || *c == ':')
 }
 
 /// Whether a question asks who someone is ("溥心畬是谁？", "谁是溥心畬", "Who was Shibata
@@ -2130,6 +2153,23 @@ mod tests {
             s[1].starts_with("It was") && s[1].ends_with("短。"),
             "{s:?}"
         );
+    }
+
+    #[test]
+    fn a_question_mark_inside_brackets_ends_no_sentence() {
+        let s = sentences(
+            "Eight views, from Mountain Market (????) to Night Rain (?) by the river, fill the scroll. Is it his best work? Many think so, and say it often.",
+        );
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert!(s[0].ends_with("fill the scroll."), "{s:?}");
+        assert!(s[1].starts_with("Is it his best work? Many"), "{s:?}");
+        // A list's item numbers end no sentence; a year does.
+        let s = sentences(
+            "Sesson painted the scenes in this order: 1. Mountain Market 2. Night Rain. It was made around 1564. Later painters copied it.",
+        );
+        assert_eq!(s.len(), 2, "{s:?}");
+        assert!(s[0].ends_with("2. Night Rain."), "{s:?}");
+        assert!(s[1].starts_with("It was made around 1564. Later"), "{s:?}");
     }
 
     #[test]
