@@ -1286,37 +1286,13 @@ impl UserDict {
 
 /// Splits a description into sentences (passages), merging very short pieces into the next.
 pub fn sentences(text: &str) -> Vec<String> {
-    const ENDS: &[char] = &['.', '!', '?', '。', '！', '？', '；', ';', '\n'];
     const MIN: usize = 25;
     let chars: Vec<char> = text.chars().collect();
     let mut out: Vec<String> = Vec::new();
     let mut cur = String::new();
     for (i, &c) in chars.iter().enumerate() {
         cur.push(c);
-        if !ENDS.contains(&c) {
-            continue;
-        }
-        // "3.5 cm", "ca. 1500", "St. John": a full stop ends a sentence only before white
-        // space followed by an upper-case letter, a CJK character or the end of the text. A
-        // Latin question or exclamation mark only before white space or the end: "(?)", "?!",
-        // "(????)" end nothing.
-        let boundary = if c == '?' || c == '!' {
-            chars.get(i + 1).is_none_or(|n| n.is_whitespace())
-        } else if c == '.' && list_number(&chars[..i]) {
-            // "1. Mountain Market … 2. From the Far Shore": the number of a list's item.
-            false
-        } else {
-            c != '.' || {
-                let rest = &chars[i + 1..];
-                let next = rest.iter().position(|n| !n.is_whitespace());
-                match next {
-                    None => true,
-                    Some(0) => false,
-                    Some(j) => rest[j].is_uppercase() || is_cjk(rest[j]) || rest[j] == '"',
-                }
-            }
-        };
-        if boundary && cur.trim().chars().count() >= MIN {
+        if ends_sentence(&chars, i) && cur.trim().chars().count() >= MIN {
             out.push(cur.trim().to_string());
             cur.clear();
         }
@@ -1331,6 +1307,32 @@ pub fn sentences(text: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// Whether `chars[i]` ends a sentence ([`sentences`]; the offline answers cut quotes there).
+/// "3.5 cm", "ca. 1500", "St. John": a full stop ends one only before white space followed by
+/// an upper-case letter, a CJK character, a quote or the end of the text, and not after a list
+/// item's number ("1. Mountain Market … 2. From the Far Shore"). A Latin question or
+/// exclamation mark only before white space or the end: "(?)", "?!", "(????)" end nothing.
+pub fn ends_sentence(chars: &[char], i: usize) -> bool {
+    const ENDS: &[char] = &['.', '!', '?', '。', '！', '？', '；', ';', '\n'];
+    let c = chars[i];
+    if !ENDS.contains(&c) {
+        return false;
+    }
+    match c {
+        '?' | '!' => chars.get(i + 1).is_none_or(|n| n.is_whitespace()),
+        '.' if list_number(&chars[..i]) => false,
+        '.' => {
+            let rest = &chars[i + 1..];
+            match rest.iter().position(|n| !n.is_whitespace()) {
+                None => true,
+                Some(0) => false,
+                Some(j) => rest[j].is_uppercase() || is_cjk(rest[j]) || rest[j] == '"',
+            }
+        }
+        _ => true,
+    }
 }
 
 /// Whether `before` ends in a list item's number: one or two digits after white space, a colon

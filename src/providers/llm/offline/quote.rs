@@ -106,11 +106,14 @@ pub(super) fn clip(text: &str, max: usize) -> String {
         return text.to_string();
     }
     let cut: String = text.chars().take(max).collect();
+    let chars: Vec<char> = text.chars().collect();
     let end = cut
         .char_indices()
-        .filter(|(_, c)| matches!(c, '。' | '！' | '？' | '.' | '!' | '?' | '；' | ';'))
-        .map(|(i, c)| i + c.len_utf8())
-        .rfind(|&i| i > max / 3);
+        .enumerate()
+        .filter(|&(n, (_, c))| c != '\n' && crate::retrieval::text::ends_sentence(&chars, n))
+        .map(|(_, (i, c))| i + c.len_utf8())
+        .filter(|&i| i > max / 3)
+        .last();
     if let Some(i) = end {
         return cut[..i].to_string();
     }
@@ -131,9 +134,21 @@ pub(super) fn clip(text: &str, max: usize) -> String {
             kept = &kept[..i];
         }
     }
-    let kept = kept.trim_end_matches(|c: char| {
-        c.is_whitespace() || matches!(c, ',' | '，' | '、' | '-' | '/' | ':' | '：' | ';' | '；')
-    });
+    let trim = |k: &'_ str| -> usize {
+        k.trim_end_matches(|c: char| {
+            c.is_whitespace()
+                || matches!(c, ',' | '，' | '、' | '-' | '/' | ':' | '：' | ';' | '；')
+        })
+        .len()
+    };
+    let mut kept = &kept[..trim(kept)];
+    // Nor does it end on the next item's number ("… 2. Night Rain 3.").
+    if let Some(body) = kept.strip_suffix('.') {
+        let number = body.trim_end_matches(|c: char| c.is_ascii_digit());
+        if (1..=2).contains(&(body.len() - number.len())) && number.ends_with(' ') {
+            kept = &kept[..trim(number)];
+        }
+    }
     format!("{kept}…")
 }
 
@@ -210,5 +225,14 @@ mod tests {
         assert_eq!(c, "此面國旗為在南極升起的第一面國旗…");
         let short = "Short.";
         assert_eq!(clip(short, 100), short);
+        // A list's item number is no sentence end.
+        let c = clip(
+            "Sesson depicted the scenes in this order: 1. Mountain Market 2. Night Rain 3. Evening Bell 4. Autumn Moon",
+            80,
+        );
+        assert_eq!(
+            c,
+            "Sesson depicted the scenes in this order: 1. Mountain Market 2. Night Rain…"
+        );
     }
 }
