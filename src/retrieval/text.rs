@@ -1284,6 +1284,81 @@ impl UserDict {
     }
 }
 
+/// `s` without its accession numbers in brackets ("（館藏編號：07319）", "(典藏編號h0000953)",
+/// "(inv. no. 57.621)") and without a leading registration clause ("國立歷史博物館館藏《龍旗》"),
+/// white space (line breaks too) folded to one space.
+pub fn without_registration(s: &str) -> String {
+    let folded = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut out = String::with_capacity(folded.len());
+    let mut rest = folded.as_str();
+    while let Some(at) = rest.find(['(', '（']) {
+        let open = rest[at..].chars().next().map_or(1, char::len_utf8);
+        let inner_start = at + open;
+        match rest[inner_start..].find([')', '）']) {
+            Some(len) if is_accession(&rest[inner_start..inner_start + len]) => {
+                out.push_str(rest[..at].trim_end());
+                let close = rest[inner_start + len..]
+                    .chars()
+                    .next()
+                    .map_or(1, char::len_utf8);
+                rest = &rest[inner_start + len + close..];
+            }
+            _ => {
+                out.push_str(&rest[..inner_start]);
+                rest = &rest[inner_start..];
+            }
+        }
+    }
+    out.push_str(rest);
+    let body = strip_held_title(&out);
+    body.trim_start_matches(|c: char| {
+        c.is_whitespace() || matches!(c, '，' | ',' | '、' | '：' | ':' | '。' | '.' | '；' | ';')
+    })
+    .trim_end()
+    .to_string()
+}
+
+/// Whether the inside of a bracket is an accession number: a number label ("館藏編號",
+/// "典藏編號", "编号", "inv.", "acc. no.") with no more than a number after it.
+fn is_accession(inner: &str) -> bool {
+    let t = inner.trim();
+    const LABELS: [&str; 10] = [
+        "館藏編號",
+        "馆藏编号",
+        "典藏編號",
+        "典藏编号",
+        "編號",
+        "编号",
+        "inv.",
+        "inventory no",
+        "acc. no",
+        "accession no",
+    ];
+    let lower = t.to_lowercase();
+    LABELS.iter().any(|l| {
+        lower.strip_prefix(l).is_some_and(|r| {
+            let r = r.trim_start_matches(['.', ':', '：', ' ']);
+            r.chars().count() <= 24 && r.chars().any(|c| c.is_ascii_digit())
+        })
+    })
+}
+
+/// A leading "<holder>藏《title》" or "<holder>館藏《title》" (the record saying which museum holds
+/// it) taken off: the answer names the exhibit itself.
+fn strip_held_title(s: &str) -> &str {
+    let Some(open) = s.find('《') else {
+        return s;
+    };
+    let head = &s[..open];
+    if head.chars().count() > 24 || !head.trim_end().ends_with('藏') {
+        return s;
+    }
+    match s[open..].find('》') {
+        Some(close) => &s[open + close + '》'.len_utf8()..],
+        None => s,
+    }
+}
+
 /// Splits a description into sentences (passages), merging very short pieces into the next.
 pub fn sentences(text: &str) -> Vec<String> {
     const MIN: usize = 25;

@@ -2,7 +2,8 @@
 //! (docs/web-client.md, "The collection over HTTP"):
 //!
 //! - `GET /api/exhibits/{id}`: one record's published fields plus `display_description` (the
-//!   description cut at a sentence end, with an ellipsis when cut).
+//!   description without its registration clause and accession numbers, cut at a sentence end,
+//!   with an ellipsis when cut).
 //! - `GET /api/exhibits?q=…&k=…`: the same search the WebSocket pipeline runs (the one
 //!   [`Retriever`](crate::retrieval::Retriever) of the server, embedded or remote).
 //! - Both take `script=simplified|traditional` (also `zh-Hans`/`zh-Hant`): Chinese text written
@@ -54,7 +55,12 @@ pub struct PublishedExhibit {
 
 impl From<Exhibit> for PublishedExhibit {
     fn from(exhibit: Exhibit) -> Self {
-        let display_description = display_description(&exhibit.description, DISPLAY_CHARS);
+        // A visitor reads the description, not its registration clause ("國立歷史博物館館藏
+        // 《中山勳章》(館藏編號30088)", which opened the card), as the offline answers quote it.
+        let display_description = display_description(
+            &crate::retrieval::text::without_registration(&exhibit.description),
+            DISPLAY_CHARS,
+        );
         PublishedExhibit {
             exhibit,
             display_description,
@@ -436,6 +442,22 @@ pub async fn long_paths_404(req: axum::extract::Request, next: axum::middleware:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cards_description_leaves_the_registration_clause_out() {
+        let e = Exhibit {
+            description:
+                "國立歷史博物館館藏《中山勳章》(館藏編號30088) 本件為一組正副兩章，並配有綬帶。"
+                    .into(),
+            ..Default::default()
+        };
+        let p = PublishedExhibit::from(e);
+        assert_eq!(p.display_description, "本件為一組正副兩章，並配有綬帶。");
+        assert!(
+            p.exhibit.description.contains("館藏編號30088"),
+            "published as stored"
+        );
+    }
 
     #[test]
     fn display_description_cuts_at_a_sentence_with_an_ellipsis() {
