@@ -1528,7 +1528,9 @@ pub fn browse_blocking(
             if phrase != [t.as_str()] {
                 continue;
             }
-            for h in heads {
+            // A kind is a short word (照片, 勋章, 明信片): a long headword glossed by the word
+            // (a committee's name glossed "Taiwan") would reach kinds through any of its parts.
+            for h in heads.iter().filter(|h| h.chars().count() <= 4) {
                 let tokens = text::index_tokens(h);
                 if !tokens.is_empty() && !u.alternatives.contains(&tokens) {
                     u.alternatives.push(tokens);
@@ -1536,30 +1538,31 @@ pub fn browse_blocking(
             }
         }
     }
-    let again = if crossed == plain {
+    // No kind named: the words may say where or when the exhibits were made ("Anything from
+    // Japan?", 有古埃及的东西吗？), as the records' period fields say it, before an English word
+    // is crossed to a Chinese title's kind. Every word must: a word that is no origin does not
+    // narrow here ("anything about the French Revolution" is a search).
+    let from = if first.is_none() {
+        let units: Vec<kinds::Unit> = plain
+            .iter()
+            .map(|u| kinds::origin_unit(u, &|w| dict.english_of(w)))
+            .collect();
+        let mut origin_of = |t: &str| store.rows_holding(&format!("{}{t}", kinds::ORIGIN));
+        let mut nothing = |_: &str| Ok::<_, StoreError>(Vec::new());
+        kinds::resolve(&units, &mut origin_of, &mut nothing)?.map(|r| (units, r))
+    } else {
+        None
+    };
+    let again = if crossed == plain || from.is_some() {
         None
     } else {
         kinds::resolve(&crossed, &mut members_of, &mut rows_with)?
     };
-    let (units, resolved, origin) = match (again, first) {
-        (Some(r), _) => (crossed, r, false),
-        (None, Some(r)) => (plain, r, false),
-        (None, None) => {
-            // No kind named: the words may say where or when the exhibits were made
-            // ("Anything from Japan?", 有古埃及的东西吗？), as the records' period fields say it.
-            // Every word must: a word that is no origin does not narrow here ("anything about
-            // the French Revolution" is a search).
-            let units: Vec<kinds::Unit> = plain
-                .iter()
-                .map(|u| kinds::origin_unit(u, &|w| dict.english_of(w)))
-                .collect();
-            let mut origin_of = |t: &str| store.rows_holding(&format!("{}{t}", kinds::ORIGIN));
-            let mut nothing = |_: &str| Ok::<_, StoreError>(Vec::new());
-            match kinds::resolve(&units, &mut origin_of, &mut nothing)? {
-                Some(r) => (units, r, true),
-                None => return Ok(None),
-            }
-        }
+    let (units, resolved, origin) = match (again, first, from) {
+        (Some(r), _, _) => (crossed, r, false),
+        (None, Some(r), _) => (plain, r, false),
+        (None, None, Some((units, r))) => (units, r, true),
+        (None, None, None) => return Ok(None),
     };
     let kinds::Resolved {
         mut members,

@@ -659,6 +659,11 @@ async fn where_things_come_from_names_a_list() {
         .await;
     let r = c.reply("fr").await;
     assert!(!r.text.contains("exhibits from"), "{}", r.text);
+    // No record's period says Taiwan, and no Chinese title's kind is a short word glossed
+    // "Taiwan" (a committee's long name is glossed so: it listed "2 exhibits in 委员会 / 中国").
+    c.text_request("tw", "Anything from Taiwan?").await;
+    let r = c.reply("tw").await;
+    assert!(!r.text.contains(" exhibits in "), "{}", r.text);
 }
 
 /// "Do you have any swords?" (no department or medium of that name) gets a short list of the
