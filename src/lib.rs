@@ -53,7 +53,8 @@
 //!                background, fusion; vectors from a server or in process, local_e5.rs), the
 //!                no-answer model (abstain.rs), visitor-service facts, kinds of object for
 //!                browse questions (kinds.rs: department, medium and title heads; other words
-//!                narrow a kind; a list of kinds is their union; departments in Chinese) and
+//!                narrow a kind; a list of kinds is their union; departments in Chinese; the
+//!                period field's origin for "Anything from Japan?") and
 //!                the collection's
 //!                overview, the remote SRS client, eval; reaches SQL only through the store's
 //!                CollectionStore and VectorStore
