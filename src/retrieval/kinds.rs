@@ -62,6 +62,13 @@ pub fn origin_markers(period: &str) -> String {
             .collect();
         if norm.chars().all(text::is_cjk) {
             out.push(format!("{ORIGIN}{norm}"));
+            // A Chinese dynasty was in China: "Anything Chinese?", 有中国的东西吗？ reach the
+            // Chinese catalogue's dated records too, not only those an English field calls so.
+            if is_chinese_dynasty(&norm) {
+                for t in ["china", "chines"] {
+                    out.push(format!("{ORIGIN}{t}"));
+                }
+            }
         }
     } else {
         for w in p.split(|c: char| !c.is_alphanumeric() && c != '\'') {
@@ -80,6 +87,21 @@ pub fn origin_markers(period: &str) -> String {
         }
     }
     out.join(" ")
+}
+
+/// Whether a Chinese period field (normalised, Simplified) names a dynasty of China (唐, 东汉,
+/// 北魏, 清, 民国), not an era of another country written in Chinese (明治 is Japan's).
+fn is_chinese_dynasty(period: &str) -> bool {
+    const DYNASTIES: &[&str] = &[
+        "夏", "商", "周", "秦", "汉", "魏", "晋", "吴", "蜀", "隋", "唐", "宋", "辽", "金", "元",
+        "明", "清", "齐", "梁", "陈", "春秋", "战国", "三国", "南朝", "北朝", "五代", "民国",
+    ];
+    const PREFIXES: &[&str] = &["", "东", "西", "南", "北", "前", "后"];
+    let p = period.trim_end_matches(['朝', '代']);
+    PREFIXES.iter().any(|pre| {
+        p.strip_prefix(pre)
+            .is_some_and(|rest| DYNASTIES.contains(&rest))
+    })
 }
 
 /// The alternatives of a browse question's unit as an origin ([`ORIGIN`]): its own, and for a
@@ -953,7 +975,12 @@ mod tests {
             origin_markers("Chinese; Tang [T'ang] Dynasty; place of origin: China"),
             "#o:chines #o:tang #o:china"
         );
-        assert_eq!(origin_markers("東漢"), "#o:东汉");
+        assert_eq!(origin_markers("東漢"), "#o:东汉 #o:china #o:chines");
+        assert_eq!(
+            origin_markers("明治"),
+            "#o:明治",
+            "Japan's era, not a dynasty"
+        );
         assert_eq!(origin_markers("18th century"), "");
         assert_eq!(origin_markers(""), "");
         assert!(origin_markers("Egyptian").split(' ').all(is_marker));

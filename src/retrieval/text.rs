@@ -21,7 +21,7 @@ use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
 
 /// Bumped whenever the analysis below changes: the index is then rebuilt from the stored rows.
-pub const ANALYZER_VERSION: &str = "7";
+pub const ANALYZER_VERSION: &str = "8";
 
 /// Most terms one query contributes (a very long question is cut, never an error).
 pub const MAX_QUERY_TERMS: usize = 48;
