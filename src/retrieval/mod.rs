@@ -138,7 +138,7 @@ fn without_empty_brackets(s: &str) -> Option<String> {
             let mut j = i + 1;
             let mut lost = 0;
             while j < chars.len() && (chars[j].is_whitespace() || matches!(chars[j], '?' | '？')) {
-                lost += usize::from(chars[j] != ' ' && !chars[j].is_whitespace());
+                lost += usize::from(!chars[j].is_whitespace());
                 j += 1;
             }
             if j < chars.len() && chars[j] == close && lost != 1 {

@@ -1412,7 +1412,7 @@ pub fn ends_sentence(chars: &[char], i: usize) -> bool {
 
 /// Whether `before` ends in a list item's number: one or two digits after white space, a colon
 /// or the start ("…in this order: 1", "Night Rain 5"), not a year ("in 1564").
-fn list_number(before: &[char]) -> bool {
+pub fn list_number(before: &[char]) -> bool {
     let digits = before
         .iter()
         .rev()

@@ -678,6 +678,25 @@ async fn where_things_come_from_names_a_list() {
     c.text_request("tw", "Anything from Taiwan?").await;
     let r = c.reply("tw").await;
     assert!(!r.text.contains(" exhibits in "), "{}", r.text);
+
+    // A model gets the origin's total and the listed exhibits.
+    let app = demo_app(LlmProviderKind::Openai).await;
+    let mut c = app.client().await;
+    app.llm
+        .push(text_reply(&["We have many things from Japan."]));
+    c.text_request("m", "Anything from Japan?").await;
+    c.reply("m").await;
+    let sys = app.llm.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        sys.contains(&format!(
+            "The collection holds {} exhibits whose records give their origin as japan",
+            japan.len()
+        )),
+        "{sys}"
+    );
 }
 
 /// "Do you have any swords?" (no department or medium of that name) gets a short list of the

@@ -71,11 +71,10 @@ pub(super) fn clip(text: &str, max: usize) -> String {
     };
     let mut kept = &kept[..trim(kept)];
     // Nor does it end on the next item's number ("… 2. Night Rain 3.").
-    if let Some(body) = kept.strip_suffix('.') {
-        let number = body.trim_end_matches(|c: char| c.is_ascii_digit());
-        if (1..=2).contains(&(body.len() - number.len())) && number.ends_with(' ') {
-            kept = &kept[..trim(number)];
-        }
+    if let Some(body) = kept.strip_suffix('.')
+        && crate::retrieval::text::list_number(&body.chars().collect::<Vec<_>>())
+    {
+        kept = &kept[..trim(body.trim_end_matches(|c: char| c.is_ascii_digit()))];
     }
     format!("{kept}…")
 }
