@@ -123,7 +123,7 @@ impl Thesaurus {
         let mut synsets = 0u32;
         for line in raw.lines() {
             let mut cols = line.split('\t');
-            let (Some(_pos), Some(words), hypo) = (cols.next(), cols.next(), cols.next()) else {
+            let (Some(pos), Some(words), hypo) = (cols.next(), cols.next(), cols.next()) else {
                 continue;
             };
             let n = synsets;
@@ -135,6 +135,14 @@ impl Thesaurus {
                 };
                 let toks = text::latin_tokens(lemma);
                 if toks.is_empty() || toks.len() > 3 {
+                    continue;
+                }
+                // A phrasal verb without its particle is another word: "shell out", "parcel
+                // out" and "dish out" mean to distribute, "shell" and "parcel" do not (the
+                // index drops "out" as a stop word). Such lemmas are left out.
+                if pos == "v"
+                    && toks.len() < lemma.split([' ', '-']).filter(|w| !w.is_empty()).count()
+                {
                     continue;
                 }
                 let key: Vec<u32> = toks
@@ -354,6 +362,21 @@ n\tpot:1\t\n";
             vec!["commod"],
             "pot is a toilet only in its fourth sense"
         );
+    }
+
+    #[test]
+    fn a_phrasal_verb_without_its_particle_bridges_nothing() {
+        // "shell out" is to distribute; the index drops "out", and "shell" alone is a shell.
+        let th = Thesaurus::parse(
+            "v\tdistribute:1|shell out:1|parcel out:1|dispense:1\t\nn\tdish:1|watch glass:1\t\n",
+        );
+        let rel = th.related(&["distribut"]);
+        let words: Vec<String> = rel[0].1.iter().map(|l| toks(l)).collect();
+        assert_eq!(words, vec!["dispens"]);
+        // A noun phrase keeps its words (the record must hold them together: translit::credit).
+        let rel = th.related(&["dish"]);
+        let words: Vec<String> = rel[0].1.iter().map(|l| toks(l)).collect();
+        assert_eq!(words, vec!["watch glass"]);
     }
 
     #[test]

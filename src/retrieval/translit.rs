@@ -477,7 +477,9 @@ pub fn match_terms<'a>(
 }
 
 /// Marks as found every question term one of whose bridges has all its tokens in `doc` (the
-/// record's space-separated index tokens).
+/// record's space-separated index tokens). A thesaurus lemma of several words is a phrase
+/// ("watch glass", "serving dish"): it counts only where its tokens stand together, in order;
+/// its words apart mean something else (a watch with glass is no dish).
 pub fn credit(bridges: &[Bridge], doc: &str, found: &mut [bool]) {
     // Only bridges standing for a term not found yet can change anything; their tokens are a
     // handful, so the document is scanned once for those (not hashed whole: this ran for every
@@ -502,10 +504,11 @@ pub fn credit(bridges: &[Bridge], doc: &str, found: &mut [bool]) {
         .filter(|t| wanted.contains(t))
         .collect();
     for b in pending {
-        if b.all_of
+        let held = b
+            .all_of
             .iter()
-            .all(|c| c.iter().any(|t| toks.contains(t.as_str())))
-        {
+            .all(|c| c.iter().any(|t| toks.contains(t.as_str())));
+        if held && (!is_phrase(b) || holds_phrase(doc, &b.all_of)) {
             for &s in &b.sources {
                 if let Some(f) = found.get_mut(s) {
                     *f = true;
@@ -513,6 +516,18 @@ pub fn credit(bridges: &[Bridge], doc: &str, found: &mut [bool]) {
             }
         }
     }
+}
+
+/// A bridge whose tokens must stand together in a record: a thesaurus lemma of several words.
+fn is_phrase(b: &Bridge) -> bool {
+    b.kind == BridgeKind::Synonym && b.all_of.len() > 1
+}
+
+/// Whether `doc`'s tokens hold `clauses` one after the other (each clause one of its tokens).
+fn holds_phrase(doc: &str, clauses: &[Vec<String>]) -> bool {
+    let toks: Vec<&str> = doc.split_ascii_whitespace().collect();
+    toks.windows(clauses.len())
+        .any(|w| w.iter().zip(clauses).all(|(t, c)| c.iter().any(|x| x == t)))
 }
 
 /// The IDF share of the question's terms that `doc` covers only through bridges (the
@@ -663,6 +678,33 @@ mod tests {
         let mut done = vec![true, false];
         credit(&b, "", &mut done);
         assert_eq!(done, vec![true, false]);
+    }
+
+    #[test]
+    fn a_synonym_of_several_words_is_credited_only_as_a_phrase() {
+        // WordNet's "watch glass" (a shallow dish) for "dish": a watch described with its glass
+        // is no dish.
+        let b = vec![Bridge {
+            all_of: vec![vec!["watch".into()], vec!["glass".into()]],
+            sources: vec![0],
+            df: 60.0,
+            kind: BridgeKind::Synonym,
+        }];
+        let mut found = vec![false];
+        credit(&b, "watch chain pendant key glass cover", &mut found);
+        assert_eq!(found, vec![false]);
+        credit(&b, "glass watch", &mut found);
+        assert_eq!(found, vec![false], "in order");
+        credit(&b, "a watch glass lens", &mut found);
+        assert_eq!(found, vec![true]);
+        // The same tokens as a spelt name are credited anywhere (a name's syllables).
+        let spelt = vec![Bridge {
+            kind: BridgeKind::Spelt,
+            ..b[0].clone()
+        }];
+        let mut found = vec![false];
+        credit(&spelt, "glass cover watch", &mut found);
+        assert_eq!(found, vec![true]);
     }
 
     #[test]

@@ -726,11 +726,16 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     let all = kind("all");
     assert!(all.false_abstention_rate.unwrap() <= 0.025, "{all:?}");
     // 0.886 and 0.855 before the thesaurus (`retrieval::thesaurus`), which reorders answers
-    // only: the refusals above are the same.
-    assert!(all.recall_at_5.unwrap() >= 0.915, "{all:?}");
-    assert!(all.recall_at_1.unwrap() >= 0.866, "{all:?}");
+    // only: the refusals above are the same. 0.916 and 0.867 until phrasal verbs stripped of
+    // their particle ("shell out" as "shell", "use up" as "use") were left out of it: the
+    // Sudanese Qur'an board had reached 4th place through "wiping" → "use" (the record says
+    // "used"), now 8th; the German sundial goblet went from 2nd to 1st (retrieval README,
+    // "Phrases and phrasal verbs").
+    assert!(all.recall_at_5.unwrap() >= 0.91, "{all:?}");
+    assert!(all.recall_at_1.unwrap() >= 0.872, "{all:?}");
     let para = kind("en-paraphrase");
-    assert!(para.recall_at_5.unwrap() >= 0.6, "{para:?}");
+    // 0.600 before the Qur'an board above fell out of the top 5.
+    assert!(para.recall_at_5.unwrap() >= 0.566, "{para:?}");
     let xl = kind("cross-lingual");
     assert!(xl.recall_at_5.unwrap() >= 0.93, "{xl:?}");
     // 0.800 before `prefer_named` (查士标那幅清晨山水画… ranked an American lake scene first).
@@ -752,8 +757,8 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
         .filter(|(o, f)| **f && o.returned.is_empty())
         .count();
     let n_findable = findable.iter().filter(|f| **f).count();
-    // 149 before the thesaurus.
-    assert_eq!(n_findable, 154);
+    // 149 before the thesaurus; 154 until the Qur'an board above fell out of the top 5.
+    assert_eq!(n_findable, 153);
     assert!(refused_findable <= 2, "{refused_findable}/{n_findable}");
     // The Chinese and English-fact kinds lose no question to abstention.
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
