@@ -2292,17 +2292,6 @@ mod tests {
         s
     }
 
-    /// Options for the four-record sample: the per-hit score threshold instead of the shipped
-    /// no-answer model, whose signals (document frequencies, margins) were fitted on the
-    /// 2,700-record demo and mean nothing over four records (the model's own tests use the demo
-    /// collection: `tests/api/retrieval.rs`).
-    fn toy_options() -> EmbeddedOptions {
-        EmbeddedOptions {
-            abstention: None,
-            ..EmbeddedOptions::default()
-        }
-    }
-
     fn ids(hits: &[Hit]) -> Vec<&str> {
         hits.iter().map(|h| h.exhibit.id.as_str()).collect()
     }
@@ -2385,7 +2374,7 @@ mod tests {
     #[test]
     fn finds_exhibits_in_both_languages_and_scripts() {
         let s = store();
-        let o = toy_options();
+        let o = EmbeddedOptions::default();
         let h =
             search_blocking(&s, "Are there sword guards with wild geese?", 3, &o, None).unwrap();
         assert_eq!(ids(&h)[0], "e1");
@@ -2508,7 +2497,7 @@ mod tests {
             }
         );
         assert_eq!(s.exhibit_count().unwrap(), 4);
-        let o = toy_options();
+        let o = EmbeddedOptions::default();
         let h = search_blocking(&s, "cranes", 5, &o, None).unwrap();
         assert_eq!(ids(&h), vec!["e1"]);
     }
@@ -2520,7 +2509,7 @@ mod tests {
         e.extra
             .insert("aliases".into(), serde_json::json!(["Moon Rabbit", "玉兔"]));
         ingest_rows(&s, vec![e]).unwrap();
-        let o = toy_options();
+        let o = EmbeddedOptions::default();
         assert_eq!(
             ids(&search_blocking(&s, "moon rabbit", 5, &o, None).unwrap())[0],
             "e9"

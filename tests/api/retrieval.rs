@@ -1141,10 +1141,11 @@ fn the_held_out_questions_stay_apart_from_the_dev_questions() {
     }
 }
 
-/// The training questions (`train_queries.jsonl`, fitted on by the shipped no-answer model;
-/// `train_keywords.jsonl`, measured only: the retrieval README, "Training questions") never
-/// touch a held-out record or repeat a held-out or dev question, so the held-out figures stay
-/// those of questions the fit has not seen; every id they name is in the collection.
+/// The training questions (`train_queries.jsonl`, for fitting a no-answer model;
+/// `train_keywords.jsonl`, for measuring: the retrieval README, "Training questions") never
+/// touch a held-out record or repeat a held-out or dev question, so a fit on them leaves the
+/// held-out figures those of questions it has not seen; every id they name is in the
+/// collection.
 #[test]
 fn the_training_questions_stay_apart_from_the_held_out_questions() {
     let held = eval::load_queries(&fixture("heldout_queries.jsonl")).unwrap();
@@ -1163,7 +1164,7 @@ fn the_training_questions_stay_apart_from_the_held_out_questions() {
             v["id"].as_str().unwrap().to_string()
         })
         .collect();
-    // The keyword queries are measured, not fitted on: they may list a held-out record among
+    // The keyword queries are for measuring, not fitting: they may list a held-out record among
     // the many a keyword finds (a "kozuka" is a kozuka), but ask about nothing the held-out
     // no-answer questions ask about.
     for (file, n, negatives, fitted) in [
