@@ -221,7 +221,7 @@ pub fn is_kind_topic(question: &str) -> bool {
     if POINTING.iter().any(|p| format!(" {norm} ").contains(p)) {
         return false;
     }
-    if opens_on(&norm, TOPIC_OPENINGS) {
+    if opens_on(&norm, TOPIC_OPENINGS) || is_bare_keyword(&norm) {
         return true;
     }
     let bare = norm
@@ -235,6 +235,37 @@ pub fn is_kind_topic(question: &str) -> bool {
             r.chars().all(text::is_cjk) && (1..=MAX_KIND_CHARS).contains(&r.chars().count())
         })
     })
+}
+
+/// Words that make a short query a question or a request rather than a keyword ("who",
+/// "where", "hello"): such a query is never read as a kind.
+const NOT_KEYWORDS: &[&str] = &[
+    "what", "who", "whom", "whose", "where", "when", "why", "how", "which", "is", "are", "was",
+    "were", "do", "does", "did", "can", "could", "hi", "hello", "hey", "thanks", "thank", "bye",
+    "goodbye", "yes", "no", "ok", "okay", "more", "next", "again", "help", "stop",
+];
+
+/// Whether `norm` is a bare keyword, as visitors type on a kiosk or a phone: "ivory",
+/// "Japanese armor", "Japan": a word or a few Latin words ([`MAX_KIND_WORDS`]) with no
+/// question mark and no question or request word ([`NOT_KEYWORDS`]). Like a topic, it is listed when it names a kind and searched
+/// as before when it does not ("ivory" had been searched, and refused).
+fn is_bare_keyword(norm: &str) -> bool {
+    let t = norm.trim().trim_end_matches(['.', '!', '。', '！']);
+    if t.is_empty() || t.contains(['?', '？']) {
+        return false;
+    }
+    // Latin words only: a bare Chinese word is as often a name or a title (詹天佑, 甲骨文,
+    // 兵马俑) as a kind, and the kinds' Chinese reading took 甲骨文 for Ivory & Bone and a
+    // person for a place; those stay searched.
+    let words: Vec<&str> = t.split_whitespace().collect();
+    (1..=MAX_KIND_WORDS).contains(&words.len())
+        && words
+            .iter()
+            .all(|w| w.chars().all(|c| c.is_alphabetic() && !text::is_cjk(c)))
+        && !words
+            .iter()
+            .any(|w| NOT_KEYWORDS.contains(w) || NOT_A_KIND.contains(w))
+        && !words.iter().any(|w| DESCRIBING.contains(w))
 }
 
 /// An opening of `openings`, then a short object ([`MAX_KIND_WORDS`]) whose first word is none
@@ -731,6 +762,11 @@ mod tests {
             "Show me armor",
             "I'd like to see Japanese prints",
             "我想看瓷器",
+            // Bare keywords, as typed on a kiosk.
+            "ivory",
+            "Japanese armor",
+            "Japan",
+            "Sèvres porcelain.",
         ] {
             assert!(is_kind_topic(q) && !is_browse(q), "{q}");
         }
@@ -745,6 +781,18 @@ mod tests {
             "我想看康熙年间烧的那种豇豆红釉瓷器",
             "Tell me about “Bronze Mirror”",
             "介绍一下《青铜器》",
+            // Not keywords: questions, greetings, one thing, more than a few words, Chinese
+            // (names and titles as often as kinds: 詹天佑, 甲骨文).
+            "ivory?",
+            "hello",
+            "thank you",
+            "who",
+            "the armor",
+            "armor of Japan",
+            "Japanese lacquer writing box",
+            "詹天佑",
+            "青铜器",
+            "1001",
         ] {
             assert!(!is_kind_topic(q), "{q}");
         }
