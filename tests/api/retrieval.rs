@@ -1092,15 +1092,7 @@ fn the_held_out_questions_stay_apart_from_the_dev_questions() {
         .iter()
         .flat_map(|q| q.relevant_ids.iter().map(String::as_str))
         .collect();
-    let collection: std::collections::HashSet<String> =
-        std::fs::read_to_string(fixture("exhibits.jsonl"))
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let v: serde_json::Value = serde_json::from_str(l).unwrap();
-                v["id"].as_str().unwrap().to_string()
-            })
-            .collect();
+    let collection = demo_ids();
     let mut kinds: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
     for q in &held {
         *kinds.entry(q.kind.as_str()).or_default() += 1;
@@ -1121,12 +1113,7 @@ fn the_held_out_questions_stay_apart_from_the_dev_questions() {
                 q.query
             );
         }
-        assert_eq!(
-            q.relevant_ids.is_empty(),
-            q.kind == "no-answer",
-            "{}",
-            q.query
-        );
+        answers_unless_no_answer(q);
     }
     let want = [
         ("zh-simplified", 20),
@@ -1156,14 +1143,7 @@ fn the_training_questions_stay_apart_from_the_held_out_questions() {
         .iter()
         .flat_map(|q| q.relevant_ids.iter().map(String::as_str))
         .collect();
-    let collection = std::fs::read_to_string(fixture("exhibits.jsonl")).unwrap();
-    let ids: std::collections::HashSet<String> = collection
-        .lines()
-        .map(|l| {
-            let v: serde_json::Value = serde_json::from_str(l).unwrap();
-            v["id"].as_str().unwrap().to_string()
-        })
-        .collect();
+    let ids = demo_ids();
     // The keyword queries are for measuring, not fitting: they may list a held-out record among
     // the many a keyword finds (a "kozuka" is a kozuka), but ask about nothing the held-out
     // no-answer questions ask about.
@@ -1200,12 +1180,7 @@ fn the_training_questions_stay_apart_from_the_held_out_questions() {
                 "{file}: {} is a dev or held-out question",
                 q.query
             );
-            assert_eq!(
-                q.relevant_ids.is_empty(),
-                q.kind == "no-answer",
-                "{}",
-                q.query
-            );
+            answers_unless_no_answer(q);
             for id in &q.relevant_ids {
                 assert!(ids.contains(id), "{file}: {id} is not in the collection");
                 assert!(
@@ -1216,6 +1191,28 @@ fn the_training_questions_stay_apart_from_the_held_out_questions() {
             }
         }
     }
+}
+
+/// The ids of the demo collection's records.
+fn demo_ids() -> std::collections::HashSet<String> {
+    std::fs::read_to_string(fixture("exhibits.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["id"].as_str().unwrap().to_string()
+        })
+        .collect()
+}
+
+/// A question file's line names the records that answer it, unless it is a no-answer one.
+fn answers_unless_no_answer(q: &eval::EvalQuery) {
+    assert_eq!(
+        q.relevant_ids.is_empty(),
+        q.kind == "no-answer",
+        "{}",
+        q.query
+    );
 }
 
 /// What a no-answer question is about, roughly: its capitalised words after the first (names
