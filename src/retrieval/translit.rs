@@ -503,12 +503,20 @@ pub fn credit(bridges: &[Bridge], doc: &str, found: &mut [bool]) {
         .split_ascii_whitespace()
         .filter(|t| wanted.contains(t))
         .collect();
+    // The document's token sequence, split once and only when a phrase needs it.
+    let mut seq: Option<Vec<&str>> = None;
     for b in pending {
         let held = b
             .all_of
             .iter()
             .all(|c| c.iter().any(|t| toks.contains(t.as_str())));
-        if held && (!is_phrase(b) || holds_phrase(doc, &b.all_of)) {
+        if held
+            && (!is_phrase(b)
+                || holds_phrase(
+                    seq.get_or_insert_with(|| doc.split_ascii_whitespace().collect()),
+                    &b.all_of,
+                ))
+        {
             for &s in &b.sources {
                 if let Some(f) = found.get_mut(s) {
                     *f = true;
@@ -523,9 +531,8 @@ fn is_phrase(b: &Bridge) -> bool {
     b.kind == BridgeKind::Synonym && b.all_of.len() > 1
 }
 
-/// Whether `doc`'s tokens hold `clauses` one after the other (each clause one of its tokens).
-fn holds_phrase(doc: &str, clauses: &[Vec<String>]) -> bool {
-    let toks: Vec<&str> = doc.split_ascii_whitespace().collect();
+/// Whether the tokens `toks` hold `clauses` one after the other (each clause one of its tokens).
+fn holds_phrase(toks: &[&str], clauses: &[Vec<String>]) -> bool {
     toks.windows(clauses.len())
         .any(|w| w.iter().zip(clauses).all(|(t, c)| c.iter().any(|x| x == t)))
 }

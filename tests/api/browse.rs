@@ -10,7 +10,7 @@ use museum_agent::config::LlmProviderKind;
 use museum_agent::retrieval::kinds;
 use museum_agent::retrieval::text::normalize;
 
-use crate::support::fake_llm::text_reply;
+use crate::support::fake_llm::{system_prompt, text_reply};
 use crate::support::*;
 
 fn demo() -> PathBuf {
@@ -209,10 +209,7 @@ async fn a_question_about_a_kind_gets_its_total_and_a_few_of_its_exhibits() {
     app.llm.push(text_reply(&["We have many ceramics."]));
     c.text_request("m", "Do you have any ceramics?").await;
     c.reply("m").await;
-    let sys = app.llm.requests()[0]["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sys = system_prompt(&app.llm.requests()[0]);
     assert!(
         sys.contains(&format!(
             "The collection holds {ceramics} exhibits in Ceramics"
@@ -382,10 +379,7 @@ async fn system_message_for_more(question: &str, listed: &str) -> String {
     c.reply("m").await;
     c.text_request("m2", "Any more?").await;
     c.reply("m2").await;
-    app.llm.requests()[1]["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    system_prompt(&app.llm.requests()[1])
 }
 
 /// "Any more?" after a list of a kind gets the kind's next few exhibits, none listed before,
@@ -686,10 +680,7 @@ async fn where_things_come_from_names_a_list() {
         .push(text_reply(&["We have many things from Japan."]));
     c.text_request("m", "Anything from Japan?").await;
     c.reply("m").await;
-    let sys = app.llm.requests()[0]["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sys = system_prompt(&app.llm.requests()[0]);
     assert!(
         sys.contains(&format!(
             "The collection holds {} exhibits whose records give their origin as japan",

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use museum_agent::config::LlmProviderKind;
 
-use crate::support::fake_llm::{Script, finish_chunk, text_reply, tool_chunk};
+use crate::support::fake_llm::{Script, finish_chunk, system_prompt, text_reply, tool_chunk};
 use crate::support::*;
 
 const HELEN: &str = "walters-17593";
@@ -161,12 +161,7 @@ async fn an_llm_gets_the_fact_as_the_authority_and_no_exhibit_passages() {
         .await;
     c.reply("h").await;
     let reqs = app.llm.requests();
-    let sys = |i: usize| {
-        reqs[i]["messages"][0]["content"]
-            .as_str()
-            .unwrap()
-            .to_string()
-    };
+    let sys = |i: usize| system_prompt(&reqs[i]);
     let toilets = fact("toilets");
     let first = sys(0);
     assert!(
@@ -356,10 +351,7 @@ async fn an_llm_gets_the_exhibit_of_the_conversation_for_a_follow_up() {
     app.llm.push(text_reply(&["In 1914."]));
     c.text_request("w", "When was it made?").await;
     c.reply("w").await;
-    let sys = app.llm.requests()[1]["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let sys = system_prompt(&app.llm.requests()[1]);
     assert!(sys.contains(&format!("[{HELEN}]")), "{sys}");
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use museum_agent::config::LlmProviderKind;
 use serde_json::{Value, json};
 
-use crate::support::fake_llm::{finish_chunk, text_reply, tool_chunk};
+use crate::support::fake_llm::{finish_chunk, system_prompt, text_reply, tool_chunk};
 use crate::support::*;
 
 const BADGER: &str = "walters-33094";
@@ -45,10 +45,6 @@ async fn grounded_app(provider: LlmProviderKind) -> (TestApp, tempfile::TempDir)
     })
     .await;
     (app, dir)
-}
-
-fn system_prompt(req: &Value) -> String {
-    req["messages"][0]["content"].as_str().unwrap().to_string()
 }
 
 #[tokio::test]

@@ -113,6 +113,11 @@ pub fn gemini_chunk(parts: Value, finish: Option<&str>) -> Value {
     json!({"candidates": [cand], "usageMetadata": {"promptTokenCount": 5, "candidatesTokenCount": 3}})
 }
 
+/// The system prompt (the first message) of a request the fake model received.
+pub fn system_prompt(req: &Value) -> String {
+    req["messages"][0]["content"].as_str().unwrap().to_string()
+}
+
 /// A whole text reply: role chunk, the pieces, the finish chunk.
 pub fn text_reply(pieces: &[&str]) -> Script {
     let mut chunks = vec![
