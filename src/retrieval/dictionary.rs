@@ -65,9 +65,12 @@ const MAX_WORD_CHARS: usize = 8;
 /// [`text::normalize`] writes it) and its phrases, in sense order.
 struct Entry {
     head: Box<str>,
-    /// `(sense number, tokens)`.
-    phrases: Vec<(u16, Box<[Box<str>]>)>,
+    phrases: Vec<Phrase>,
 }
+
+/// One phrase of an entry: `(sense number, whether the sense is a verb's ("to carve"),
+/// index tokens)`.
+type Phrase = (u16, bool, Box<[Box<str>]>);
 
 /// The parsed dictionary.
 pub struct Dictionary {
@@ -199,11 +202,13 @@ impl Dictionary {
             if !head.chars().all(text::is_cjk) || head.is_empty() {
                 continue;
             }
-            let mut phrases: Vec<(u16, Box<[Box<str>]>)> = Vec::new();
+            let mut phrases: Vec<Phrase> = Vec::new();
             for (n, sense) in senses.trim_end_matches('/').split('/').enumerate() {
+                let verb = sense.trim_start().starts_with("to ");
                 for p in sense_phrases(sense) {
                     phrases.push((
                         n.min(u16::MAX as usize) as u16,
+                        verb,
                         p.into_iter().map(Into::into).collect(),
                     ));
                 }
@@ -212,7 +217,7 @@ impl Dictionary {
                 continue;
             }
             let id = d.entries.len() as u32;
-            for (i, (_, p)) in phrases.iter().enumerate() {
+            for (i, (_, _, p)) in phrases.iter().enumerate() {
                 let list = d.by_token.entry(p[0].clone()).or_default();
                 list.push((id, i.min(u16::MAX as usize) as u16));
             }
@@ -243,6 +248,16 @@ impl Dictionary {
     /// The phrases of a (normalised) Chinese word's first [`SENSES_PER_WORD`] senses, each
     /// entry of the word in turn.
     pub fn english_of(&self, word: &str) -> Vec<&[Box<str>]> {
+        self.senses_of(word, true)
+    }
+
+    /// [`Dictionary::english_of`] without the senses of a verb ("to carve" for 雕塑): what a
+    /// word may name as a thing, for the kinds of a browse question ([`super::kinds`]).
+    pub fn noun_senses_of(&self, word: &str) -> Vec<&[Box<str>]> {
+        self.senses_of(word, false)
+    }
+
+    fn senses_of(&self, word: &str, verbs: bool) -> Vec<&[Box<str>]> {
         let mut out: Vec<&[Box<str>]> = Vec::new();
         for &id in self
             .by_head
@@ -250,8 +265,9 @@ impl Dictionary {
             .map(Vec::as_slice)
             .unwrap_or_default()
         {
-            for (sense, p) in &self.entries[id as usize].phrases {
-                if (*sense as usize) < SENSES_PER_WORD && !out.contains(&&p[..]) {
+            for (sense, verb, p) in &self.entries[id as usize].phrases {
+                if (*sense as usize) < SENSES_PER_WORD && (verbs || !verb) && !out.contains(&&p[..])
+                {
                     out.push(p);
                 }
             }
@@ -271,7 +287,7 @@ impl Dictionary {
                 .unwrap_or_default()
             {
                 let e = &self.entries[id as usize];
-                let phrase = &e.phrases[i as usize].1;
+                let phrase = &e.phrases[i as usize].2;
                 if !phrase.iter().all(|t| terms.contains(&&**t)) || e.head.chars().count() < 2 {
                     continue;
                 }
@@ -523,6 +539,15 @@ mod tests {
         assert!(
             boxers.iter().any(|p| p.len() == 1 && &*p[0] == "boxer"),
             "{boxers:?}"
+        );
+        // A verb's sense is a translation but names no thing: 雕塑 "to carve".
+        let carve = vec!["carv".into()].into_boxed_slice();
+        assert!(d.english_of("雕塑").contains(&&carve[..]));
+        let things = d.noun_senses_of("雕塑");
+        assert!(!things.contains(&&carve[..]), "{things:?}");
+        assert!(
+            things.iter().any(|p| p.iter().any(|t| &**t == "sculptur")),
+            "{things:?}"
         );
     }
 

@@ -1494,7 +1494,7 @@ pub fn browse_blocking(
         return Ok(None);
     }
     let dict = super::dictionary::dictionary();
-    let plain = kinds::subject(question, &|w| dict.english_of(w));
+    let plain = kinds::subject(question, &|w| dict.noun_senses_of(w));
     let mut members_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
         let mut rows = store.rows_holding(&format!("{}{t}", kinds::DEPARTMENT))?;
         rows.extend(store.rows_holding(&format!("{}{t}", kinds::MEDIUM))?);
@@ -1545,7 +1545,7 @@ pub fn browse_blocking(
     let from = if first.is_none() {
         let units: Vec<kinds::Unit> = plain
             .iter()
-            .map(|u| kinds::origin_unit(u, &|w| dict.english_of(w)))
+            .map(|u| kinds::origin_unit(u, &|w| dict.noun_senses_of(w)))
             .collect();
         let mut origin_of = |t: &str| store.rows_holding(&format!("{}{t}", kinds::ORIGIN));
         let mut nothing = |_: &str| Ok::<_, StoreError>(Vec::new());

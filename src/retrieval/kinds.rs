@@ -383,7 +383,11 @@ pub fn markers(gallery: &str, medium: &str, title: &str) -> String {
 
 /// One content word of a browse question and the index tokens that may name its kind:
 /// alternatives (any of them), each a set of tokens that must all hold (a dictionary sense
-/// such as "oil painting"). Tokens that name no kind are dropped from a set when resolving.
+/// such as "oil painting"). A set counts only when each of its tokens names a kind or is a
+/// [`GENERIC_HEADS`] word ("jade artifact", "bronze implement", "Tang dynasty"): a sense whose kind word only
+/// modifies another noun names that other thing ("oracle bone inscriptions" for 甲骨文 is no
+/// bone, "Terracotta Army" for 兵马俑 no terracotta vase, "Chinese railroad engineer" for
+/// 詹天佑 no origin).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Unit {
     /// The visitor's word as written (normalised), for the answer.
@@ -392,6 +396,41 @@ pub struct Unit {
     /// Which of the question's conjuncts the word is in: "porcelain and jade", 陶瓷、玉器 or
     /// 绘画与素描 are two (0 and 1), "Chinese porcelain" one ([`CONJUNCTIONS`]).
     pub part: usize,
+}
+
+/// Nouns a dictionary sense puts after a kind word to say "a thing of that kind" ("jade
+/// artifact" for 玉器, "bronze implement" for 青铜器): a set of tokens naming a kind with these
+/// still names it ([`Unit`]). As written; compared as index tokens.
+const GENERIC_HEADS: &[&str] = &[
+    "artifact",
+    "artifacts",
+    "artefact",
+    "implement",
+    "implements",
+    "ware",
+    "wares",
+    "object",
+    "objects",
+    "article",
+    "articles",
+    "item",
+    "items",
+    "utensil",
+    "utensils",
+    "vessel",
+    "vessels",
+    "product",
+    "products",
+    "goods",
+];
+
+/// Whether an index token is one of [`GENERIC_HEADS`], or of [`ORIGIN_FILLER`]: an origin's
+/// sense names a place or time with such a word ("Tang dynasty" for 唐, "Edo period").
+fn is_generic_head(token: &str) -> bool {
+    GENERIC_HEADS
+        .iter()
+        .chain(ORIGIN_FILLER)
+        .any(|w| text::latin_tokens(w).first().is_some_and(|t| t == token))
 }
 
 /// Words that join the kinds of a list ("porcelain and jade", 陶瓷和玉器, 绘画与素描); the
@@ -742,13 +781,18 @@ fn resolve_one<E>(
         found: &mut Vec<String>,
     ) -> Result<Rows, E> {
         let mut unit_rows = Rows::new();
-        for alt in &unit.alternatives {
-            let mut alt_rows: Option<Rows> = None;
+        'alt: for alt in &unit.alternatives {
             for t in alt {
                 if !memo.contains_key(t) {
                     let rows: Rows = of(t)?.into_iter().collect();
                     memo.insert(t.clone(), rows);
                 }
+                if memo[t].is_empty() && !is_generic_head(t) {
+                    continue 'alt;
+                }
+            }
+            let mut alt_rows: Option<Rows> = None;
+            for t in alt {
                 let rows = &memo[t];
                 if rows.is_empty() {
                     continue;
@@ -1095,7 +1139,8 @@ mod tests {
             .unwrap();
         assert_eq!(r.members, [(2, 30), (3, 20), (1, 10)], "longest first");
         assert_eq!(r.named, ["ceram"]);
-        // A Chinese word: senses are alternatives; a sense's word naming no kind is dropped.
+        // A Chinese word: senses are alternatives; a generic head after the kind word keeps it
+        // the kind ("porcelain implement").
         let r = resolve(
             &[unit("瓷器", &[&["china"], &["porcelain", "implement"]])],
             &mut members,
@@ -1104,6 +1149,30 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!(r.members.len(), 3);
+        // A sense whose kind word modifies some other noun names that noun, not the kind:
+        // "rare book inscriptions" is no book (as "oracle bone inscriptions" for 甲骨文 is no
+        // bone), and a word no record holds narrows nothing.
+        assert!(
+            resolve(
+                &[unit("甲骨文", &[&["rare", "book", "inscript"]])],
+                &mut members,
+                &mut words
+            )
+            .unwrap()
+            .is_none()
+        );
+        let r = resolve(
+            &[unit("善本", &[&["rare", "book", "inscript"], &["book"]])],
+            &mut members,
+            &mut words,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            r.members,
+            [(6, 2), (5, 1)],
+            "only the sense that names a kind"
+        );
         // Two words: both must hold. "rare books" leaves one row: no listing.
         assert!(
             resolve(

@@ -254,9 +254,12 @@ fn is_bare_keyword(norm: &str) -> bool {
     if t.is_empty() || t.contains(['?', '？']) {
         return false;
     }
-    // Latin words only: a bare Chinese word is as often a name or a title (詹天佑, 甲骨文,
-    // 兵马俑) as a kind, and the kinds' Chinese reading took 甲骨文 for Ivory & Bone and a
-    // person for a place; those stay searched.
+    // A Chinese word (瓷器, 青铜器, 日本): one run of characters with no question word in it.
+    // A name or a title (詹天佑, 甲骨文) names no kind and is searched as before.
+    if t.chars().all(text::is_cjk) {
+        return (2..=MAX_KIND_CHARS).contains(&t.chars().count())
+            && !ZH_QUESTION_WORDS.iter().any(|w| t.contains(w));
+    }
     let words: Vec<&str> = t.split_whitespace().collect();
     (1..=MAX_KIND_WORDS).contains(&words.len())
         && words
@@ -267,6 +270,13 @@ fn is_bare_keyword(norm: &str) -> bool {
             .any(|w| NOT_KEYWORDS.contains(w) || NOT_A_KIND.contains(w))
         && !words.iter().any(|w| DESCRIBING.contains(w))
 }
+
+/// Words that make a run of Chinese characters a question or a request, not a keyword
+/// ([`is_bare_keyword`]): 谁, 什么, 哪里, 吗, 你好 ….
+const ZH_QUESTION_WORDS: &[&str] = &[
+    "谁", "什么", "啥", "哪", "几", "怎", "为何", "吗", "呢", "么", "嘛", "吧", "是否", "多少",
+    "你好", "您好", "谢谢", "再见", "请", "帮", "介绍", "讲", "说",
+];
 
 /// An opening of `openings`, then a short object ([`MAX_KIND_WORDS`]) whose first word is none
 /// of [`NOT_A_KIND`] (after an optional "a"/"an"/"some") and which holds none of [`DESCRIBING`]:
@@ -767,6 +777,10 @@ mod tests {
             "Japanese armor",
             "Japan",
             "Sèvres porcelain.",
+            // A Chinese word: read as a kind when it names one, else searched (詹天佑).
+            "青铜器",
+            "日本",
+            "詹天佑",
         ] {
             assert!(is_kind_topic(q) && !is_browse(q), "{q}");
         }
@@ -781,8 +795,7 @@ mod tests {
             "我想看康熙年间烧的那种豇豆红釉瓷器",
             "Tell me about “Bronze Mirror”",
             "介绍一下《青铜器》",
-            // Not keywords: questions, greetings, one thing, more than a few words, Chinese
-            // (names and titles as often as kinds: 詹天佑, 甲骨文).
+            // Not keywords: questions, greetings, one thing, more than a few words.
             "ivory?",
             "hello",
             "thank you",
@@ -790,8 +803,12 @@ mod tests {
             "the armor",
             "armor of Japan",
             "Japanese lacquer writing box",
-            "詹天佑",
-            "青铜器",
+            "詹天佑是谁",
+            "青铜器？",
+            "你好",
+            "谢谢",
+            "康熙年间烧的豇豆红釉瓷器",
+            "器",
             "1001",
         ] {
             assert!(!is_kind_topic(q), "{q}");
