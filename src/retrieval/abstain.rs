@@ -57,6 +57,13 @@
 //!   field (its names, not its bracketed nationality and dates). A rule like `who_found`: such
 //!   a question is answered ("And what about the Cassatt?" was refused: one term). The CV
 //!   figures did not change (the dev questions it fires on were answered anyway).
+//! - `keyword_found`: 1 when the question is a bare keyword typed on a kiosk ("maiolica",
+//!   "netsuke", 甲骨文: [`super::text::is_bare_keyword`]) and the best hit, in the keyword's
+//!   script, holds it: each of its words (a keyword written as a name, every word capitalised,
+//!   "St Sebastian", as a phrase), or a Chinese keyword as written. A rule like `who_found`:
+//!   such a question is answered. The model refuses short questions (ln(1 + terms) weighs
+//!   heavily, and no dev question is a keyword): "maiolica" was refused though 20 records are
+//!   maiolica.
 //!
 //! With embeddings ready the lexical model still decides by default (`[srs]
 //! embeddings_abstention = "lexical"`: the embeddings reorder the answer only, measured better).
@@ -84,7 +91,7 @@ use serde::{Deserialize, Serialize};
 
 /// Every lexical signal `embedded::features` computes, in the order of its vector. A model
 /// reads the ones its feature list names.
-pub const SIGNALS: [&str; 22] = [
+pub const SIGNALS: [&str; 23] = [
     "top_score",
     "top_coverage",
     "margin",
@@ -107,6 +114,7 @@ pub const SIGNALS: [&str; 22] = [
     "work_missing",
     "names_unmet",
     "maker_found",
+    "keyword_found",
 ];
 
 /// The semantic signals, after the lexical ones in a hybrid signal vector.
@@ -276,6 +284,7 @@ impl AbstentionModel {
             && !flag(f, "names_unmet")
             && (flag(f, "who_found")
                 || flag(f, "maker_found")
+                || flag(f, "keyword_found")
                 || self.probability(f) >= self.threshold_for(f))
     }
 
@@ -425,7 +434,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_two_rules_decide_before_the_model() {
+    fn the_rules_decide_before_the_model() {
         let m = AbstentionModel::shipped();
         let at = |n: &str| SIGNALS.iter().position(|s| *s == n).unwrap();
         let mut f = vec![0.0; SIGNALS.len()];
@@ -438,6 +447,13 @@ mod tests {
         assert!(m.answers(&f));
         f[at("work_missing")] = 1.0;
         assert!(!m.answers(&f));
+        // A bare keyword the best hit holds ("maiolica") is answered, unless a refusing rule
+        // holds too.
+        f[at("who_found")] = 0.0;
+        f[at("keyword_found")] = 1.0;
+        assert!(!m.answers(&f));
+        f[at("work_missing")] = 0.0;
+        assert!(m.answers(&f));
     }
 
     #[test]

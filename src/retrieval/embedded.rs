@@ -742,7 +742,40 @@ fn features(
         work_missing(&text::marked_titles(query), &top_text),
         unmet,
         maker_found(&text::proper_names(query, dict), top_exhibit.as_ref()),
+        if lang_mismatch > 0.0 {
+            0.0
+        } else {
+            keyword_found(query, &top_text)
+        },
     ])
+}
+
+/// 1 when the question is a bare keyword ([`text::is_bare_keyword`]) that the best hit's text
+/// holds: every index token of a Latin keyword (as a phrase when every word is capitalised, a
+/// name or a title: "Starry Night" is not a record that says "starry" and "night" apart), a
+/// Chinese keyword as written. 0 otherwise, or with no hit.
+fn keyword_found(query: &str, top: &Top) -> f64 {
+    let norm = text::normalize(query);
+    let keyword = norm.trim().trim_end_matches(['.', '!', '。', '！']).trim();
+    if !text::is_bare_keyword(keyword) {
+        return 0.0;
+    }
+    let Some(doc) = top.text() else { return 0.0 };
+    let held = if keyword.chars().any(text::is_cjk) {
+        doc.contains(keyword)
+    } else {
+        let named = query
+            .split_whitespace()
+            .all(|w| w.chars().next().is_some_and(char::is_uppercase));
+        if named {
+            text::names_whole(doc, keyword)
+        } else {
+            let tokens = text::latin_tokens(keyword);
+            let have = text::index_tokens_latin(doc);
+            !tokens.is_empty() && tokens.iter().all(|t| have.contains(t))
+        }
+    };
+    f64::from(u8::from(held))
 }
 
 /// 1 when every proper name the question gives ([`text::proper_names`]) is held by the best

@@ -1424,6 +1424,48 @@ pub fn list_number(before: &[char]) -> bool {
             .is_none_or(|c| c.is_whitespace() || *c == ':')
 }
 
+/// Most words of a bare Latin keyword ([`is_bare_keyword`]).
+pub const KEYWORD_WORDS: usize = 3;
+
+/// Most characters of a bare Chinese keyword ([`is_bare_keyword`]).
+pub const KEYWORD_CHARS: usize = 6;
+
+/// Words that make a short query a question or a request rather than a keyword ("who",
+/// "where", "hello").
+const NOT_KEYWORDS: &[&str] = &[
+    "what", "who", "whom", "whose", "where", "when", "why", "how", "which", "is", "are", "was",
+    "were", "do", "does", "did", "can", "could", "hi", "hello", "hey", "thanks", "thank", "bye",
+    "goodbye", "yes", "no", "ok", "okay", "more", "next", "again", "help", "stop",
+];
+
+/// Words that make a run of Chinese characters a question or a request, not a keyword: 谁,
+/// 什么, 哪里, 吗, 你好 ….
+const ZH_QUESTION_WORDS: &[&str] = &[
+    "谁", "什么", "啥", "哪", "几", "怎", "为何", "吗", "呢", "么", "嘛", "吧", "是否", "多少",
+    "你好", "您好", "谢谢", "再见", "请", "帮", "介绍", "讲", "说",
+];
+
+/// Whether a query (normalised, [`normalize`]) is a bare keyword, as visitors type on a kiosk
+/// or a phone: one to [`KEYWORD_WORDS`] Latin words ("ivory", "maiolica", "Japanese armor")
+/// or one run of two to [`KEYWORD_CHARS`] Chinese characters (瓷器, 日本), with no question
+/// mark and no question, request or greeting word.
+pub fn is_bare_keyword(norm: &str) -> bool {
+    let t = norm.trim().trim_end_matches(['.', '!', '。', '！']);
+    if t.is_empty() || t.contains(['?', '？']) {
+        return false;
+    }
+    if t.chars().all(is_cjk) {
+        return (2..=KEYWORD_CHARS).contains(&t.chars().count())
+            && !ZH_QUESTION_WORDS.iter().any(|w| t.contains(w));
+    }
+    let words: Vec<&str> = t.split_whitespace().collect();
+    (1..=KEYWORD_WORDS).contains(&words.len())
+        && words
+            .iter()
+            .all(|w| w.chars().all(|c| c.is_alphabetic() && !is_cjk(c)))
+        && !words.iter().any(|w| NOT_KEYWORDS.contains(w))
+}
+
 /// Whether a question asks who someone is ("溥心畬是谁？", "谁是溥心畬", "Who was Shibata
 /// Zeshin?") rather than who made or did something ("峄山刻石是谁写的" is not).
 pub fn is_who_is(query: &str) -> bool {
@@ -2269,6 +2311,38 @@ mod tests {
         );
         assert!(named_phrases("Who made the little lacquer box?").is_empty());
         assert!(named_phrases("").is_empty());
+    }
+
+    #[test]
+    fn a_bare_keyword_is_a_few_words_with_no_question_in_them() {
+        for q in [
+            "ivory",
+            "maiolica",
+            "japanese armor",
+            "st sebastian.",
+            "瓷器",
+            "甲骨文",
+            "詹天佑",
+        ] {
+            assert!(is_bare_keyword(q), "{q}");
+        }
+        for q in [
+            "",
+            "ivory?",
+            "who",
+            "hello",
+            "thank you",
+            "a japanese lacquer writing box",
+            "1001",
+            "器",
+            "青铜器？",
+            "詹天佑是谁",
+            "你好",
+            "康熙年间烧的豇豆红釉瓷器",
+            "badger 鼎",
+        ] {
+            assert!(!is_bare_keyword(q), "{q}");
+        }
     }
 
     #[test]

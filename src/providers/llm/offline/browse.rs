@@ -237,46 +237,19 @@ pub fn is_kind_topic(question: &str) -> bool {
     })
 }
 
-/// Words that make a short query a question or a request rather than a keyword ("who",
-/// "where", "hello"): such a query is never read as a kind.
-const NOT_KEYWORDS: &[&str] = &[
-    "what", "who", "whom", "whose", "where", "when", "why", "how", "which", "is", "are", "was",
-    "were", "do", "does", "did", "can", "could", "hi", "hello", "hey", "thanks", "thank", "bye",
-    "goodbye", "yes", "no", "ok", "okay", "more", "next", "again", "help", "stop",
-];
-
-/// Whether `norm` is a bare keyword, as visitors type on a kiosk or a phone: "ivory",
-/// "Japanese armor", "Japan": a word or a few Latin words ([`MAX_KIND_WORDS`]) with no
-/// question mark and no question or request word ([`NOT_KEYWORDS`]). Like a topic, it is listed when it names a kind and searched
-/// as before when it does not ("ivory" had been searched, and refused).
+/// Whether `norm` is a bare keyword, as visitors type on a kiosk or a phone ("ivory",
+/// "Japanese armor", "Japan", 瓷器: [`text::is_bare_keyword`]) whose first word is none of
+/// [`NOT_A_KIND`] and which holds none of [`DESCRIBING`]. Like a topic, it is listed when it
+/// names a kind and searched as before when it does not ("ivory" had been searched, and
+/// refused).
 fn is_bare_keyword(norm: &str) -> bool {
-    let t = norm.trim().trim_end_matches(['.', '!', '。', '！']);
-    if t.is_empty() || t.contains(['?', '？']) {
-        return false;
-    }
-    // A Chinese word (瓷器, 青铜器, 日本): one run of characters with no question word in it.
-    // A name or a title (詹天佑, 甲骨文) names no kind and is searched as before.
-    if t.chars().all(text::is_cjk) {
-        return (2..=MAX_KIND_CHARS).contains(&t.chars().count())
-            && !ZH_QUESTION_WORDS.iter().any(|w| t.contains(w));
-    }
-    let words: Vec<&str> = t.split_whitespace().collect();
-    (1..=MAX_KIND_WORDS).contains(&words.len())
-        && words
+    text::is_bare_keyword(norm) && {
+        let words: Vec<&str> = norm.split_whitespace().collect();
+        !words
             .iter()
-            .all(|w| w.chars().all(|c| c.is_alphabetic() && !text::is_cjk(c)))
-        && !words
-            .iter()
-            .any(|w| NOT_KEYWORDS.contains(w) || NOT_A_KIND.contains(w))
-        && !words.iter().any(|w| DESCRIBING.contains(w))
+            .any(|w| NOT_A_KIND.contains(w) || DESCRIBING.contains(w))
+    }
 }
-
-/// Words that make a run of Chinese characters a question or a request, not a keyword
-/// ([`is_bare_keyword`]): 谁, 什么, 哪里, 吗, 你好 ….
-const ZH_QUESTION_WORDS: &[&str] = &[
-    "谁", "什么", "啥", "哪", "几", "怎", "为何", "吗", "呢", "么", "嘛", "吧", "是否", "多少",
-    "你好", "您好", "谢谢", "再见", "请", "帮", "介绍", "讲", "说",
-];
 
 /// An opening of `openings`, then a short object ([`MAX_KIND_WORDS`]) whose first word is none
 /// of [`NOT_A_KIND`] (after an optional "a"/"an"/"some") and which holds none of [`DESCRIBING`]:
@@ -340,7 +313,7 @@ const ORIGIN_HEADS: &[&str] = &[
 ];
 
 /// Most words of a kind after a [`BROWSE_OPENINGS`] ("do you have Japanese woodblock prints").
-const MAX_KIND_WORDS: usize = 3;
+const MAX_KIND_WORDS: usize = text::KEYWORD_WORDS;
 
 /// Words that make the object after a [`BROWSE_OPENINGS`] a description of one thing.
 const DESCRIBING: &[&str] = &[
@@ -349,7 +322,7 @@ const DESCRIBING: &[&str] = &[
 
 /// Most characters after 有 in a 有…吗 question about a kind (你们有青花瓷器吗); a longer one
 /// describes one thing and is searched.
-const MAX_KIND_CHARS: usize = 6;
+const MAX_KIND_CHARS: usize = text::KEYWORD_CHARS;
 
 /// A Chinese 有…吗 question: after the words naming the holder ([`ZH_HOLDERS`]) it opens with
 /// 有 and ends with 吗 / 么 / 嘛 / 没有 (你们有瓷器吗？ 馆里有青铜器没有？).
