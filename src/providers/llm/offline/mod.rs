@@ -173,6 +173,23 @@ fn field(s: &str) -> Option<&str> {
     (!t.is_empty()).then_some(t)
 }
 
+/// A record's maker as an English answer says it: "by Sawa Yoshisato", but "Venetian work"
+/// when the maker field names only a people or a place's adjective (48 records of the demo
+/// say "Venetian", others "German", "Flemish", "Tibetan"): "by Venetian" reads as a person.
+/// One word with an adjective's ending; an artist known by one such name ("Titian") reads
+/// "Titian work", still right.
+fn by_maker(maker: &str) -> String {
+    const ENDINGS: [&str; 6] = ["an", "ese", "ish", "ic", "ine", "ch"];
+    let one_word = !maker.contains(char::is_whitespace)
+        && maker.chars().next().is_some_and(char::is_uppercase)
+        && maker.chars().all(char::is_alphabetic);
+    if one_word && ENDINGS.iter().any(|e| maker.ends_with(e)) {
+        format!("{maker} work")
+    } else {
+        format!("by {maker}")
+    }
+}
+
 /// `sentence` as the answer may quote it ([`without_registration`]); when nothing is left of
 /// it (the record's registration clause only), the first sentence of the record that says
 /// something, or nothing: an answer then names the exhibit without a quote.
@@ -586,7 +603,7 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
         field(&e.gallery),
     ) {
         (Asks::Who, Some(maker), _, _, _) => {
-            out.push_str(&format!("“{title}” is by {maker}."));
+            out.push_str(&format!("“{title}” is {}.", by_maker(maker)));
             if let Some(d) = field(&e.date) {
                 out.push_str(&format!(" It is dated {d}."));
             }
@@ -641,7 +658,7 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
             };
             out.push_str(&format!("{lead}“{title}”"));
             if let Some(m) = field(&e.maker) {
-                out.push_str(&format!(", by {m}"));
+                out.push_str(&format!(", {}", by_maker(m)));
             }
             for f in [&e.date, &e.period] {
                 if let Some(f) = field(f) {
@@ -851,6 +868,22 @@ mod tests {
         assert_eq!(
             en("What does the badger box show?"),
             "The closest match in our collection is “Inro with Badger”, by Sawa Yoshisato, 19th century. The record says: A badger gazes at the full moon."
+        );
+        // A maker field that names a people, not a person.
+        let dish = [record(
+            "Dish with Coat of Arms",
+            "Venetian",
+            "ca. 1500-1530",
+            "maiolica",
+            "The arms are those of the bishop.",
+        )];
+        assert_eq!(
+            compose("Who made the dish with a coat of arms?", Some(&dish)),
+            "“Dish with Coat of Arms” is Venetian work. It is dated ca. 1500-1530."
+        );
+        assert!(
+            compose("What does the coat of arms dish show?", Some(&dish))
+                .starts_with("The closest match in our collection is “Dish with Coat of Arms”, Venetian work, ca. 1500-1530.")
         );
         // A field the record leaves empty: the sentence that carries the answer is the answer.
         let stele = [record(
