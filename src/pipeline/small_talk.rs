@@ -1,4 +1,4 @@
-//! Small talk: a visitor who says only "hello", "thanks", "bye", "what can you do?" or asks about
+//! Small talk: a visitor who says only "hello", "thanks", "bye", "cool", "what can you do?" or asks about
 //! the collection as a whole ("how many objects do you have?", "what do you recommend?"), in
 //! English or Chinese, is talking to the guide, not asking about one record.
 //!
@@ -36,6 +36,9 @@ pub enum SmallTalk {
     /// piece here?", "What do you recommend?". Searched, these named whichever record shared a
     /// word ("famous" → a Deposition after Rogier van der Weyden's famous altarpiece).
     Overview,
+    /// A reaction said to the guide after an answer: "cool", "wow", "sorry", "I see", 好的,
+    /// 不错. Searched, these named whichever record held the word ("sorry" → a Kabuki print).
+    Reaction,
 }
 
 /// English phrases, matched as whole words in the lower-cased utterance. Longer first within
@@ -147,6 +150,25 @@ const EN: &[(&str, SmallTalk)] = &[
     ("largest", SmallTalk::Overview),
     ("smallest", SmallTalk::Overview),
     ("rarest", SmallTalk::Overview),
+    // Reactions, after every other phrase ("nice to meet you" is a greeting).
+    ("i see", SmallTalk::Reaction),
+    ("got it", SmallTalk::Reaction),
+    ("cool", SmallTalk::Reaction),
+    ("nice", SmallTalk::Reaction),
+    ("wow", SmallTalk::Reaction),
+    ("great", SmallTalk::Reaction),
+    ("awesome", SmallTalk::Reaction),
+    ("amazing", SmallTalk::Reaction),
+    ("interesting", SmallTalk::Reaction),
+    ("wonderful", SmallTalk::Reaction),
+    ("beautiful", SmallTalk::Reaction),
+    ("lovely", SmallTalk::Reaction),
+    ("sorry", SmallTalk::Reaction),
+    ("oops", SmallTalk::Reaction),
+    ("ok", SmallTalk::Reaction),
+    ("okay", SmallTalk::Reaction),
+    ("oh", SmallTalk::Reaction),
+    ("hmm", SmallTalk::Reaction),
 ];
 
 /// Words that may stand beside the phrases without making the utterance a question.
@@ -328,6 +350,18 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("最大的", SmallTalk::Overview),
     ("从哪里开始", SmallTalk::Overview),
     ("从哪开始", SmallTalk::Overview),
+    ("不好意思", SmallTalk::Reaction),
+    ("对不起", SmallTalk::Reaction),
+    ("太好了", SmallTalk::Reaction),
+    ("有意思", SmallTalk::Reaction),
+    ("知道了", SmallTalk::Reaction),
+    ("明白了", SmallTalk::Reaction),
+    ("不错", SmallTalk::Reaction),
+    ("厉害", SmallTalk::Reaction),
+    ("真棒", SmallTalk::Reaction),
+    ("好的", SmallTalk::Reaction),
+    ("哇", SmallTalk::Reaction),
+    ("嗯", SmallTalk::Reaction),
 ];
 
 /// Characters that may stand beside the Chinese phrases (particles, "you", "very", "ok").
@@ -397,6 +431,7 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
         SmallTalk::Overview,
         SmallTalk::Help,
         SmallTalk::Greeting,
+        SmallTalk::Reaction,
     ]
     .into_iter()
     .find(|k| found.contains(k))
@@ -425,6 +460,7 @@ pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
             (SmallTalk::Overview, _) => {
                 "我没法为整个馆藏计数或排名，但可以介绍任何一件展品：请告诉我展品的名称，或者问某位作者、某种材料、某个地方或题材。"
             }
+            (SmallTalk::Reaction, _) => "还想了解什么？您可以问我任何一件展品。",
         };
         let zh = if about_language {
             format!("会的：我可以用中文或英文回答，用哪种语言问都可以。{zh}")
@@ -452,6 +488,9 @@ pub fn answer(kind: SmallTalk, utterance: &str, services: bool) -> String {
             }
             (SmallTalk::Overview, _) => {
                 "I can't count or rank the whole collection, but I can tell you about any exhibit: name one, or ask about a maker, a material, a place or a subject."
+            }
+            (SmallTalk::Reaction, _) => {
+                "Anything else you'd like to know? Ask me about any exhibit in the collection."
             }
         };
         if about_language {
