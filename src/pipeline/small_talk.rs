@@ -150,25 +150,10 @@ const EN: &[(&str, SmallTalk)] = &[
     ("largest", SmallTalk::Overview),
     ("smallest", SmallTalk::Overview),
     ("rarest", SmallTalk::Overview),
-    // Reactions, after every other phrase ("nice to meet you" is a greeting).
+    // Reactions, after every other phrase ("nice to meet you" is a greeting); then the words
+    // of `text::REACTIONS` ([`reactions`]).
     ("i see", SmallTalk::Reaction),
     ("got it", SmallTalk::Reaction),
-    ("cool", SmallTalk::Reaction),
-    ("nice", SmallTalk::Reaction),
-    ("wow", SmallTalk::Reaction),
-    ("great", SmallTalk::Reaction),
-    ("awesome", SmallTalk::Reaction),
-    ("amazing", SmallTalk::Reaction),
-    ("interesting", SmallTalk::Reaction),
-    ("wonderful", SmallTalk::Reaction),
-    ("beautiful", SmallTalk::Reaction),
-    ("lovely", SmallTalk::Reaction),
-    ("sorry", SmallTalk::Reaction),
-    ("oops", SmallTalk::Reaction),
-    ("ok", SmallTalk::Reaction),
-    ("okay", SmallTalk::Reaction),
-    ("oh", SmallTalk::Reaction),
-    ("hmm", SmallTalk::Reaction),
 ];
 
 /// Words that may stand beside the phrases without making the utterance a question.
@@ -350,18 +335,6 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("最大的", SmallTalk::Overview),
     ("从哪里开始", SmallTalk::Overview),
     ("从哪开始", SmallTalk::Overview),
-    ("不好意思", SmallTalk::Reaction),
-    ("对不起", SmallTalk::Reaction),
-    ("太好了", SmallTalk::Reaction),
-    ("有意思", SmallTalk::Reaction),
-    ("知道了", SmallTalk::Reaction),
-    ("明白了", SmallTalk::Reaction),
-    ("不错", SmallTalk::Reaction),
-    ("厉害", SmallTalk::Reaction),
-    ("真棒", SmallTalk::Reaction),
-    ("好的", SmallTalk::Reaction),
-    ("哇", SmallTalk::Reaction),
-    ("嗯", SmallTalk::Reaction),
 ];
 
 /// Characters that may stand beside the Chinese phrases (particles, "you", "very", "ok").
@@ -387,15 +360,15 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
     let mut found: Vec<SmallTalk> = Vec::new();
     // Chinese: remove every phrase, then only filler characters may remain.
     let mut rest = cleaned.clone();
-    for (p, kind) in ZH {
+    for (p, kind) in reactions(ZH, text::ZH_REACTIONS) {
         if rest.contains(p) {
-            found.push(*kind);
+            found.push(kind);
             rest = rest.replace(p, " ");
         }
     }
     // English: whole-word phrases, then only filler words may remain.
     let mut words: Vec<String> = rest.split_whitespace().map(str::to_string).collect();
-    for (p, kind) in EN {
+    for (p, kind) in reactions(EN, text::REACTIONS) {
         let phrase: Vec<&str> = p.split(' ').collect();
         let mut i = 0;
         while i + phrase.len() <= words.len() {
@@ -404,7 +377,7 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
                 .zip(&phrase)
                 .all(|(w, p)| w == p)
             {
-                found.push(*kind);
+                found.push(kind);
                 words.drain(i..i + phrase.len());
             } else {
                 i += 1;
@@ -435,6 +408,18 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
     ]
     .into_iter()
     .find(|k| found.contains(k))
+}
+
+/// `phrases`, then each of `words` as a [`SmallTalk::Reaction`] (the reactions the search
+/// shares: [`text::REACTIONS`]).
+fn reactions<'a>(
+    phrases: &'a [(&'a str, SmallTalk)],
+    words: &'a [&'a str],
+) -> impl Iterator<Item = (&'a str, SmallTalk)> {
+    phrases
+        .iter()
+        .copied()
+        .chain(words.iter().map(|w| (*w, SmallTalk::Reaction)))
 }
 
 /// The guide's reply to `kind`, in the language and script of `utterance`. `services`: the

@@ -750,17 +750,15 @@ fn features(
     ])
 }
 
-/// 1 when the question is a bare keyword ([`text::is_bare_keyword`]) that the best hit's text
+/// 1 when the question is a bare keyword ([`text::bare_keyword`]) that the best hit's text
 /// holds: every index token of a Latin keyword (as a phrase when every word is capitalised, a
 /// name or a title: "Starry Night" is not a record that says "starry" and "night" apart), a
 /// Chinese keyword as written. 0 otherwise, or with no hit.
 fn keyword_found(query: &str, top: &Top) -> f64 {
     let norm = text::normalize(query);
-    let keyword = norm.trim().trim_end_matches(['.', '!', '。', '！']).trim();
-    if !text::is_bare_keyword(keyword) {
+    let (Some(keyword), Some(doc)) = (text::bare_keyword(&norm), top.text()) else {
         return 0.0;
-    }
-    let Some(doc) = top.text() else { return 0.0 };
+    };
     let held = if keyword.chars().any(text::is_cjk) {
         doc.contains(keyword)
     } else {

@@ -1430,9 +1430,8 @@ pub const KEYWORD_WORDS: usize = 3;
 /// Most characters of a bare Chinese keyword ([`is_bare_keyword`]).
 pub const KEYWORD_CHARS: usize = 6;
 
-/// Words that make a short query a question, a request or a reaction rather than a keyword
-/// ("who", "where", "hello", "cool"): "sorry", "cool" or "nice" typed alone is said to the
-/// guide, and searched as a keyword it found a record that happens to say it.
+/// Words that make a short query a question or a request rather than a keyword ("who",
+/// "where", "hello"); a [`REACTIONS`] word does too.
 const NOT_KEYWORDS: &[&str] = &[
     "what",
     "who",
@@ -1461,36 +1460,19 @@ const NOT_KEYWORDS: &[&str] = &[
     "goodbye",
     "yes",
     "no",
-    "ok",
-    "okay",
     "more",
     "next",
     "again",
     "help",
     "stop",
-    // Reactions.
-    "sorry",
-    "cool",
-    "nice",
-    "wow",
-    "great",
     "good",
-    "awesome",
-    "amazing",
-    "interesting",
-    "beautiful",
-    "lovely",
-    "wonderful",
     "fantastic",
     "perfect",
     "fine",
     "sure",
     "right",
     "really",
-    "oops",
-    "hmm",
     "huh",
-    "oh",
     "ah",
     "lol",
     "haha",
@@ -1498,72 +1480,87 @@ const NOT_KEYWORDS: &[&str] = &[
     "pardon",
 ];
 
-/// Words that make a run of Chinese characters a question or a request, not a keyword: 谁,
-/// 什么, 哪里, 吗, 你好 ….
-const ZH_QUESTION_WORDS: &[&str] = &[
-    "谁",
-    "什么",
-    "啥",
-    "哪",
-    "几",
-    "怎",
-    "为何",
-    "吗",
-    "呢",
-    "么",
-    "嘛",
-    "吧",
-    "是否",
-    "多少",
-    "你好",
-    "您好",
-    "谢谢",
-    "再见",
-    "请",
-    "帮",
-    "介绍",
-    "讲",
-    "说",
-    // Reactions and particles.
-    "好的",
-    "不错",
-    "厉害",
-    "漂亮",
-    "好看",
-    "对不起",
-    "不好意思",
-    "真棒",
-    "很棒",
-    "太好了",
-    "有意思",
-    "明白",
-    "知道了",
-    "嗯",
-    "哦",
-    "啊",
-    "呀",
-    "哇",
+/// A visitor's reaction to an answer, typed alone ("cool", "sorry"): said to the guide, not a
+/// keyword (searched, "sorry" found a record that happens to say it). Small talk answers an
+/// utterance made of these (`pipeline::small_talk`, in this order, after its other phrases).
+pub const REACTIONS: &[&str] = &[
+    "cool",
+    "nice",
+    "wow",
+    "great",
+    "awesome",
+    "amazing",
+    "interesting",
+    "wonderful",
+    "beautiful",
+    "lovely",
+    "sorry",
+    "oops",
+    "ok",
+    "okay",
+    "oh",
+    "hmm",
 ];
 
-/// Whether a query (normalised, [`normalize`]) is a bare keyword, as visitors type on a kiosk
-/// or a phone: one to [`KEYWORD_WORDS`] Latin words ("ivory", "maiolica", "Japanese armor")
-/// or one run of two to [`KEYWORD_CHARS`] Chinese characters (瓷器, 日本), with no question
-/// mark and no question, request or greeting word.
-pub fn is_bare_keyword(norm: &str) -> bool {
-    let t = norm.trim().trim_end_matches(['.', '!', '。', '！']);
+/// [`REACTIONS`] in Chinese (好的, 不错, 对不起), longest first where one holds another.
+pub const ZH_REACTIONS: &[&str] = &[
+    "不好意思",
+    "对不起",
+    "太好了",
+    "有意思",
+    "知道了",
+    "明白了",
+    "不错",
+    "厉害",
+    "真棒",
+    "好的",
+    "哇",
+    "嗯",
+];
+
+/// Words that make a run of Chinese characters a question or a request, not a keyword: 谁,
+/// 什么, 哪里, 吗, 你好 …; a [`ZH_REACTIONS`] word does too.
+const ZH_QUESTION_WORDS: &[&str] = &[
+    "谁", "什么", "啥", "哪", "几", "怎", "为何", "吗", "呢", "么", "嘛", "吧", "是否", "多少",
+    "你好", "您好", "谢谢", "再见", "请", "帮", "介绍", "讲", "说", "漂亮", "好看", "很棒", "明白",
+    "哦", "啊", "呀",
+];
+
+/// The keyword a query (normalised, [`normalize`]) is, when it is a bare one, as visitors type
+/// on a kiosk or a phone: one to [`KEYWORD_WORDS`] Latin words ("ivory", "maiolica", "Japanese
+/// armor") or one run of two to [`KEYWORD_CHARS`] Chinese characters (瓷器, 日本), with no
+/// question mark and no question, request, greeting or reaction word. The query without its
+/// surrounding space and closing full stop or exclamation mark; None when it is no keyword.
+pub fn bare_keyword(norm: &str) -> Option<&str> {
+    let t = norm
+        .trim()
+        .trim_end_matches(['.', '!', '。', '！'])
+        .trim_end();
     if t.is_empty() || t.contains(['?', '？']) {
-        return false;
+        return None;
     }
-    if t.chars().all(is_cjk) {
-        return (2..=KEYWORD_CHARS).contains(&t.chars().count())
-            && !ZH_QUESTION_WORDS.iter().any(|w| t.contains(w));
-    }
-    let words: Vec<&str> = t.split_whitespace().collect();
-    (1..=KEYWORD_WORDS).contains(&words.len())
-        && words
-            .iter()
-            .all(|w| w.chars().all(|c| c.is_alphabetic() && !is_cjk(c)))
-        && !words.iter().any(|w| NOT_KEYWORDS.contains(w))
+    let keyword = if t.chars().all(is_cjk) {
+        (2..=KEYWORD_CHARS).contains(&t.chars().count())
+            && !ZH_QUESTION_WORDS
+                .iter()
+                .chain(ZH_REACTIONS)
+                .any(|w| t.contains(w))
+    } else {
+        let words: Vec<&str> = t.split_whitespace().collect();
+        (1..=KEYWORD_WORDS).contains(&words.len())
+            && words
+                .iter()
+                .all(|w| w.chars().all(|c| c.is_alphabetic() && !is_cjk(c)))
+            && !words
+                .iter()
+                .any(|w| NOT_KEYWORDS.contains(w) || REACTIONS.contains(w))
+    };
+    keyword.then_some(t)
+}
+
+/// Whether a query (normalised) is a bare keyword ([`bare_keyword`]).
+pub fn is_bare_keyword(norm: &str) -> bool {
+    bare_keyword(norm).is_some()
 }
 
 /// Whether a question asks who someone is ("溥心畬是谁？", "谁是溥心畬", "Who was Shibata

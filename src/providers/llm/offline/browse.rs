@@ -238,8 +238,8 @@ pub fn is_kind_topic(question: &str) -> bool {
 }
 
 /// Whether `norm` is a bare keyword, as visitors type on a kiosk or a phone ("ivory",
-/// "Japanese armor", "Japan", 瓷器: [`text::is_bare_keyword`]) whose first word is none of
-/// [`NOT_A_KIND`] and which holds none of [`DESCRIBING`]. Like a topic, it is listed when it
+/// "Japanese armor", "Japan", 瓷器: [`text::is_bare_keyword`]) none of whose words is a
+/// [`NOT_A_KIND`] or [`DESCRIBING`] word. Like a topic, it is listed when it
 /// names a kind and searched as before when it does not ("ivory" had been searched, and
 /// refused).
 fn is_bare_keyword(norm: &str) -> bool {
