@@ -160,13 +160,36 @@ fn strip_notes(sense: &str) -> String {
 
 /// The phrases of one sense (see the module header).
 pub fn sense_phrases(sense: &str) -> Vec<Vec<String>> {
+    phrases_of(sense, false)
+}
+
+/// Whether a piece of a proper noun's sense describes it rather than names it: its first word
+/// (after an article) is not capitalised. "Qi Baishi (1864-1957), famous Chinese painter" names
+/// "Qi Baishi" and describes "famous Chinese painter"; "the Song dynasty" and "Tang dynasty"
+/// name.
+fn describes_name(piece: &str) -> bool {
+    let mut words = piece.split_whitespace();
+    let first = match words.next() {
+        Some("the" | "The" | "a" | "an") => words.next(),
+        w => w,
+    };
+    first
+        .and_then(|w| w.chars().next())
+        .is_some_and(|c| !c.is_uppercase() && !c.is_ascii_digit())
+}
+
+/// The phrases of one sense; `proper` for an entry CC-CEDICT marks as a proper noun (its
+/// pinyin capitalised, `[Qi2 Bai2 shi2]`), whose describing pieces ([`describes_name`]) are
+/// left out: a name translates as the name, not as what it is ("famous Chinese painter" made
+/// 齐白石画的虾 match a Japanese ink painting).
+fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
     if is_note(sense) {
         return Vec::new();
     }
     let plain = strip_notes(sense);
     let mut out: Vec<Vec<String>> = Vec::new();
     for piece in plain.split([';', ',']).flat_map(|p| p.split(" or ")) {
-        if piece.chars().any(text::is_cjk) {
+        if piece.chars().any(text::is_cjk) || (proper && describes_name(piece)) {
             continue;
         }
         let toks = text::latin_tokens(piece);
@@ -192,9 +215,10 @@ impl Dictionary {
             let Some((heads, rest)) = line.split_once(" [") else {
                 continue;
             };
-            let Some((_, senses)) = rest.split_once("] /") else {
+            let Some((pinyin, senses)) = rest.split_once("] /") else {
                 continue;
             };
+            let proper = pinyin.starts_with(|c: char| c.is_ascii_uppercase());
             let Some((trad, simp)) = heads.split_once(' ') else {
                 continue;
             };
@@ -205,7 +229,7 @@ impl Dictionary {
             let mut phrases: Vec<Phrase> = Vec::new();
             for (n, sense) in senses.trim_end_matches('/').split('/').enumerate() {
                 let verb = sense.trim_start().starts_with("to ");
-                for p in sense_phrases(sense) {
+                for p in phrases_of(sense, proper) {
                     phrases.push((
                         n.min(u16::MAX as usize) as u16,
                         verb,
@@ -523,6 +547,30 @@ mod tests {
         assert!(sense_phrases("variant of 旗[qi2]").is_empty());
         // A description is not a translation.
         assert!(sense_phrases("long descriptions of several different kinds of things").is_empty());
+    }
+
+    #[test]
+    fn a_proper_noun_translates_as_its_name_not_its_description() {
+        let d = Dictionary::parse(
+            "齊白石 齐白石 [Qi2 Bai2 shi2] /Qi Baishi (1864-1957), famous Chinese painter/\n\
+             唐朝 唐朝 [Tang2 chao2] /Tang or Tang dynasty (618-907)/\n\
+             宋朝 宋朝 [Song4 chao2] /the Song dynasty (960-1279)/\n\
+             三星堆 三星堆 [San1 xing1 dui1] /archaeological site of Sanxingdui outside Chengdu/\n\
+             畫家 画家 [hua4 jia1] /painter/\n",
+        );
+        let senses = |w: &str| -> Vec<Vec<String>> {
+            d.english_of(w)
+                .iter()
+                .map(|p| p.iter().map(|t| t.to_string()).collect())
+                .collect()
+        };
+        assert_eq!(senses("齐白石"), vec![vec!["qi", "baishi"]]);
+        assert!(senses("唐朝").contains(&vec!["tang".into(), "dynasti".into()]));
+        assert_eq!(senses("宋朝"), vec![vec!["song", "dynasti"]]);
+        // Only a description: the name has no translation (it is searched as written).
+        assert!(senses("三星堆").is_empty());
+        // A common noun's senses are lower case and all kept.
+        assert_eq!(senses("画家"), vec![vec!["painter"]]);
     }
 
     #[test]

@@ -225,6 +225,7 @@ pub(crate) async fn eval(config: Config, a: EvalArgs) -> anyhow::Result<()> {
                 "current_model": k_current, "in_sample": k_in, "cross_validated": k_cv,
                 "fitted": fitted, "fusion": fusion, "current_fusion": current_fusion,
                 "cv_fusions": cv_fusions,
+                "outcomes_current": current_out,
                 "outcomes_cross_validated": cv, "ranked": ranked,
             })
         );
