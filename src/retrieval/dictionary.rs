@@ -66,6 +66,8 @@ const MAX_WORD_CHARS: usize = 8;
 struct Entry {
     head: Box<str>,
     phrases: Vec<Phrase>,
+    /// CC-CEDICT marks it a proper noun (its pinyin capitalised).
+    proper: bool,
 }
 
 /// One phrase of an entry: `(sense number, whether the sense is a verb's ("to carve"),
@@ -237,7 +239,9 @@ impl Dictionary {
                     ));
                 }
             }
-            if phrases.is_empty() {
+            // A proper noun is kept with no translation (三星堆: "archaeological site of
+            // Sanxingdui …" only describes it): [`Dictionary::is_proper`] still knows it.
+            if phrases.is_empty() && !proper {
                 continue;
             }
             let id = d.entries.len() as u32;
@@ -255,6 +259,7 @@ impl Dictionary {
             d.entries.push(Entry {
                 head: head.into(),
                 phrases,
+                proper,
             });
         }
         d
@@ -267,6 +272,14 @@ impl Dictionary {
 
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Whether CC-CEDICT marks a (normalised) Chinese word a proper noun: a person, a place,
+    /// a site or a work with a name of its own in English (三星堆, 齐白石, 唐朝).
+    pub fn is_proper(&self, word: &str) -> bool {
+        self.by_head
+            .get(word)
+            .is_some_and(|ids| ids.iter().any(|&id| self.entries[id as usize].proper))
     }
 
     /// The phrases of a (normalised) Chinese word's first [`SENSES_PER_WORD`] senses, each
@@ -567,8 +580,10 @@ mod tests {
         assert_eq!(senses("齐白石"), vec![vec!["qi", "baishi"]]);
         assert!(senses("唐朝").contains(&vec!["tang".into(), "dynasti".into()]));
         assert_eq!(senses("宋朝"), vec![vec!["song", "dynasti"]]);
-        // Only a description: the name has no translation (it is searched as written).
+        // Only a description: the name has no translation (it is searched as written), but
+        // it is known as a name.
         assert!(senses("三星堆").is_empty());
+        assert!(d.is_proper("三星堆") && d.is_proper("唐朝") && !d.is_proper("画家"));
         // A common noun's senses are lower case and all kept.
         assert_eq!(senses("画家"), vec![vec!["painter"]]);
     }

@@ -826,7 +826,11 @@ struct Name {
 impl QuestionNames {
     fn new(query: &str, w: &WeightedTerms, dict: &UserDict) -> QuestionNames {
         let cedict = super::dictionary::dictionary();
-        let names = text::proper_names(query, dict)
+        // A proper noun the dictionary knows but cannot translate (三星堆, a numeral to jieba)
+        // is a name too; one it translates may be a common phrase as well (末代皇帝, "The Last
+        // Emperor", a film).
+        let untranslated = |w: &str| cedict.is_proper(w) && cedict.english_of(w).is_empty();
+        let names = text::proper_names_with(query, dict, &untranslated)
             .into_iter()
             .filter_map(|name| {
                 let index = text::index_text(&name);
@@ -843,9 +847,11 @@ impl QuestionNames {
                     return None;
                 }
                 // The dictionary renders the name as a whole (北京 → Beijing; "Terracotta
-                // Army" → 兵马俑), or a bridge of the ranking stands for one of its terms.
+                // Army" → 兵马俑) or knows it as a proper noun (三星堆: a record about it in
+                // English would name it), or a bridge of the ranking stands for one of its
+                // terms.
                 let renders = if name.chars().any(text::is_cjk) {
-                    !cedict.english_of(&name).is_empty()
+                    cedict.is_proper(&name) || !cedict.english_of(&name).is_empty()
                 } else {
                     cedict
                         .chinese_of(&toks)
@@ -877,14 +883,34 @@ impl QuestionNames {
             return None;
         }
         let lookup = TermLookup::new(w);
-        let mut found = lookup.found(indexed);
+        let own = lookup.found(indexed);
+        let mut found = own.clone();
         translit::credit(&w.bridges, indexed, &mut found);
         let holds = |n: &Name| {
             if n.all {
-                n.terms.iter().all(|&i| found[i])
-            } else {
-                n.terms.iter().any(|&i| found[i])
+                return n.terms.iter().all(|&i| found[i]);
             }
+            // A Chinese name: one of its bigrams as written, its spelling (查士标: "Shibiao"
+            // for 士标 is the name's), or a translation standing for the name (for all its
+            // terms, or two of them). A translation of one bigram of a longer name is another
+            // word's: 二里头 (Erlitou) is not held by a record that says "inside" for 里头.
+            if n.terms.iter().any(|&i| own[i]) {
+                return true;
+            }
+            let whole: Vec<translit::Bridge> = w
+                .bridges
+                .iter()
+                .filter(|b| {
+                    let of_name = n.terms.iter().filter(|t| b.sources.contains(t)).count();
+                    b.kind == translit::BridgeKind::Spelt
+                        || of_name == n.terms.len()
+                        || of_name >= 2
+                })
+                .cloned()
+                .collect();
+            let mut f = own.clone();
+            translit::credit(&whole, indexed, &mut f);
+            n.terms.iter().any(|&i| f[i])
         };
         if self.0.iter().any(holds) {
             return Some(true);

@@ -1839,7 +1839,8 @@ const ZH_MAKER_FRAMES: &[&str] = &[
 const EN_BY: &[&str] = &["by"];
 
 /// The makers a question names, normalised: the owner of a possessive run of capitalised words
-/// ("Leonardo da Vinci's Last Supper" → `leonardo da vinci`), capitalised words after "by"
+/// ("Leonardo da Vinci's Last Supper" → `leonardo da vinci`; not after "who", which asks for
+/// the maker: "Who painted … Pharaoh's army"), capitalised words after "by"
 /// ("anything by Frida Kahlo"), and the Chinese word right before a making frame
 /// ("有没有吴昌硕亲笔画的…" → `吴昌硕`, "颜真卿的《祭侄文稿》" → `颜真卿`; a name of the
 /// collection's user dictionary is kept whole). Used to check that the best hit is by them.
@@ -1860,8 +1861,16 @@ pub fn named_makers(query: &str, dict: &UserDict) -> Vec<String> {
             )
     };
     let mut run: Vec<&str> = Vec::new();
+    // After "who" the question asks for the maker, so a possessive belongs to what the work
+    // shows ("Who painted the enamel dish of Pharaoh's army …?" names no maker), as 谁 does
+    // below.
+    let mut asks_who = false;
     for (i, w) in words.iter().enumerate() {
-        let owner = w.strip_suffix("'s").or_else(|| w.strip_suffix("’s"));
+        asks_who |= w.eq_ignore_ascii_case("who");
+        let owner = w
+            .strip_suffix("'s")
+            .or_else(|| w.strip_suffix("’s"))
+            .filter(|_| !asks_who);
         let joiner = !run.is_empty() && NAME_JOINERS.contains(&w.to_lowercase().as_str());
         if capital(w) || joiner {
             run.push(owner.unwrap_or(w));
@@ -1927,6 +1936,12 @@ const PROPER_TAGS: [&str; 6] = ["nr", "nrfg", "nrt", "ns", "nt", "nz"];
 /// 孙中山, 中山装). Used to check that a best hit in the other script was reached through a
 /// name the question gives, not only through its common words (`embedded::names_unmet`).
 pub fn proper_names(query: &str, dict: &UserDict) -> Vec<String> {
+    proper_names_with(query, dict, &|_| false)
+}
+
+/// [`proper_names`], and the Chinese words (of two characters or more) `also` calls names,
+/// whatever jieba tags them (三星堆 is a numeral to jieba, a site to CC-CEDICT).
+pub fn proper_names_with(query: &str, dict: &UserDict, also: &dyn Fn(&str) -> bool) -> Vec<String> {
     let mut out = named_phrases(query);
     let norm = normalize(query);
     for run in norm.split(|c: char| !is_cjk(c)).filter(|r| !r.is_empty()) {
@@ -1936,7 +1951,7 @@ pub fn proper_names(query: &str, dict: &UserDict) -> Vec<String> {
                 continue;
             }
             for t in jieba().tag(&piece, true) {
-                if PROPER_TAGS.contains(&t.tag) && t.word.chars().count() >= 2 {
+                if t.word.chars().count() >= 2 && (PROPER_TAGS.contains(&t.tag) || also(t.word)) {
                     out.push(t.word.to_string());
                 }
             }
@@ -2051,6 +2066,11 @@ mod tests {
             ("Can I see Rembrandt's Night Watch?", &["rembrandt"]),
             (
                 "Who painted the watercolor of the front of the National Library in Vienna?",
+                &[],
+            ),
+            // The possessive is what the work shows; the question asks for the maker.
+            (
+                "Who painted the enamel dish of Pharaoh's army drowning in the Red Sea?",
                 &[],
             ),
         ];

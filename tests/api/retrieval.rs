@@ -721,18 +721,22 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     let neg = kind("no-answer");
     assert!(neg.abstention_recall.unwrap() >= 0.91, "{neg:?}");
     assert_eq!(neg.abstention_precision, Some(1.0), "{neg:?}");
-    // Reached 4/166 answerable refused (target 0.02 overall: one question short); of the 154
-    // answerable questions whose exhibit lexical search ranks in the top 5, 2 are refused.
+    // Reached 3/166 answerable refused (target 0.02 overall: reached; 4/166 until a proper
+    // noun of the dictionary stopped translating as its description, "famous Chinese painter",
+    // and "Who painted … Pharaoh's army" stopped naming Pharaoh its maker: the fits of the
+    // folds moved with those signals); of the 153 answerable questions whose exhibit lexical
+    // search ranks in the top 5, 1 is refused (the Andean tumbler; 2 with the buffalo hunt).
     let all = kind("all");
-    assert!(all.false_abstention_rate.unwrap() <= 0.025, "{all:?}");
+    assert!(all.false_abstention_rate.unwrap() <= 0.02, "{all:?}");
     // 0.886 and 0.855 before the thesaurus (`retrieval::thesaurus`), which reorders answers
     // only: the refusals above are the same. 0.916 and 0.867 until phrasal verbs stripped of
     // their particle ("shell out" as "shell", "use up" as "use") were left out of it: the
     // Sudanese Qur'an board had reached 4th place through "wiping" → "use" (the record says
     // "used"), now 8th; the German sundial goblet went from 2nd to 1st (retrieval README,
     // "Phrases and phrasal verbs").
-    assert!(all.recall_at_5.unwrap() >= 0.91, "{all:?}");
-    assert!(all.recall_at_1.unwrap() >= 0.872, "{all:?}");
+    // 0.910 and 0.873 until the buffalo-hunt painting above was no longer refused.
+    assert!(all.recall_at_5.unwrap() >= 0.915, "{all:?}");
+    assert!(all.recall_at_1.unwrap() >= 0.879, "{all:?}");
     let para = kind("en-paraphrase");
     // 0.600 before the Qur'an board above fell out of the top 5.
     assert!(para.recall_at_5.unwrap() >= 0.566, "{para:?}");
@@ -759,7 +763,7 @@ async fn cross_validated_quality_per_kind_on_the_200_dev_questions() {
     let n_findable = findable.iter().filter(|f| **f).count();
     // 149 before the thesaurus; 154 until the Qur'an board above fell out of the top 5.
     assert_eq!(n_findable, 153);
-    assert!(refused_findable <= 2, "{refused_findable}/{n_findable}");
+    assert!(refused_findable <= 1, "{refused_findable}/{n_findable}");
     // The Chinese and English-fact kinds lose no question to abstention.
     for k in ["zh-simplified", "zh-traditional", "en-fact"] {
         assert_eq!(kind(k).false_abstentions, 0, "{:?}", kind(k));
@@ -810,6 +814,19 @@ async fn names_the_question_gives_must_cross_into_the_answer() {
         .await
         .unwrap();
     assert_eq!(hits[0].exhibit.id, "nmh-07817");
+    // A name the dictionary knows only as a name (三星堆: its one sense describes the site,
+    // and jieba reads it as a numeral) must cross too: the masks reached through 面具 are
+    // not from there. And a translation of one bigram of a name is not the name: 二里头
+    // (Erlitou) is not met by the armlets "excavated" (出土) … "inside" (里头).
+    for q in ["有三星堆出土的金面具吗？", "二里头出土的青铜爵在这里吗？"]
+    {
+        let hits = r.search(q, 5).await.unwrap();
+        assert!(
+            hits.is_empty(),
+            "{q}: {:?}",
+            hits.first().map(|h| &h.exhibit.title)
+        );
+    }
 }
 
 /// A question that names only a maker is answered with a work the maker field names
