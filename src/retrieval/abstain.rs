@@ -44,8 +44,10 @@
 //! - `names_unmet`: 1 when the best hit is written in the other script, covers less than half
 //!   of the question, and holds none of the proper names the question gives
 //!   ([`super::text::proper_names`]: an English question's named things, a Chinese question's
-//!   names to jieba or of the collection) though one of them crosses between the scripts (the
-//!   dictionary renders it, or a bridge of the ranking spells or translates it): the hit was
+//!   names to jieba or of the collection, and proper nouns the dictionary knows but cannot
+//!   translate, 三星堆) though one of them crosses between the scripts (the dictionary renders
+//!   it or knows it as a name, or a bridge of the ranking spells or translates it; a
+//!   translation of one bigram of a longer name is not the name): the hit was
 //!   reached through the question's common words only (北京人的头盖骨化石 found a skull-shaped
 //!   watch through 头盖骨). A rule, not a feature: such a question is refused. Before it, a hit
 //!   of the first ten that holds one of the names is put first (`embedded::prefer_named`:
