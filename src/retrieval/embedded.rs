@@ -750,29 +750,27 @@ fn features(
     ])
 }
 
-/// 1 when the question is a bare keyword ([`text::bare_keyword`]) that the best hit's text
-/// holds: every index token of a Latin keyword (as a phrase when every word is capitalised, a
-/// name or a title: "Starry Night" is not a record that says "starry" and "night" apart), a
-/// Chinese keyword as written. 0 otherwise, or with no hit.
+/// 1 when the question is a bare keyword ([`text::bare_keyword`]), or a short "do you have"
+/// question whose thing is one ([`text::asked_keyword`]: "Do you have maiolica?"), that the
+/// best hit's text holds: every index token of a Latin keyword (as a phrase when every word is
+/// capitalised as typed, a name or a title: "Starry Night" is not a record that says "starry"
+/// and "night" apart), a Chinese keyword as written. 0 otherwise, or with no hit.
 fn keyword_found(query: &str, top: &Top) -> f64 {
     let norm = text::normalize(query);
-    let (Some(keyword), Some(doc)) = (text::bare_keyword(&norm), top.text()) else {
+    let (Some(keyword), Some(doc)) = (text::asked_keyword(&norm), top.text()) else {
         return 0.0;
     };
     f64::from(u8::from(keyword_held(query, keyword, doc)))
 }
 
-/// Whether a record's text ([`exhibit_text`]) holds a bare keyword as [`keyword_found`] reads
-/// it; `query` is the keyword as typed (its capitals), `keyword` as [`text::bare_keyword`]
-/// gives it.
+/// Whether a record's text ([`exhibit_text`]) holds a keyword as [`keyword_found`] reads it;
+/// `query` is the question as typed (the keyword's capitals are read there), `keyword` as
+/// [`text::asked_keyword`] gives it.
 fn keyword_held(query: &str, keyword: &str, doc: &str) -> bool {
     if keyword.chars().any(text::is_cjk) {
         doc.contains(keyword)
     } else {
-        let named = query
-            .split_whitespace()
-            .all(|w| w.chars().next().is_some_and(char::is_uppercase));
-        if named {
+        if typed_as_name(query, keyword) {
             text::names_whole(doc, keyword)
         } else {
             let tokens = text::latin_tokens(keyword);
@@ -782,22 +780,50 @@ fn keyword_held(query: &str, keyword: &str, doc: &str) -> bool {
     }
 }
 
+/// Whether the words of `keyword` (normalised) are each capitalised where `query` types them:
+/// "Do you have Starry Night?" names a work; "Do you have maiolica?" does not.
+fn typed_as_name(query: &str, keyword: &str) -> bool {
+    let words: Vec<&str> = query
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let want: Vec<&str> = keyword.split_whitespace().collect();
+    if want.is_empty() || want.len() > words.len() {
+        return false;
+    }
+    words
+        .windows(want.len())
+        .find(|win| win.iter().zip(&want).all(|(a, b)| text::normalize(a) == *b))
+        .is_some_and(|win| {
+            win.iter()
+                .all(|w| w.chars().next().is_some_and(char::is_uppercase))
+        })
+}
+
 /// Hits of the first [`KEYWORD_DEPTH`] read for one holding a bare keyword as written.
 const KEYWORD_DEPTH: usize = 50;
 
-/// For a bare keyword ([`text::bare_keyword`]): when the best hit does not hold it as written
-/// ([`keyword_held`]), the hits of the first [`KEYWORD_DEPTH`] that do go first, in their
-/// order. A keyword matched through a translation ranked short records of the other language
+/// For a bare keyword ([`text::bare_keyword`]), or with `asked` also the thing a short "do you
+/// have" question asks for ([`text::asked_keyword`]: 有没有佛像？): when the best hit does not
+/// hold it as written ([`keyword_held`]), the hits of the first [`KEYWORD_DEPTH`] that do go
+/// first, in their order. A keyword matched through a translation ranked short records of the other language
 /// first at equal coverage: 邮票 listed a Book of Hours binding ("stamped" calfskin) before
 /// the letter that says 郵票 (31st), 印章 a "Chopping Tool" (CC-CEDICT's "chop") before the
 /// seals. Scores are unchanged, as with [`prefer_biographies`].
 fn prefer_keyword_held(
     store: &CollectionStore,
     query: &str,
+    asked: bool,
     lex: &mut [Lexical],
 ) -> Result<(), StoreError> {
     let norm = text::normalize(query);
-    let Some(keyword) = text::bare_keyword(&norm) else {
+    let keyword = if asked {
+        text::asked_keyword(&norm)
+    } else {
+        text::bare_keyword(&norm)
+    };
+    let Some(keyword) = keyword else {
         return Ok(());
     };
     let depth = lex
@@ -1435,8 +1461,13 @@ fn rank_in(
     let mut lex = rerank(store, &w, &cands, &dense_pks)?;
     prefer_biographies(store, &query, &mut lex)?;
     prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
-    prefer_keyword_held(store, &query, &mut lex)?;
+    // A bare keyword's order before the signals (`keyword_found` reads whether the best hit
+    // holds it); a "do you have" question's after them: moving a hit of a lower score first
+    // changed its signals and refused "Do you have sculptures?" (the model refuses short
+    // questions; `keyword_found` is for bare keywords only).
+    prefer_keyword_held(store, &query, false, &mut lex)?;
     let f = features(store, &query, &w, &lex, &opts.dict())?;
+    prefer_keyword_held(store, &query, true, &mut lex)?;
     // The thesaurus's synonyms reorder the answer, not the no-answer decision: the signals above
     // are those of the question's own words. Fed to the signals, the synonyms' extra matches
     // moved the refitted thresholds for every question (3 more answerable questions refused on
@@ -1448,7 +1479,7 @@ fn rank_in(
         lex = rerank(store, &w, &cands, &dense_pks)?;
         prefer_biographies(store, &query, &mut lex)?;
         prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
-        prefer_keyword_held(store, &query, &mut lex)?;
+        prefer_keyword_held(store, &query, true, &mut lex)?;
     }
     Ok(Ranking {
         lexical: lex

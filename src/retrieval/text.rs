@@ -1558,6 +1558,65 @@ pub fn bare_keyword(norm: &str) -> Option<&str> {
     keyword.then_some(t)
 }
 
+/// Openings of a question that asks whether the collection has something ("Do you have …?",
+/// 有没有…？): what follows is the thing asked for.
+const HAVE_FRAMES_EN: &[&str] = &[
+    "do you have any ",
+    "do you have ",
+    "have you got any ",
+    "have you got ",
+    "is there any ",
+    "are there any ",
+    "show me some ",
+    "show me ",
+];
+
+/// Words before 有没有 / 有 in a Chinese "do you have" question.
+const HAVE_LEADS_ZH: &[&str] = &[
+    "请问",
+    "你们这里",
+    "你们馆里",
+    "你们",
+    "这里",
+    "馆里",
+    "馆内",
+];
+
+/// Endings of a Chinese "do you have" question after the thing asked for.
+const HAVE_ENDS_ZH: &[&str] = &["的东西", "的展品", "的文物", "的作品", "吗", "呢", "吧"];
+
+/// The thing a short "do you have" question asks for when it is a keyword ("Do you have
+/// sculptures?" → `sculptures`, 有没有佛像？ → 佛像), or the query itself when it is a bare
+/// keyword ([`bare_keyword`]); None otherwise. `norm` is normalised ([`normalize`]).
+pub fn asked_keyword(norm: &str) -> Option<&str> {
+    if let Some(k) = bare_keyword(norm) {
+        return Some(k);
+    }
+    let t = norm
+        .trim()
+        .trim_end_matches(['?', '？', '.', '。', '!', '！'])
+        .trim_end();
+    if let Some(rest) = HAVE_FRAMES_EN.iter().find_map(|f| t.strip_prefix(f)) {
+        let rest = rest
+            .trim_end_matches(" here")
+            .trim_end_matches(" in the collection")
+            .trim_end_matches(" in the museum");
+        return bare_keyword(rest);
+    }
+    let mut rest = t;
+    for lead in HAVE_LEADS_ZH {
+        rest = rest.strip_prefix(lead).unwrap_or(rest);
+    }
+    let rest = rest
+        .strip_prefix("有没有")
+        .or_else(|| rest.strip_prefix('有'))?;
+    let mut rest = rest;
+    for end in HAVE_ENDS_ZH {
+        rest = rest.strip_suffix(end).unwrap_or(rest);
+    }
+    bare_keyword(rest)
+}
+
 /// Whether a query (normalised) is a bare keyword ([`bare_keyword`]).
 pub fn is_bare_keyword(norm: &str) -> bool {
     bare_keyword(norm).is_some()
@@ -2039,6 +2098,25 @@ mod tests {
         texts.extend(demo.lines().map(str::to_string));
         for t in &texts {
             assert_eq!(nfkc(t), reference(t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn the_thing_a_do_you_have_question_asks_for() {
+        let cases: &[(&str, Option<&str>)] = &[
+            ("Do you have sculptures?", Some("sculptures")),
+            ("佛像", Some("佛像")),
+            ("有没有佛像？", Some("佛像")),
+            ("你们这里有印章吗？", Some("印章")),
+            ("请问有没有书法作品？", Some("书法作品")),
+            ("Is there any maiolica here?", Some("maiolica")),
+            ("有没有康熙年间烧的那种豇豆红釉的瓷器？", None),
+            ("What is this?", None),
+        ];
+        for (q, want) in cases {
+            let norm = normalize(q);
+            let got = asked_keyword(&norm);
+            assert_eq!(got, *want, "{q}");
         }
     }
 
