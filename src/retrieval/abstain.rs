@@ -60,7 +60,9 @@
 //!   a question is answered ("And what about the Cassatt?" was refused: one term). The CV
 //!   figures did not change (the dev questions it fires on were answered anyway).
 //! - `keyword_found`: 1 when the question is a bare keyword typed on a kiosk ("maiolica",
-//!   "netsuke", 甲骨文: [`super::text::bare_keyword`]) and the best hit, in the keyword's
+//!   "netsuke", 甲骨文: [`super::text::bare_keyword`]), or a short "do you have" question
+//!   asking for one ("Do you have maiolica?", 有没有佛像？: [`super::text::asked_keyword`]),
+//!   and the best hit, in the keyword's
 //!   script, holds it: each of its words (a keyword written as a name, every word capitalised,
 //!   "St Sebastian", as a phrase), or a Chinese keyword as written. A rule like `who_found`:
 //!   such a question is answered. The model refuses short questions (ln(1 + terms) weighs
