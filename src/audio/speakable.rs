@@ -12,6 +12,9 @@
 //! - otherwise each run of CJK text (with the digits, spaces and punctuation inside it) is said
 //!   as a stand-in: [`StandIns::title`] when the run is quoted or in title marks (“…”, 《…》,
 //!   「…」), else [`StandIns::text`].
+//!
+//! For every voice, [`said_forms`] writes out a record's dating ("ca. 1500-1530" is said
+//! "circa 1500 to 1530"; piper read "ca." as "ka").
 
 /// The phrases said in place of CJK text, from `[tts] cjk_title_as` and `cjk_text_as`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -204,9 +207,117 @@ fn gloss_after(chars: &[char], from: usize) -> Option<(String, usize)> {
     (!gloss.chars().any(crate::retrieval::text::is_cjk)).then(|| (gloss, close + 1))
 }
 
+/// A piece of an English reply as a voice should say it: a record's dating abbreviations and
+/// ranges written out. Heard through piper and transcribed back by whisper, "ca. 1500-1530" was
+/// "Ka, 1500-1530" and "Gah"; "ca." and "c." before a number are said "circa", and a hyphen or
+/// en dash between two years (three or four digits, then two to four) "to" ("1510 to 1530").
+/// A piece with CJK text is left as it is (a Chinese voice reads its own numbers).
+pub fn said_forms(piece: &str) -> String {
+    if piece.chars().any(crate::retrieval::text::is_cjk) {
+        return piece.to_string();
+    }
+    let chars: Vec<char> = piece.chars().collect();
+    let mut out = String::with_capacity(piece.len() + 8);
+    let mut i = 0;
+    let starts_word = |i: usize| i == 0 || !chars[i - 1].is_alphanumeric();
+    let digit_after = |mut j: usize| {
+        while chars.get(j) == Some(&' ') {
+            j += 1;
+        }
+        chars.get(j).is_some_and(char::is_ascii_digit).then_some(j)
+    };
+    while i < chars.len() {
+        // "ca. 1500", "c. 1500", "ca 1500" → "circa 1500".
+        if starts_word(i) {
+            let abbr = ["ca.", "ca", "c."].iter().find_map(|a| {
+                let n = a.chars().count();
+                let here: String = chars[i..(i + n).min(chars.len())].iter().collect();
+                (here.eq_ignore_ascii_case(a)).then_some(n)
+            });
+            if let Some(j) = abbr.and_then(|n| digit_after(i + n)) {
+                out.push_str("circa ");
+                i = j;
+                continue;
+            }
+        }
+        // A year range: four digits, a hyphen or en dash, a later year in two or four digits.
+        if chars[i].is_ascii_digit()
+            && starts_word(i)
+            && (i == 0 || !matches!(chars[i - 1], '-' | '+'))
+        {
+            let a_end = i + chars[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+            let dash = a_end;
+            if a_end - i == 4 && matches!(chars.get(dash), Some('-' | '–')) {
+                let b_start = dash + 1;
+                let b_end = b_start
+                    + chars[b_start..]
+                        .iter()
+                        .take_while(|c| c.is_ascii_digit())
+                        .count();
+                let ends = chars
+                    .get(b_end)
+                    .is_none_or(|c| !c.is_alphanumeric() && *c != '-');
+                let year = |from: usize, to: usize| -> u32 {
+                    chars[from..to]
+                        .iter()
+                        .collect::<String>()
+                        .parse()
+                        .unwrap_or(0)
+                };
+                let a = year(i, a_end);
+                let b = match b_end - b_start {
+                    2 => a / 100 * 100 + year(b_start, b_end),
+                    4 => year(b_start, b_end),
+                    _ => 0,
+                };
+                if ends && (1000..=2100).contains(&a) && b > a && b <= 2100 {
+                    out.extend(&chars[i..a_end]);
+                    out.push_str(" to ");
+                    out.extend(&chars[b_start..b_end]);
+                    i = b_end;
+                    continue;
+                }
+            }
+            out.extend(&chars[i..a_end]);
+            i = a_end;
+            continue;
+        }
+        out.push(chars[i]);
+        i += 1;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dates_are_said_as_words() {
+        assert_eq!(
+            said_forms("“Dish” is Venetian work. It is dated ca. 1500-1530."),
+            "“Dish” is Venetian work. It is dated circa 1500 to 1530."
+        );
+        assert_eq!(
+            said_forms("(Venetian, c. 1510–30)"),
+            "(Venetian, circa 1510 to 30)"
+        );
+        assert_eq!(
+            said_forms("Mary Cassatt (American, 1844-1926)"),
+            "Mary Cassatt (American, 1844 to 1926)"
+        );
+        // Not a date range: phone numbers, a catalogue number, an earlier second number, a word
+        // ending in "ca".
+        for keep in [
+            "Call 555-1234 or +1-2025-2030, ask Rebecca 12",
+            "W.123-45678 and 12-14, gallery 1200-1100",
+            "Open 0930-1700",
+        ] {
+            assert_eq!(said_forms(keep), keep);
+        }
+        // Chinese text keeps its own numbers.
+        assert_eq!(said_forms("约1500-1530年"), "约1500-1530年");
+    }
 
     fn say(piece: &str) -> Spoken {
         for_latin_voice(

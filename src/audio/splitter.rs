@@ -125,8 +125,10 @@ impl Splitter {
             } else if STRONG.contains(&c) {
                 true
             } else if c == '.' {
-                // "3.14", "e.g.x", a URL or a '.' at the end of what has arrived: not yet.
-                next.is_some_and(char::is_whitespace)
+                // "3.14", "e.g.x", a URL or a '.' at the end of what has arrived: not yet. Nor
+                // after an abbreviation ("ca. 1500", "St. George"): the voice would say "ca" as
+                // a word at the end of one piece.
+                next.is_some_and(char::is_whitespace) && !ends_abbreviation(&self.buf[..i])
             } else if CLAUSE_CJK.contains(&c) {
                 count >= clause_min
             } else if CLAUSE_ASCII.contains(&c) {
@@ -241,6 +243,25 @@ pub fn clean_markup(text: &str) -> String {
     out.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// Abbreviations whose full stop ends no sentence (lower case, without the stop).
+const ABBREVIATIONS: &[&str] = &[
+    "ca", "c", "st", "mr", "mrs", "ms", "dr", "no", "nos", "vol", "fig", "approx", "cf", "vs",
+    "e.g", "i.e", "jr", "sr",
+];
+
+/// Whether the text before a full stop ends with one of [`ABBREVIATIONS`] as a whole word.
+fn ends_abbreviation(before: &str) -> bool {
+    let word: String = before
+        .chars()
+        .rev()
+        .take_while(|c| c.is_ascii_alphabetic() || *c == '.')
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    !word.is_empty() && ABBREVIATIONS.contains(&word.to_ascii_lowercase().as_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,6 +309,11 @@ mod tests {
                 "It was made in 1750!",
                 "Nice?"
             ]
+        );
+        // An abbreviation's full stop ends no sentence.
+        assert_eq!(
+            split_all(&["It is dated ca. 1500-1530. St. George is by Dr. No."]),
+            vec!["It is dated ca. 1500-1530.", "St. George is by Dr. No."]
         );
         // A '.' at the end of what has arrived waits for the next character.
         let mut s = Splitter::new(SplitterConfig::default());

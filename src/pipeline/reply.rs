@@ -230,6 +230,7 @@ impl VoiceOut {
                 },
                 None => text,
             };
+            let text = crate::audio::speakable::said_forms(&text);
             if let Some(p) = &self.pieces {
                 let _ = p.send(Piece { text, cut_at: now });
             }
