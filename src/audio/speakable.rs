@@ -229,11 +229,12 @@ pub fn said_forms(piece: &str) -> String {
     while i < chars.len() {
         // "ca. 1500", "c. 1500", "ca 1500" → "circa 1500".
         if starts_word(i) {
-            let abbr = ["ca.", "ca", "c."].iter().find_map(|a| {
-                let n = a.chars().count();
-                let here: String = chars[i..(i + n).min(chars.len())].iter().collect();
-                (here.eq_ignore_ascii_case(a)).then_some(n)
-            });
+            let at = |k: usize| chars.get(i + k).map(char::to_ascii_lowercase);
+            let abbr = match (at(0), at(1), at(2)) {
+                (Some('c'), Some('a'), Some('.')) => Some(3),
+                (Some('c'), Some('a' | '.'), _) => Some(2),
+                _ => None,
+            };
             if let Some(j) = abbr.and_then(|n| digit_after(i + n)) {
                 out.push_str("circa ");
                 i = j;

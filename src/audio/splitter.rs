@@ -251,15 +251,13 @@ const ABBREVIATIONS: &[&str] = &[
 
 /// Whether the text before a full stop ends with one of [`ABBREVIATIONS`] as a whole word.
 fn ends_abbreviation(before: &str) -> bool {
-    let word: String = before
-        .chars()
-        .rev()
-        .take_while(|c| c.is_ascii_alphabetic() || *c == '.')
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
-    !word.is_empty() && ABBREVIATIONS.contains(&word.to_ascii_lowercase().as_str())
+    let start = before
+        .rfind(|c: char| !(c.is_ascii_alphabetic() || c == '.'))
+        .map_or(0, |i| {
+            i + before[i..].chars().next().map_or(1, char::len_utf8)
+        });
+    let word = before[start..].to_ascii_lowercase();
+    !word.is_empty() && ABBREVIATIONS.contains(&word.as_str())
 }
 
 #[cfg(test)]

@@ -804,25 +804,20 @@ fn typed_as_name(query: &str, keyword: &str) -> bool {
 /// Hits of the first [`KEYWORD_DEPTH`] read for one holding a bare keyword as written.
 const KEYWORD_DEPTH: usize = 50;
 
-/// For a bare keyword ([`text::bare_keyword`]), or with `asked` also the thing a short "do you
-/// have" question asks for ([`text::asked_keyword`]: 有没有佛像？): when the best hit does not
-/// hold it as written ([`keyword_held`]), the hits of the first [`KEYWORD_DEPTH`] that do go
-/// first, in their order. A keyword matched through a translation ranked short records of the other language
+/// For a keyword: a bare one ([`text::bare_keyword`]) or the thing a short "do you have"
+/// question asks for ([`text::asked_keyword`]: 有没有佛像？), None for any other question;
+/// `query` is the question as typed. When the best hit does not hold it as written
+/// ([`keyword_held`]), the hits of the first [`KEYWORD_DEPTH`] that do go first, in their
+/// order. A keyword matched through a translation ranked short records of the other language
 /// first at equal coverage: 邮票 listed a Book of Hours binding ("stamped" calfskin) before
 /// the letter that says 郵票 (31st), 印章 a "Chopping Tool" (CC-CEDICT's "chop") before the
 /// seals. Scores are unchanged, as with [`prefer_biographies`].
 fn prefer_keyword_held(
     store: &CollectionStore,
     query: &str,
-    asked: bool,
+    keyword: Option<&str>,
     lex: &mut [Lexical],
 ) -> Result<(), StoreError> {
-    let norm = text::normalize(query);
-    let keyword = if asked {
-        text::asked_keyword(&norm)
-    } else {
-        text::bare_keyword(&norm)
-    };
     let Some(keyword) = keyword else {
         return Ok(());
     };
@@ -894,6 +889,11 @@ struct Name {
     terms: Vec<usize>,
     all: bool,
     crossing: bool,
+    /// For a Chinese name, the bridges that stand for it: its pinyin spelling (查士标:
+    /// "Shibiao" for 士标 is the name's), or a translation of all its terms or two of them. A
+    /// translation of one bigram of a longer name is another word's: 二里头 (Erlitou) is not
+    /// held by a record that says "inside" for 里头. Chosen once per question.
+    bridges: Vec<translit::Bridge>,
 }
 
 impl QuestionNames {
@@ -934,10 +934,27 @@ impl QuestionNames {
                 let bridged = terms
                     .iter()
                     .any(|i| w.bridges.iter().any(|b| b.sources.contains(i)));
+                let all = !name.chars().any(text::is_cjk);
+                let bridges = if all {
+                    Vec::new()
+                } else {
+                    w.bridges
+                        .iter()
+                        .filter(|b| {
+                            let of_name = terms.iter().filter(|t| b.sources.contains(t)).count();
+                            of_name > 0
+                                && (b.kind == translit::BridgeKind::Spelt
+                                    || of_name == terms.len()
+                                    || of_name >= 2)
+                        })
+                        .cloned()
+                        .collect()
+                };
                 Some(Name {
-                    all: !name.chars().any(text::is_cjk),
+                    all,
                     terms,
                     crossing: renders || bridged,
+                    bridges,
                 })
             })
             .collect();
@@ -957,33 +974,25 @@ impl QuestionNames {
         }
         let lookup = TermLookup::new(w);
         let own = lookup.found(indexed);
-        let mut found = own.clone();
-        translit::credit(&w.bridges, indexed, &mut found);
+        // Every bridge credited, for an English name (each of its words, itself or bridged);
+        // worked out only when the question gives one.
+        let credited = std::cell::OnceCell::new();
         let holds = |n: &Name| {
             if n.all {
+                let found = credited.get_or_init(|| {
+                    let mut found = own.clone();
+                    translit::credit(&w.bridges, indexed, &mut found);
+                    found
+                });
                 return n.terms.iter().all(|&i| found[i]);
             }
-            // A Chinese name: one of its bigrams as written, its spelling (查士标: "Shibiao"
-            // for 士标 is the name's), or a translation standing for the name (for all its
-            // terms, or two of them). A translation of one bigram of a longer name is another
-            // word's: 二里头 (Erlitou) is not held by a record that says "inside" for 里头.
+            // A Chinese name: one of its bigrams as written, or a bridge standing for it.
             if n.terms.iter().any(|&i| own[i]) {
                 return true;
             }
-            let whole: Vec<translit::Bridge> = w
-                .bridges
-                .iter()
-                .filter(|b| {
-                    let of_name = n.terms.iter().filter(|t| b.sources.contains(t)).count();
-                    b.kind == translit::BridgeKind::Spelt
-                        || of_name == n.terms.len()
-                        || of_name >= 2
-                })
-                .cloned()
-                .collect();
-            let mut f = own.clone();
-            translit::credit(&whole, indexed, &mut f);
-            n.terms.iter().any(|&i| f[i])
+            let mut found = own.clone();
+            translit::credit(&n.bridges, indexed, &mut found);
+            n.terms.iter().any(|&i| found[i])
         };
         if self.0.iter().any(holds) {
             return Some(true);
@@ -1463,11 +1472,14 @@ fn rank_in(
     prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
     // A bare keyword's order before the signals (`keyword_found` reads whether the best hit
     // holds it); a "do you have" question's after them: moving a hit of a lower score first
-    // changed its signals and refused "Do you have sculptures?" (the model refuses short
-    // questions; `keyword_found` is for bare keywords only).
-    prefer_keyword_held(store, &query, false, &mut lex)?;
+    // changed its `top_score` and `margin`, and "Do you have sculptures?" was refused.
+    let norm = text::normalize(&query);
+    let (bare, asked) = (text::bare_keyword(&norm), text::asked_keyword(&norm));
+    prefer_keyword_held(store, &query, bare, &mut lex)?;
     let f = features(store, &query, &w, &lex, &opts.dict())?;
-    prefer_keyword_held(store, &query, true, &mut lex)?;
+    if bare.is_none() {
+        prefer_keyword_held(store, &query, asked, &mut lex)?;
+    }
     // The thesaurus's synonyms reorder the answer, not the no-answer decision: the signals above
     // are those of the question's own words. Fed to the signals, the synonyms' extra matches
     // moved the refitted thresholds for every question (3 more answerable questions refused on
@@ -1479,7 +1491,7 @@ fn rank_in(
         lex = rerank(store, &w, &cands, &dense_pks)?;
         prefer_biographies(store, &query, &mut lex)?;
         prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
-        prefer_keyword_held(store, &query, true, &mut lex)?;
+        prefer_keyword_held(store, &query, asked, &mut lex)?;
     }
     Ok(Ranking {
         lexical: lex
