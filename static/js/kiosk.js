@@ -29,7 +29,7 @@ const I18N = {
     micDenied: '无法使用麦克风：', sessionWarn: '会话即将超时。', shutdown: '服务器结束了会话：',
     maker: '作者', date: '年代', material: '材质', gallery: '展区', directions: '前往', galleryHere: '这里的展品：',
     unknownExhibit: '馆藏中没有这件展品的资料。', cardUnavailable: '暂时无法读取展品资料。',
-    close: '关闭', exhibits: '展品', error: '出错了', errorRetry: '请稍后再试。', noSpeech: '没有听清，请再说一次。',
+    close: '关闭', exhibits: '展品', earlier: '之前的展品', error: '出错了', errorRetry: '请稍后再试。', noSpeech: '没有听清，请再说一次。',
     welcome: '欢迎！我是本馆的导览助手。', suggest: '您可以问：', newVisitor: '新访客',
     askAbout: (title) => `请介绍一下《${title}》`,
     err: {
@@ -56,7 +56,7 @@ const I18N = {
     micDenied: 'Microphone unavailable: ', sessionWarn: 'The session will expire soon.', shutdown: 'The server ended the session: ',
     maker: 'Maker', date: 'Date', material: 'Material', gallery: 'Gallery', directions: 'Go to', galleryHere: 'On show here:',
     unknownExhibit: 'The collection has no record of this exhibit.', cardUnavailable: 'The exhibit’s details cannot be loaded right now.',
-    close: 'Close', exhibits: 'Exhibits', error: 'Something went wrong', errorRetry: 'Please try again in a moment.', noSpeech: 'Sorry, I did not catch that. Please say it again.',
+    close: 'Close', exhibits: 'Exhibits', earlier: 'Earlier', error: 'Something went wrong', errorRetry: 'Please try again in a moment.', noSpeech: 'Sorry, I did not catch that. Please say it again.',
     welcome: 'Welcome! I am the museum’s guide.', suggest: 'You could ask:', newVisitor: 'New visitor',
     // Quotes inside the title become single quotes inside the outer double pair.
     askAbout: (title) => `Tell me about “${title.replace(/["“]([^"“”]*)["”]/gu, '‘$1’')}”`,
@@ -217,10 +217,14 @@ function openCard(id, className, render) {
       card.remove();
       ui.input.focus();
     });
+    // An earlier card, folded to its title, opens again when touched.
+    card.querySelector('.card-title').addEventListener('click', () => card.classList.remove('earlier'));
   }
+  card.classList.remove('earlier');
   card.render = () => {
     render(card);
     card.querySelector('.card-close').setAttribute('aria-label', t('close'));
+    card.querySelector('.card-earlier').textContent = t('earlier');
   };
   card.render();
   ui.cards.prepend(card);
@@ -471,7 +475,17 @@ function bargeIn(reason) {
   return stopped > 0 || ids.length > 0;
 }
 
+/**
+ * A new question folds the cards on screen to their titles, marked "Earlier": a card in full is
+ * always the current answer's, so a reply that finds nothing does not stand beside the last
+ * exhibit as if it were about it. The cards the new reply shows open in full.
+ */
+function foldCards() {
+  for (const card of ui.cards.children) card.classList.add('earlier');
+}
+
 function startReply(id) {
+  foldCards();
   replies.add(id);
   const li = addMessage('agent', '');
   li.classList.add('thinking');

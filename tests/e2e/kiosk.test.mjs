@@ -3,7 +3,8 @@
 // Chromium with real fonts. At 1280×800, 1920×1080, 1080×1920 and 390×844, in Chinese and in
 // English: the welcome screen with questions drawn from the collection, a typed question
 // answered with the matching card from /api/exhibits, the geometry of the first screen, the
-// voice controls hidden; a conversation (greeting, question, follow-up, thanks); then the idle
+// voice controls hidden; a conversation (greeting, question, follow-up, a question with no
+// answer folding the last card to "Earlier", thanks); then the idle
 // reset and the "new visitor" button.
 //
 // Screenshots go to a fresh directory under the system temp dir, printed at the start
@@ -254,7 +255,23 @@ test('a conversation: a greeting, a question, a follow-up about the same exhibit
     assert.deepEqual(when.functionCalls, ['show_exhibit']);
     assert.ok(when.text.includes(rec.title.trim()), when.text);
     assert.ok(when.text.includes(`is dated ${rec.date}`), when.text);
-    await page.locator(`[data-card="exhibit-${rec.id}"][data-state="ready"]`).waitFor({ timeout: 10000 });
+    const card = page.locator(`[data-card="exhibit-${rec.id}"][data-state="ready"]`);
+    await card.waitFor({ timeout: 10000 });
+    const folded = () => card.evaluate((c) => c.classList.contains('earlier'));
+    assert.equal(await folded(), false, 'the current answer\'s card is folded');
+    // A question the collection cannot answer: the last exhibit's card folds to its title,
+    // marked "Earlier", so the refusal does not stand beside it as if it were about it.
+    const none = await ask('Do you have the Mona Lisa?');
+    assert.match(none.text, /^Sorry, I don't know/);
+    assert.deepEqual(none.functionCalls, []);
+    assert.equal(await folded(), true, 'the last card still open beside a refusal');
+    assert.equal(await card.locator('.description').isVisible(), false);
+    assert.equal(await card.locator('.card-earlier').innerText(), 'Earlier');
+    await page.screenshot({ path: path.join(shots, 'refusal-after-card.png') });
+    // Touched, it opens again.
+    await card.locator('.card-title').click();
+    assert.equal(await folded(), false);
+    assert.ok((await card.locator('.description').innerText()).length > 0);
     const thanks = await ask('Thanks!');
     assert.equal(thanks.text, "You're welcome! Ask me about anything else in the collection.");
     await page.screenshot({ path: path.join(shots, 'conversation.png') });
