@@ -282,6 +282,33 @@ impl Dictionary {
             .is_some_and(|ids| ids.iter().any(|&id| self.entries[id as usize].proper))
     }
 
+    /// Whether CC-CEDICT writes the name the index tokens `words` spell in Chinese
+    /// ([`Dictionary::heads_of_name`]). Its characters are then known, and a pinyin reading of
+    /// the name ([`super::translit`]) is only a guess: "Qi Baishi" read as 气派 + 派十 (派 has a
+    /// rare reading "bai") found "气派十分" in a record that never names him.
+    pub fn writes_name(&self, words: &[&str]) -> bool {
+        !self.heads_of_name(words).is_empty()
+    }
+
+    /// The Chinese (Simplified) of the name the index tokens `words` spell: the proper nouns one
+    /// of whose phrases is exactly those tokens ("zhang", "daqian": 张大千; "qi", "baishi":
+    /// 齐白石), in dictionary order.
+    pub fn heads_of_name(&self, words: &[&str]) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for &(id, i) in words.iter().filter_map(|w| self.by_token.get(*w)).flatten() {
+            let e = &self.entries[id as usize];
+            let phrase = &e.phrases[i as usize].2;
+            if e.proper
+                && phrase.len() == words.len()
+                && phrase.iter().all(|t| words.contains(&&**t))
+                && !out.contains(&&*e.head)
+            {
+                out.push(&e.head);
+            }
+        }
+        out
+    }
+
     /// The phrases of a (normalised) Chinese word's first [`SENSES_PER_WORD`] senses, each
     /// entry of the word in turn.
     pub fn english_of(&self, word: &str) -> Vec<&[Box<str>]> {
@@ -341,6 +368,35 @@ impl Dictionary {
         }
         out
     }
+}
+
+/// The forms of a person's name a record may give: the name as asked and, for a name in Latin
+/// letters, the Chinese the dictionary writes it in ([`Dictionary::heads_of_name`]). "Who is
+/// Zhang Daqian?" then finds, and quotes, the rubbing whose description gives
+/// 張大千（1899-1983）.
+pub fn name_forms(name: String) -> Vec<String> {
+    if name.chars().any(text::is_cjk) {
+        return vec![name];
+    }
+    let words = text::latin_tokens(&name);
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let heads: Vec<String> = dictionary()
+        .heads_of_name(&words)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    std::iter::once(name).chain(heads).collect()
+}
+
+/// `spelt` ([`super::translit`]'s pinyin readings of the question's names) without the
+/// readings of English-written names whose Chinese the dictionary gives
+/// ([`Dictionary::writes_name`]): those cross by their translation ([`bridges_with`]) or not
+/// at all.
+pub fn drop_guessed_spellings(dict: &Dictionary, terms: &[QueryTerm], spelt: &mut Vec<Bridge>) {
+    spelt.retain(|b| {
+        let words: Vec<&str> = b.sources.iter().map(|&s| terms[s].text.as_str()).collect();
+        words.iter().any(|w| w.chars().any(text::is_cjk)) || !dict.writes_name(&words)
+    });
 }
 
 fn term_index(terms: &[QueryTerm], text: &str) -> Option<usize> {
@@ -586,6 +642,41 @@ mod tests {
         assert!(d.is_proper("三星堆") && d.is_proper("唐朝") && !d.is_proper("画家"));
         // A common noun's senses are lower case and all kept.
         assert_eq!(senses("画家"), vec![vec!["painter"]]);
+    }
+
+    #[test]
+    fn a_name_in_latin_letters_is_written_as_the_dictionary_writes_it() {
+        let d = Dictionary::parse(
+            "張大千 张大千 [Zhang1 Da4 qian1] /Chang Dai-chien or Zhang Daqian (1899-1983), one of the greatest Chinese artists of the 20th century/\n\
+             齊白石 齐白石 [Qi2 Bai2 shi2] /Qi Baishi (1864-1957), famous Chinese painter/\n\
+             白石 白石 [bai2 shi2] /white stone/\n",
+        );
+        assert_eq!(d.heads_of_name(&["zhang", "daqian"]), vec!["张大千"]);
+        assert_eq!(d.heads_of_name(&["daqian", "zhang"]), vec!["张大千"]);
+        assert_eq!(d.heads_of_name(&["chang", "dai", "chien"]), vec!["张大千"]);
+        assert!(d.writes_name(&["qi", "baishi"]));
+        // Part of a name, more than a name, or a common noun's sense: no name.
+        assert!(!d.writes_name(&["baishi"]));
+        assert!(!d.writes_name(&["qi", "baishi", "shrimp"]));
+        assert!(!d.writes_name(&["white", "stone"]));
+        // A pinyin reading of a name the dictionary writes is dropped; a name it does not
+        // write ("Ouyang Geng") and a Chinese question's readings are kept.
+        let spelt = |sources: Vec<usize>| Bridge {
+            all_of: vec![vec!["气派".to_string()]],
+            sources,
+            df: 1.0,
+            kind: BridgeKind::Spelt,
+        };
+        let t = text::query_terms("Who is Qi Baishi, and Ouyang Geng? 康熙");
+        let at = |w: &str| term_index(&t, w).unwrap();
+        let mut b = vec![
+            spelt(vec![at("qi"), at("baishi")]),
+            spelt(vec![at("ouyang"), at("geng")]),
+            spelt(vec![at("康熙")]),
+        ];
+        drop_guessed_spellings(&d, &t, &mut b);
+        assert_eq!(b.len(), 2, "{b:?}");
+        assert_eq!(b[0].sources, vec![at("ouyang"), at("geng")]);
     }
 
     #[test]

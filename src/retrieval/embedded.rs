@@ -706,7 +706,11 @@ fn features(
         0.0
     };
     let who_found = match (text::who_is_subject(query), top_exhibit.as_ref()) {
-        (Some(name), Some(e)) => f64::from(u8::from(describes(&e.maker, &e.description, &name))),
+        (Some(name), Some(e)) => f64::from(u8::from(describes_any(
+            &e.maker,
+            &e.description,
+            &super::dictionary::name_forms(name),
+        ))),
         _ => 0.0,
     };
     // The question's specificity: its terms' mean IDF over the IDF of a term in one record.
@@ -1051,6 +1055,11 @@ fn describes(maker: &str, description: &str, name: &str) -> bool {
     text::names_whole(maker, name) || text::life_span_follows(description, name)
 }
 
+/// [`describes`] for any of a name's forms ([`super::dictionary::name_forms`]).
+fn describes_any(maker: &str, description: &str, forms: &[String]) -> bool {
+    forms.iter().any(|n| describes(maker, description, n))
+}
+
 /// Hits after the best looked at for a biography of a "who is X" question's X.
 const BIOGRAPHY_DEPTH: usize = 10;
 
@@ -1077,7 +1086,7 @@ fn prefer_biographies(
     if lex.len() < 2 {
         return Ok(());
     }
-    let Some(name) = text::who_is_subject(query) else {
+    let Some(name) = text::who_is_subject(query).map(super::dictionary::name_forms) else {
         return Ok(());
     };
     // A record of the first ten that says who X is (`describes`) goes first, whatever its
@@ -1088,7 +1097,8 @@ fn prefer_biographies(
     let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
     let rows = store.exhibits_by_pk(&pks)?;
     let row = |pk: i64| rows.iter().find(|(p, _)| *p == pk).map(|(_, r)| r);
-    let says_who = |pk: i64| row(pk).is_some_and(|r| describes(&r.maker, &r.description, &name));
+    let says_who =
+        |pk: i64| row(pk).is_some_and(|r| describes_any(&r.maker, &r.description, &name));
     if !says_who(lex[0].pk)
         && let Some(i) = (1..depth).find(|&i| says_who(lex[i].pk))
     {
@@ -1450,7 +1460,8 @@ fn rank_in(
             features: None,
         });
     }
-    let spelt = translit::bridges(store, &query, &terms)?;
+    let mut spelt = translit::bridges(store, &query, &terms)?;
+    super::dictionary::drop_guessed_spellings(super::dictionary::dictionary(), &terms, &mut spelt);
     let mut w = weigh(store, terms)?;
     let (translated, synonyms) = bridges_by_meaning(store, &query, &w)?;
     w.bridges = spelt;

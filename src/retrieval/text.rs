@@ -1713,6 +1713,8 @@ pub fn marked_titles(query: &str) -> Vec<String> {
 /// ("溥儒(1896－1963)", "Peter Carl Fabergé (Russian, 1846-1920)"): what a record that says who
 /// someone is writes, where a mention in passing does not.
 pub fn life_span_follows(text: &str, name: &str) -> bool {
+    /// Longest bracket after a name read for its life span.
+    const BRACKET_CHARS: usize = 40;
     let (text, name) = (normalize(text), normalize(name));
     let name = name.trim();
     if name.is_empty() {
@@ -1729,7 +1731,17 @@ pub fn life_span_follows(text: &str, name: &str) -> bool {
         let whole = !latin
             || (!before.is_some_and(char::is_alphanumeric)
                 && !next.is_some_and(char::is_alphanumeric));
-        let window: String = text[after_at..].chars().take(window_chars).collect();
+        // A bracket right after the name may give its other spelling first:
+        // "詹天佑（JemeTienYow，1861－1919）".
+        let window: String = if next == Some('(') {
+            text[after_at..]
+                .chars()
+                .take(BRACKET_CHARS)
+                .take_while(|c| *c != ')')
+                .collect()
+        } else {
+            text[after_at..].chars().take(window_chars).collect()
+        };
         whole && has_life_span(&window)
     })
 }
@@ -2731,6 +2743,15 @@ mod tests {
         assert!(!names_whole("Zeshin Shibata", "Shibata Zeshin"));
         assert!(!names_whole("anything", ""));
         assert!(life_span_follows("…溥儒(1896－1963)，字心畬…", "溥儒"));
+        // A bracket right after the name may give its spelling first.
+        assert!(life_span_follows(
+            "詹天佑（JemeTienYow，1861－1919），字眷誠",
+            "詹天佑"
+        ));
+        assert!(!life_span_follows(
+            "詹天佑（字眷誠），原為凌鴻勛（1894－1981）捐贈",
+            "詹天佑"
+        ));
         assert!(life_span_follows(
             "by Peter Carl Fabergé (Russian, 1846-1920)",
             "Fabergé"

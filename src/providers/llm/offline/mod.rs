@@ -22,6 +22,7 @@ use quote::{clip, says_something, without_registration};
 use serde_json::{Value, json};
 
 use super::{ChatRequest, LlmProvider, Metadata, Role, Segment, SegmentStream, ToolCall, ToolSpec};
+use crate::retrieval::dictionary;
 use crate::retrieval::text::{self, Script, normalize};
 use crate::retrieval::{Exhibit, Hit};
 
@@ -89,13 +90,30 @@ pub fn is_chinese(text: &str) -> bool {
     cjk > 0 && cjk * 2 >= latin
 }
 
-/// The description's sentence about a person: one with a life span ("溥儒(1896－1963)"), from
-/// the clause that gives it (a short sentence merged before it is left out), else the first
-/// that names them.
-fn biography_sentence(e: &Exhibit, name: &str) -> Option<String> {
+/// The description's sentence about a person whose name has the `forms`
+/// ([`dictionary::name_forms`]: "Zhang Daqian" is also 张大千), from the clause that gives it (a
+/// short sentence merged before it is left out):
+/// 1. one with their life span right after a form of the name
+///    ("詹天佑（JemeTienYow，1861－1919）");
+/// 2. else the first with a life span that names them: a Chinese name of three characters or
+///    more also by its given name, as a record writes a courtesy name ("溥儒(1896－1963)，字心畬"
+///    for 溥心畬);
+/// 3. else the first that names them.
+///
+/// None when no sentence names them: another person's life span ("原為凌鴻勛（1894－1981）捐贈")
+/// says nothing about who they are.
+fn biography_sentence(e: &Exhibit, forms: &[String]) -> Option<String> {
     let sents = text::sentences(&e.description);
-    let n = normalize(name);
-    if let Some(s) = sents.iter().find(|s| text::has_life_span(s)) {
+    let forms: Vec<String> = forms.iter().map(|f| normalize(f.trim())).collect();
+    let named = |s: &str| {
+        let s = normalize(s);
+        forms.iter().any(|f| {
+            let given: String = f.chars().skip(1).collect();
+            s.contains(f.as_str())
+                || (f.chars().all(text::is_cjk) && given.chars().count() >= 2 && s.contains(&given))
+        })
+    };
+    let from_life_span = |s: &String| {
         let ends: Vec<usize> = s
             .char_indices()
             .filter(|(_, c)| matches!(c, '。' | '！' | '？' | ';' | '；'))
@@ -107,18 +125,24 @@ fn biography_sentence(e: &Exhibit, name: &str) -> Option<String> {
             .take_while(|&i| text::has_life_span(&s[i..]))
             .last()
             .unwrap_or(0);
-        return Some(s[from..].trim().to_string());
-    }
-    sents.iter().find(|s| normalize(s).contains(&n)).cloned()
+        s[from..].trim().to_string()
+    };
+    sents
+        .iter()
+        .find(|s| forms.iter().any(|f| text::life_span_follows(s, f)))
+        .or_else(|| sents.iter().find(|s| text::has_life_span(s) && named(s)))
+        .map(from_life_span)
+        .or_else(|| sents.iter().find(|s| named(s)).cloned())
 }
 
-/// The record's maker field when it names the person a "who is X" question asks about
-/// ("Hokusai Katsushika (Japanese, 1760-1849)").
-fn maker_of(e: &Exhibit, name: &str) -> Option<String> {
-    let maker = field(&e.maker)?;
-    normalize(maker)
-        .contains(&normalize(name))
-        .then(|| maker.to_string())
+/// The record's maker field when it names the person a "who is X" question asks about (any of
+/// the name's `forms`): "Hokusai Katsushika (Japanese, 1760-1849)".
+fn maker_of(e: &Exhibit, forms: &[String]) -> Option<String> {
+    let maker = normalize(field(&e.maker)?);
+    forms
+        .iter()
+        .any(|f| maker.contains(&normalize(f)))
+        .then(|| e.maker.trim().to_string())
 }
 
 fn end_zh(mut s: String) -> String {
@@ -258,9 +282,10 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
     // "Who is X?": what the record says about the person (a life span, else a sentence that
     // names them), whatever the record's maker field holds.
     if let Some(name) = text::who_is_subject(question) {
-        let bio = biography_sentence(e, &name);
+        let forms = dictionary::name_forms(name.clone());
+        let bio = biography_sentence(e, &forms);
         if bio.is_none()
-            && let Some(maker) = maker_of(e, &name)
+            && let Some(maker) = maker_of(e, &forms)
         {
             // No sentence about them: the maker field says who they are.
             return if zh {
@@ -1080,6 +1105,32 @@ mod tests {
             compose("于右任是谁", Some(&hits)),
             "关于于右任：馆藏《行书轴》的作者记录为于右任。"
         );
+        // Another person's life span says nothing about who they are; theirs may come after a
+        // bracketed spelling, and an English question finds it by the name's Chinese (the
+        // dictionary's 詹天佑 for "Zhan Tianyou").
+        let hits = [record(
+            "詹天佑自天津致諾斯洛普夫人函",
+            "詹天佑",
+            "",
+            "",
+            "原為凌鴻勛（1894－1981）捐贈。收藏有詹天佑、歐陽庚（1858－1941）等寄給其祖母之英文信件。詹天佑（JemeTienYow，1861－1919），字眷誠，是中國首位鐵路工程師。",
+        )];
+        let want = "詹天佑（JemeTienYow，1861－1919），字眷誠，是中國首位鐵路工程師。";
+        let en = compose("Who was Zhan Tianyou?", Some(&hits));
+        assert!(en.ends_with(want), "{en}");
+        let zh = compose("詹天佑是誰？", Some(&hits));
+        assert!(zh.ends_with(want), "{zh}");
+        // No sentence names them: the record is quoted from its start, not from someone else's
+        // life.
+        let hits = [record(
+            "四騎吏",
+            "",
+            "",
+            "",
+            "此拓本為拓印漢墓畫像磚表面的圖像。圖上四馬急馳飛奔，馬尾裹結，各座騎姿態不同，有大步前進、回首側望、仰天嘶鳴、低頭喘氣者。原為凌鴻勛（1894－1981）捐贈。",
+        )];
+        let en = compose("Who is Qi Baishi?", Some(&hits));
+        assert!(en.contains("in Chinese only: 此拓本為"), "{en}");
     }
 
     #[test]
