@@ -161,7 +161,10 @@ fn end_en(mut s: String) -> String {
 
 /// Hits that score within this share of the best are suggested as well ("also in the
 /// collection"): the collection holds several equally good matches. Weaker hits are not
-/// mentioned, so a refusal or a clear answer never drifts to unrelated exhibits.
+/// mentioned, so a refusal or a clear answer never drifts to unrelated exhibits. Nor are hits
+/// that score above the answer but were ranked below it: the search put the answer first on
+/// a ground that decides (it holds the keyword as written, the name asked for), and those lack
+/// it (邮票 answered with the letter that says 郵票 once suggested a binding "stamped" in gold).
 pub const SUGGEST_NEAR_TIE: f64 = 0.9;
 
 /// Most other exhibits suggested after an answer.
@@ -350,7 +353,9 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
         .skip(1)
         .filter(|_| !picked)
         .filter(|h| {
-            h.score >= SUGGEST_NEAR_TIE * top.score && h.exhibit.title.trim() != e.title.trim()
+            h.score >= SUGGEST_NEAR_TIE * top.score
+                && h.score <= top.score
+                && h.exhibit.title.trim() != e.title.trim()
         })
         .take(MAX_SUGGESTIONS)
         .map(|h| h.exhibit.title.trim())
@@ -1161,8 +1166,16 @@ mod tests {
         );
         assert!(!tied.contains("Blue Jar"), "{tied}");
         b.score = 0.5;
-        let clear = compose("What is peach-bloom porcelain?", Some(&[a, b, c]));
+        let clear = compose(
+            "What is peach-bloom porcelain?",
+            Some(&[a.clone(), b, c.clone()]),
+        );
         assert!(!clear.contains("also holds"), "{clear}");
+        // A hit that scores above the answer but was ranked below it lacks what put the
+        // answer first (the keyword as written): not suggested.
+        c.score = 0.85;
+        let demoted = compose("What is peach-bloom porcelain?", Some(&[a, c]));
+        assert!(!demoted.contains("also holds"), "{demoted}");
     }
 
     #[test]
