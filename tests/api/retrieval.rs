@@ -1053,6 +1053,15 @@ fn ingest_search_and_eval_commands() {
     assert_eq!(all["mrr"], 1.0);
     assert_eq!(all["negatives_refused"], 1);
     assert!(v["cross_validated"].is_array() && v["in_sample"].is_array());
+    // The shipped model's decision per question, in the file's order: what a museum reads to
+    // see which questions it gets wrong.
+    let outcomes = v["outcomes_current"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert_eq!(outcomes[0]["query"]["query"], "a jar for wine");
+    assert_eq!(outcomes[0]["first_relevant"], 1);
+    assert_eq!(outcomes[0]["returned"][0][0], "c1");
+    assert_eq!(outcomes[1]["query"]["query"], "Mona Lisa");
+    assert_eq!(outcomes[1]["returned"], json!([]));
     // A museum refits abstention on its own questions; the fit is stored with the index.
     let (ok, _, err) = bin(
         d,

@@ -773,3 +773,30 @@ async fn a_voice_that_reads_no_chinese_gets_stand_ins_and_no_chinese_reply() {
     assert!(r.last.unwrap().get("notice").is_none());
     assert_eq!(speech.tts_requests().len(), 4);
 }
+
+/// A record's dating is said as words (`audio::speakable::said_forms`, applied to every piece
+/// sent to TTS): piper read "ca. 1500-1530" as "Ka, 1500-1530". The text shows it as written.
+#[tokio::test]
+async fn dating_is_said_as_words_and_shown_as_written() {
+    let (app, speech) = voice_app(Stt::None, Tts::Pcm, |_| {}).await;
+    let mut c = app.client().await;
+    let upd = json!({"request_id": "u1", "data_type": "TEXT", "stream_flag": false,
+                     "stream_seq": 0, "require_tts": true, "content": {"text": ""}});
+    c.send("REQUEST", upd).await;
+    assert_eq!(c.recv().await["payload"]["text_stream_seq"], -1);
+    let reply = "“Dish with Coat of Arms” is Venetian work. It is dated ca. 1500-1530.";
+    app.llm.push(text_reply(&[reply]));
+    c.text_request("t1", "When was the dish made?").await;
+    let r = collect_voice(&mut c, "t1").await;
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert_eq!(r.text, reply);
+    let pieces = tts_inputs(&speech);
+    assert_eq!(
+        pieces,
+        [
+            "“Dish with Coat of Arms” is Venetian work.",
+            "It is dated circa 1500 to 1530."
+        ]
+    );
+    check_voice(&r, &pieces);
+}
