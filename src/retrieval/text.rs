@@ -1582,8 +1582,10 @@ const HAVE_LEADS_ZH: &[&str] = &[
     "馆内",
 ];
 
-/// Endings of a Chinese "do you have" question after the thing asked for.
-const HAVE_ENDS_ZH: &[&str] = &["的东西", "的展品", "的文物", "的作品", "吗", "呢", "吧"];
+/// Endings of a Chinese "do you have" question after the thing asked for: a particle, then a
+/// general word for an exhibit (with or without 的: 有没有书法作品？ asks for 书法).
+const HAVE_PARTICLES_ZH: &[&str] = &["吗", "呢", "吧"];
+const HAVE_ENDS_ZH: &[&str] = &["东西", "展品", "文物", "作品", "藏品"];
 
 /// The thing a short "do you have" question asks for when it is a keyword ("Do you have
 /// sculptures?" → `sculptures`, 有没有佛像？ → 佛像), or the query itself when it is a bare
@@ -1611,8 +1613,11 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
         .strip_prefix("有没有")
         .or_else(|| rest.strip_prefix('有'))?;
     let mut rest = rest;
-    for end in HAVE_ENDS_ZH {
+    for end in HAVE_PARTICLES_ZH {
         rest = rest.strip_suffix(end).unwrap_or(rest);
+    }
+    if let Some(thing) = HAVE_ENDS_ZH.iter().find_map(|e| rest.strip_suffix(e)) {
+        rest = thing.strip_suffix('的').unwrap_or(thing);
     }
     bare_keyword(rest)
 }
@@ -2120,7 +2125,11 @@ mod tests {
             ("佛像", Some("佛像")),
             ("有没有佛像？", Some("佛像")),
             ("你们这里有印章吗？", Some("印章")),
-            ("请问有没有书法作品？", Some("书法作品")),
+            // A general word for an exhibit is not the thing asked for.
+            ("请问有没有书法作品？", Some("书法")),
+            ("有没有书法的作品吗？", Some("书法")),
+            ("馆里有佛教的文物吗", Some("佛教")),
+            ("有没有作品？", None),
             ("Is there any maiolica here?", Some("maiolica")),
             ("有没有康熙年间烧的那种豇豆红釉的瓷器？", None),
             ("What is this?", None),

@@ -241,7 +241,8 @@ fn key_create_can_pin_a_hub_tier() {
 
 /// The cases of `fixtures/questions/search.jsonl`: `q` (or `q` repeated to `repeat_to`
 /// characters), what answers it (`fact`, `collection`, `no-answer`, `empty`, or `any` of
-/// those), optionally the fact's `topic`, the `top` hit and text the offline answer contains.
+/// those), optionally the fact's `topic`, the `top` hit, text the offline answer contains
+/// (`answer_contains`) and text it must not (`answer_lacks`).
 pub fn search_cases() -> Vec<(String, serde_json::Value)> {
     let text = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/questions/search.jsonl"),
@@ -309,6 +310,11 @@ fn search_answers_as_the_server_would() {
             && !answer.contains(c)
         {
             wrong.push(format!("{short:?}: answer {answer:?} lacks {c:?}"));
+        }
+        if let Some(c) = case["answer_lacks"].as_str()
+            && answer.contains(c)
+        {
+            wrong.push(format!("{short:?}: answer {answer:?} says {c:?}"));
         }
         if by == "collection" && v["hits"].as_array().is_none_or(|h| h.is_empty()) {
             wrong.push(format!(

@@ -366,6 +366,12 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
         if h.score < BROWSE_NEAR * top.score || listed.len() == BROWSE_MAX {
             break;
         }
+        // Ranked after the first yet scoring above it: the search put the first ahead for
+        // what it holds and this lacks (the keyword as written, the name asked for; see
+        // `SUGGEST_NEAR_TIE`), so it is no match as good.
+        if h.score > top.score {
+            continue;
+        }
         if !listed
             .iter()
             .any(|e| e.title.trim() == h.exhibit.title.trim())
@@ -404,7 +410,7 @@ pub fn more_matches(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
     };
     let near: Vec<Hit> = hits
         .into_iter()
-        .filter(|h| h.score >= BROWSE_NEAR * top)
+        .filter(|h| h.score >= BROWSE_NEAR * top && h.score <= top)
         .collect();
     not_listed(near, shown)
 }
@@ -816,6 +822,13 @@ mod tests {
         assert!(one.starts_with("The closest match"), "{one}");
         let lone = [hits[0].clone(), hits[3].clone()];
         assert!(compose("Do you have any armor?", Some(&lone)).starts_with("The closest match"));
+        // Hits ranked after the first but scoring above it (it was put first for holding the
+        // keyword as written) are not listed: one match, answered from it.
+        let mut first = hits[0].clone();
+        first.score = 0.7;
+        let demoted = [first, hits[1].clone(), hits[2].clone()];
+        let one = compose("Do you have any armor?", Some(&demoted));
+        assert!(one.starts_with("The closest match"), "{one}");
         // A pick from the list is named as the visitor's, with nothing else suggested.
         let pick = compose_with("Tell me about the second one", Some(&hits[1..]), true);
         assert_eq!(pick, "“Body Armor”. The record says: Plates.");
@@ -839,6 +852,9 @@ mod tests {
             |hs: &[Hit]| -> Vec<String> { hs.iter().map(|h| h.exhibit.title.clone()).collect() };
         let more = more_matches(hits, &["long sword".to_string()]);
         assert_eq!(titles(&more), ["Short Sword", "Sword Guard"]);
+        // Nor are hits scoring above the first "more of the same".
+        let ranked_below = vec![scored("Seal", 0.7), scored("Chopping Tool", 1.0)];
+        assert_eq!(more_matches(ranked_below, &[]).len(), 1);
         assert_eq!(
             more_of_list_answer("Any more?", &more),
             "Our collection also holds these: “Short Sword” and “Sword Guard”. Ask me about any of them, for example: When was the first one made?"
