@@ -1576,6 +1576,8 @@ const HAVE_LEADS_ZH: &[&str] = &[
     "请问",
     "你们这里",
     "你们馆里",
+    "馆藏里",
+    "馆藏中",
     "你们",
     "这里",
     "馆里",
@@ -1611,6 +1613,7 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
     }
     let rest = rest
         .strip_prefix("有没有")
+        .or_else(|| rest.strip_prefix("有哪些"))
         .or_else(|| rest.strip_prefix('有'))?;
     let mut rest = rest;
     for end in HAVE_PARTICLES_ZH {
@@ -2130,6 +2133,8 @@ mod tests {
             ("有没有书法的作品吗？", Some("书法")),
             ("馆里有佛教的文物吗", Some("佛教")),
             ("有没有作品？", None),
+            ("馆藏里有哪些书法作品？", Some("书法")),
+            ("有哪些印章？", Some("印章")),
             ("Is there any maiolica here?", Some("maiolica")),
             ("有没有康熙年间烧的那种豇豆红釉的瓷器？", None),
             ("What is this?", None),
