@@ -180,6 +180,20 @@ fn describes_name(piece: &str) -> bool {
         .is_some_and(|c| !c.is_uppercase() && !c.is_ascii_digit())
 }
 
+/// A proper noun's sense piece without a title of address before the name: "Dr Sun Yat-sen"
+/// names Sun Yat-sen (孙中山), and with the title the phrase was four tokens, over
+/// [`MAX_PHRASE_TOKENS`], so the name had no translation at all.
+fn without_title(piece: &str) -> &str {
+    const TITLES: [&str; 9] = [
+        "Dr ", "Dr. ", "Mr ", "Mr. ", "Mrs ", "Mrs. ", "Madame ", "Sir ", "Lord ",
+    ];
+    let p = piece.trim_start();
+    TITLES
+        .iter()
+        .find_map(|t| p.strip_prefix(t))
+        .unwrap_or(piece)
+}
+
 /// The phrases of one sense; `proper` for an entry CC-CEDICT marks as a proper noun (its
 /// pinyin capitalised, `[Qi2 Bai2 shi2]`), whose describing pieces ([`describes_name`]) are
 /// left out: a name translates as the name, not as what it is ("famous Chinese painter" made
@@ -194,6 +208,7 @@ fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
         if piece.chars().any(text::is_cjk) || (proper && describes_name(piece)) {
             continue;
         }
+        let piece = if proper { without_title(piece) } else { piece };
         let toks = text::latin_tokens(piece);
         if (1..=MAX_PHRASE_TOKENS).contains(&toks.len()) && !out.contains(&toks) {
             out.push(toks);
@@ -659,6 +674,11 @@ mod tests {
         assert!(!d.writes_name(&["baishi"]));
         assert!(!d.writes_name(&["qi", "baishi", "shrimp"]));
         assert!(!d.writes_name(&["white", "stone"]));
+        // A title of address is not part of the name.
+        let d2 = Dictionary::parse(
+            "孫中山 孙中山 [Sun1 Zhong1 shan1] /Dr Sun Yat-sen (1866-1925), first president of the Republic of China/\n",
+        );
+        assert_eq!(d2.heads_of_name(&["sun", "yat", "sen"]), vec!["孙中山"]);
         // A pinyin reading of a name the dictionary writes is dropped; a name it does not
         // write ("Ouyang Geng") and a Chinese question's readings are kept.
         let spelt = |sources: Vec<usize>| Bridge {
