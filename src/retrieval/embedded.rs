@@ -630,6 +630,7 @@ fn maker_missing(makers: &[String], top: &Top) -> f64 {
 fn features(
     store: &CollectionStore,
     query: &str,
+    who: Option<&[String]>,
     w: &WeightedTerms,
     lex: &[Lexical],
     dict: &UserDict,
@@ -705,12 +706,8 @@ fn features(
     } else {
         0.0
     };
-    let who_found = match (text::who_is_subject(query), top_exhibit.as_ref()) {
-        (Some(name), Some(e)) => f64::from(u8::from(describes_any(
-            &e.maker,
-            &e.description,
-            &super::dictionary::name_forms(name),
-        ))),
+    let who_found = match (who, top_exhibit.as_ref()) {
+        (Some(name), Some(e)) => f64::from(u8::from(describes_any(&e.maker, &e.description, name))),
         _ => 0.0,
     };
     // The question's specificity: its terms' mean IDF over the IDF of a term in one record.
@@ -1073,20 +1070,21 @@ const BIOGRAPHY_NEAR_TIE: f64 = 0.9;
 /// same share as [`BIOGRAPHY_NEAR_TIE`], not tuned).
 const NEAR_TIE: f64 = BIOGRAPHY_NEAR_TIE;
 
-/// For a "who is X" question ([`text::who_is_subject`]): a record of the first
+/// For a "who is X" question (`who`: X's forms, [`super::dictionary::name_forms`] of
+/// [`text::who_is_subject`]): a record of the first
 /// [`BIOGRAPHY_DEPTH`] that says who X is ([`describes`]) goes first when the first does not;
 /// otherwise the near-tied top hits whose description reads like a biography (a life span) go
 /// ahead of those that merely carry X's name (a name card, a letter), keeping their order
 /// otherwise. Scores are unchanged.
 fn prefer_biographies(
     store: &CollectionStore,
-    query: &str,
+    who: Option<&[String]>,
     lex: &mut [Lexical],
 ) -> Result<(), StoreError> {
     if lex.len() < 2 {
         return Ok(());
     }
-    let Some(name) = text::who_is_subject(query).map(super::dictionary::name_forms) else {
+    let Some(name) = who else {
         return Ok(());
     };
     // A record of the first ten that says who X is (`describes`) goes first, whatever its
@@ -1097,8 +1095,7 @@ fn prefer_biographies(
     let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
     let rows = store.exhibits_by_pk(&pks)?;
     let row = |pk: i64| rows.iter().find(|(p, _)| *p == pk).map(|(_, r)| r);
-    let says_who =
-        |pk: i64| row(pk).is_some_and(|r| describes_any(&r.maker, &r.description, &name));
+    let says_who = |pk: i64| row(pk).is_some_and(|r| describes_any(&r.maker, &r.description, name));
     if !says_who(lex[0].pk)
         && let Some(i) = (1..depth).find(|&i| says_who(lex[i].pk))
     {
@@ -1479,7 +1476,9 @@ fn rank_in(
     }
     let mut cands = candidates(store, &w, opts)?;
     let mut lex = rerank(store, &w, &cands, &dense_pks)?;
-    prefer_biographies(store, &query, &mut lex)?;
+    // A "who is X" question's X in each form a record may give it (read once a question).
+    let who = text::who_is_subject(&query).map(super::dictionary::name_forms);
+    prefer_biographies(store, who.as_deref(), &mut lex)?;
     prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
     // A bare keyword's order before the signals (`keyword_found` reads whether the best hit
     // holds it); a "do you have" question's after them: moving a hit of a lower score first
@@ -1487,7 +1486,7 @@ fn rank_in(
     let norm = text::normalize(&query);
     let (bare, asked) = (text::bare_keyword(&norm), text::asked_keyword(&norm));
     prefer_keyword_held(store, &query, bare, &mut lex)?;
-    let f = features(store, &query, &w, &lex, &opts.dict())?;
+    let f = features(store, &query, who.as_deref(), &w, &lex, &opts.dict())?;
     if bare.is_none() {
         prefer_keyword_held(store, &query, asked, &mut lex)?;
     }
@@ -1500,7 +1499,7 @@ fn rank_in(
         w.bridges.extend(synonyms);
         add_synonyms(store, &w, opts, &mut cands)?;
         lex = rerank(store, &w, &cands, &dense_pks)?;
-        prefer_biographies(store, &query, &mut lex)?;
+        prefer_biographies(store, who.as_deref(), &mut lex)?;
         prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
         prefer_keyword_held(store, &query, asked, &mut lex)?;
     }

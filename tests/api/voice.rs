@@ -227,6 +227,15 @@ fn check_voice(r: &VoiceReply, pieces: &[String]) {
     assert!(last.get("notice").is_none(), "{last}");
 }
 
+/// Turns spoken replies on for the session: an attribute update (`require_tts`, empty text),
+/// answered with an empty text end.
+async fn ask_for_spoken_replies(c: &mut Client) {
+    let upd = json!({"request_id": "u1", "data_type": "TEXT", "stream_flag": false,
+                     "stream_seq": 0, "require_tts": true, "content": {"text": ""}});
+    c.send("REQUEST", upd).await;
+    assert_eq!(c.recv().await["payload"]["text_stream_seq"], -1);
+}
+
 fn tts_inputs(speech: &FakeSpeech) -> Vec<String> {
     speech
         .tts_requests()
@@ -720,10 +729,7 @@ async fn without_stt_voice_gets_a_clear_error_and_without_tts_a_notice() {
 async fn a_voice_that_reads_no_chinese_gets_stand_ins_and_no_chinese_reply() {
     let (app, speech) = voice_app(Stt::None, Tts::Pcm, |c| c.tts.reads_cjk = false).await;
     let mut c = app.client().await;
-    let upd = json!({"request_id": "u1", "data_type": "TEXT", "stream_flag": false,
-                     "stream_seq": 0, "require_tts": true, "content": {"text": ""}});
-    c.send("REQUEST", upd).await;
-    assert_eq!(c.recv().await["payload"]["text_stream_seq"], -1);
+    ask_for_spoken_replies(&mut c).await;
 
     // An English reply quoting a Chinese record: the text is shown as written, the voice says
     // stand-ins and the English gloss, and the Chinese sentence is left out (and said so).
@@ -780,10 +786,7 @@ async fn a_voice_that_reads_no_chinese_gets_stand_ins_and_no_chinese_reply() {
 async fn dating_is_said_as_words_and_shown_as_written() {
     let (app, speech) = voice_app(Stt::None, Tts::Pcm, |_| {}).await;
     let mut c = app.client().await;
-    let upd = json!({"request_id": "u1", "data_type": "TEXT", "stream_flag": false,
-                     "stream_seq": 0, "require_tts": true, "content": {"text": ""}});
-    c.send("REQUEST", upd).await;
-    assert_eq!(c.recv().await["payload"]["text_stream_seq"], -1);
+    ask_for_spoken_replies(&mut c).await;
     let reply = "“Dish with Coat of Arms” is Venetian work. It is dated ca. 1500-1530.";
     app.llm.push(text_reply(&[reply]));
     c.text_request("t1", "When was the dish made?").await;

@@ -366,10 +366,7 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
         if h.score < BROWSE_NEAR * top.score || listed.len() == BROWSE_MAX {
             break;
         }
-        // Ranked after the first yet scoring above it: the search put the first ahead for
-        // what it holds and this lacks (the keyword as written, the name asked for; see
-        // `SUGGEST_NEAR_TIE`), so it is no match as good.
-        if h.score > top.score {
+        if !super::as_good_as(h.score, top.score, BROWSE_NEAR) {
             continue;
         }
         if !listed
@@ -410,7 +407,7 @@ pub fn more_matches(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
     };
     let near: Vec<Hit> = hits
         .into_iter()
-        .filter(|h| h.score >= BROWSE_NEAR * top && h.score <= top)
+        .filter(|h| super::as_good_as(h.score, top, BROWSE_NEAR))
         .collect();
     not_listed(near, shown)
 }

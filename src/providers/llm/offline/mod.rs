@@ -105,13 +105,16 @@ pub fn is_chinese(text: &str) -> bool {
 fn biography_sentence(e: &Exhibit, forms: &[String]) -> Option<String> {
     let sents = text::sentences(&e.description);
     let forms: Vec<String> = forms.iter().map(|f| normalize(f.trim())).collect();
+    // A sentence names them by a form, or by the given name of a Chinese form of three
+    // characters or more.
+    let given: Vec<String> = forms
+        .iter()
+        .filter(|f| f.chars().all(text::is_cjk) && f.chars().count() >= 3)
+        .map(|f| f.chars().skip(1).collect())
+        .collect();
     let named = |s: &str| {
         let s = normalize(s);
-        forms.iter().any(|f| {
-            let given: String = f.chars().skip(1).collect();
-            s.contains(f.as_str())
-                || (f.chars().all(text::is_cjk) && given.chars().count() >= 2 && s.contains(&given))
-        })
+        forms.iter().chain(&given).any(|f| s.contains(f.as_str()))
     };
     let from_life_span = |s: &String| {
         let ends: Vec<usize> = s
@@ -161,11 +164,17 @@ fn end_en(mut s: String) -> String {
 
 /// Hits that score within this share of the best are suggested as well ("also in the
 /// collection"): the collection holds several equally good matches. Weaker hits are not
-/// mentioned, so a refusal or a clear answer never drifts to unrelated exhibits. Nor are hits
-/// that score above the answer but were ranked below it: the search put the answer first on
-/// a ground that decides (it holds the keyword as written, the name asked for), and those lack
-/// it (邮票 answered with the letter that says 郵票 once suggested a binding "stamped" in gold).
+/// mentioned, so a refusal or a clear answer never drifts to unrelated exhibits.
 pub const SUGGEST_NEAR_TIE: f64 = 0.9;
+
+/// Whether a hit scoring `score` matches as well as the answer, scoring `top`: within `share`
+/// of it, and not above it. A hit ranked after the answer but scoring above it lacks what the
+/// search put the answer first for (the keyword as written, the name asked for): 邮票, answered
+/// with the letter that says 郵票, once went on to a binding "stamped" in gold. For suggestions
+/// ([`SUGGEST_NEAR_TIE`]) and lists (`browse::BROWSE_NEAR`).
+pub(crate) fn as_good_as(score: f64, top: f64, share: f64) -> bool {
+    score >= share * top && score <= top
+}
 
 /// Most other exhibits suggested after an answer.
 const MAX_SUGGESTIONS: usize = 2;
@@ -353,8 +362,7 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
         .skip(1)
         .filter(|_| !picked)
         .filter(|h| {
-            h.score >= SUGGEST_NEAR_TIE * top.score
-                && h.score <= top.score
+            as_good_as(h.score, top.score, SUGGEST_NEAR_TIE)
                 && h.exhibit.title.trim() != e.title.trim()
         })
         .take(MAX_SUGGESTIONS)
