@@ -743,11 +743,7 @@ fn features(
         work_missing(&text::marked_titles(query), &top_text),
         unmet,
         maker_found(&text::proper_names(query, dict), top_exhibit.as_ref()),
-        if lang_mismatch > 0.0 {
-            0.0
-        } else {
-            keyword_found(query, &top_text)
-        },
+        keyword_found(query, &top_text, lang_mismatch > 0.0),
     ])
 }
 
@@ -756,12 +752,48 @@ fn features(
 /// best hit's text holds: every index token of a Latin keyword (as a phrase when every word is
 /// capitalised as typed, a name or a title: "Starry Night" is not a record that says "starry"
 /// and "night" apart), a Chinese keyword as written. 0 otherwise, or with no hit.
-fn keyword_found(query: &str, top: &Top) -> f64 {
+///
+/// A best hit in the other script (`across`) holds the keyword when it holds one of its
+/// translations whole ([`keyword_held_across`]): 有雕塑吗？ and 有古兰经吗？ were refused
+/// though the English records say "sculpture" and "Koran" (a short question weighs little in
+/// the model).
+fn keyword_found(query: &str, top: &Top, across: bool) -> f64 {
     let norm = text::normalize(query);
     let (Some(keyword), Some(doc)) = (text::asked_keyword(&norm), top.text()) else {
         return 0.0;
     };
-    f64::from(u8::from(keyword_held(query, keyword, doc)))
+    let held = if across {
+        keyword_held_across(keyword, doc)
+    } else {
+        keyword_held(query, keyword, doc)
+    };
+    f64::from(u8::from(held))
+}
+
+/// Whether a record in the other script holds a keyword ([`keyword_found`]): a Chinese keyword
+/// by one of the dictionary's noun senses of it, every token of the sense in the record
+/// (雕塑 → "sculpture"; 手表 is a "wristwatch", which a pocket watch's record does not say);
+/// a Latin keyword when the whole keyword is a sense of a Chinese headword the record holds as
+/// written ("oracle bone inscriptions" → 甲骨文). The dictionary's senses, not the search's bridges: a keyword must be
+/// found as the thing it names, not through one of its words.
+fn keyword_held_across(keyword: &str, doc: &str) -> bool {
+    let dict = super::dictionary::dictionary();
+    if keyword.chars().all(text::is_cjk) {
+        let have = text::index_tokens_latin(doc);
+        dict.noun_senses_of(keyword)
+            .iter()
+            .any(|sense| !sense.is_empty() && sense.iter().all(|t| have.contains(&t.to_string())))
+    } else if !keyword.chars().any(text::is_cjk) {
+        let tokens = text::latin_tokens(keyword);
+        let terms: Vec<&str> = tokens.iter().map(String::as_str).collect();
+        dict.chinese_of(&terms)
+            .iter()
+            .filter(|(phrase, _)| phrase.len() == terms.len())
+            .flat_map(|(_, heads)| heads)
+            .any(|h| doc.contains(&text::normalize(h)))
+    } else {
+        false
+    }
 }
 
 /// Whether a record's text ([`exhibit_text`]) holds a keyword as [`keyword_found`] reads it;
@@ -2573,6 +2605,29 @@ mod tests {
             .unwrap();
         assert!(sig(&f, "mean_idf") > 1.0, "{f:?}");
         assert!(sig(&f, "coverage_margin") < 1.0, "{f:?}");
+    }
+
+    #[test]
+    fn a_keyword_is_held_across_scripts_by_a_whole_translation() {
+        let doc = |t: &str| text::normalize(t);
+        // 雕塑: "sculpture" is one of its noun senses.
+        assert!(keyword_held_across(
+            "雕塑",
+            &doc("Lion Pedestal. This sculpture once held a throne.")
+        ));
+        // 手表 is a wristwatch: a record of pocket watches does not hold it.
+        assert!(!keyword_held_across(
+            "手表",
+            &doc("Pocket Watch. A watch with an enamel case.")
+        ));
+        // A Latin keyword is held by a Chinese record holding a headword it translates whole.
+        assert!(keyword_held_across(
+            "oracle bone inscriptions",
+            &doc("甲骨文拓片：商代甲骨文。")
+        ));
+        // Not by one of its words: "bone" alone is not the keyword.
+        assert!(!keyword_held_across("oracle bone inscriptions", &doc("骨雕人像")));
+        assert!(!keyword_held_across("雕塑", &doc("A drawing in ink.")));
     }
 
     #[test]
