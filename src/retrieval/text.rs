@@ -760,6 +760,19 @@ const ZH_STOP: &[&str] = &[
     "东西",
     "博物馆",
     "展品",
+    // Whether or where a thing is shown (在这里展出吗, 有没有陈列): the question's frame,
+    // as "exhibit" is in English; a record says it of anything.
+    "展出",
+    "展示",
+    "陈列",
+    "展览",
+    // A name's frame (后母戊鼎（以前叫司母戊鼎）, 为什么又叫「猎碣」): the names count, not the
+    // words that say one is a name (以前 matched a Greek cross "previously attributed").
+    "以前",
+    "叫",
+    "叫做",
+    "又叫",
+    "也叫",
     "上",
     "里",
     "中",
@@ -2374,6 +2387,10 @@ mod tests {
             ("那种青铜鼎的铭文", "青铜鼎 铭文"),
             ("请问你们这里有青铜鼎吗", "青铜鼎"),
             ("有没有清朝的东西？", "清朝"),
+            ("青铜鼎在这里展出吗？", "青铜鼎"),
+            ("有没有陈列青铜鼎？", "青铜鼎"),
+            ("青铜鼎（以前叫铜鼎）", "青铜鼎 铜鼎"),
+            ("石鼓文为什么又叫猎碣？", "石鼓文 猎碣"),
             ("峄山刻石相传是谁写的？", "峄山刻石相传"),
             ("这幅画是谁画的", "这幅画"),
             (
