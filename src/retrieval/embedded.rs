@@ -771,18 +771,22 @@ fn keyword_found(query: &str, top: &Top, across: bool) -> f64 {
 }
 
 /// Whether a record in the other script holds a keyword ([`keyword_found`]): a Chinese keyword
-/// by one of the dictionary's noun senses of it, every token of the sense in the record
-/// (雕塑 → "sculpture"; 手表 is a "wristwatch", which a pocket watch's record does not say);
+/// by one of the dictionary's noun senses of it, as a phrase in the record (雕塑 → "sculpture";
+/// 怀表 → "pocket watch", not a painting of "pocket mirrors" a man is "watching"; 手表 is a
+/// "wristwatch", which a pocket watch's record does not say);
 /// a Latin keyword when the whole keyword is a sense of a Chinese headword the record holds as
 /// written ("oracle bone inscriptions" → 甲骨文). The dictionary's senses, not the search's bridges: a keyword must be
 /// found as the thing it names, not through one of its words.
 fn keyword_held_across(keyword: &str, doc: &str) -> bool {
     let dict = super::dictionary::dictionary();
     if keyword.chars().all(text::is_cjk) {
-        let have = text::index_tokens_latin(doc);
-        dict.noun_senses_of(keyword)
-            .iter()
-            .any(|sense| !sense.is_empty() && sense.iter().all(|t| have.contains(&t.to_string())))
+        let have = text::latin_tokens(doc);
+        dict.noun_senses_of(keyword).iter().any(|sense| {
+            !sense.is_empty()
+                && have
+                    .windows(sense.len())
+                    .any(|w| w.iter().zip(sense.iter()).all(|(a, b)| a == &**b))
+        })
     } else if !keyword.chars().any(text::is_cjk) {
         let tokens = text::latin_tokens(keyword);
         let terms: Vec<&str> = tokens.iter().map(String::as_str).collect();
@@ -2628,6 +2632,15 @@ mod tests {
         // Not by one of its words: "bone" alone is not the keyword.
         assert!(!keyword_held_across("oracle bone inscriptions", &doc("骨雕人像")));
         assert!(!keyword_held_across("雕塑", &doc("A drawing in ink.")));
+        // A sense of several words is held as a phrase, not word by word.
+        assert!(keyword_held_across(
+            "怀表",
+            &doc("Pocket Watch. A gold pocket watch by Breguet.")
+        ));
+        assert!(!keyword_held_across(
+            "怀表",
+            &doc("Indian Toilet. Pocket mirrors; a man watching.")
+        ));
     }
 
     #[test]
