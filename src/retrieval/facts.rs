@@ -1,5 +1,6 @@
 //! Visitor services (toilets, opening hours, tickets, café, cloakroom, Wi-Fi, accessibility,
-//! lost and found, photography, shop, parking, pets, audio guide, tours) answered from a small
+//! lost and found, photography, shop, parking, pets, audio guide, tours, and the highlights:
+//! what to see, [`HIGHLIGHTS`]) answered from a small
 //! museum-editable TOML file, never from exhibit records: a built-in topic the file has no entry
 //! for gets "I don't have information about that" ([`Service::NoEntry`]).
 //!
@@ -22,7 +23,7 @@ use super::text::normalize;
 pub struct Fact {
     /// A built-in topic (`toilets`, `hours`, `tickets`, `cafe`, `cloakroom`, `wifi`,
     /// `accessibility`, `lost_found`, `photography`, `shop`, `parking`, `pets`, `audio_guide`,
-    /// `tours`) or the museum's own (matched by `triggers` only).
+    /// `tours`, `highlights`) or the museum's own (matched by `triggers` only).
     pub topic: String,
     pub en: String,
     pub zh: String,
@@ -418,6 +419,101 @@ const TOPICS: &[(&str, &[&str])] = &[
     ),
 ];
 
+/// The built-in topic of what to see: the museum's highlights, as its staff would answer "What
+/// should I not miss?", 镇馆之宝是什么？, "What is your most valuable object?". No record says
+/// it: the search answered "most valuable" with a Byzantine flat weight "for weighing light,
+/// valuable objects" and "What should I not miss?" with a Chinese record of a blouse.
+pub const HIGHLIGHTS: &str = "highlights";
+
+/// Phrases of a highlights question ([`HIGHLIGHTS`]). Unlike the other topics' keywords they
+/// may come with a general word for exhibits ("your most famous painting", 最珍贵的展品:
+/// [`GENERIC_EXHIBIT_CUES`]), never with a named one.
+const HIGHLIGHT_CUES: &[&str] = &[
+    "highlight",
+    "highlights",
+    "must see",
+    "must-see",
+    "must-sees",
+    "not miss",
+    "not to miss",
+    "don't miss",
+    "shouldn't miss",
+    "what should i see",
+    "what should we see",
+    "what to see",
+    "worth seeing",
+    "best pieces",
+    "best things",
+    "best objects",
+    "star pieces",
+    "star objects",
+    "masterpieces",
+    "most famous",
+    "most valuable",
+    "most precious",
+    "most important",
+    "most popular",
+    "most expensive",
+    "镇馆之宝",
+    "必看",
+    "不能错过",
+    "不可错过",
+    "不要错过",
+    "值得一看",
+    "值得看",
+    "最有名",
+    "最著名",
+    "最出名",
+    "最珍贵",
+    "最值钱",
+    "最贵",
+    "最重要",
+    "最受欢迎",
+    "亮点",
+    "重点展品",
+];
+
+/// Exhibit cues that name exhibits in general, not one exhibit: a highlights question may hold
+/// them ("What is your most famous painting?", 最珍贵的藏品是哪件？).
+const GENERIC_EXHIBIT_CUES: &[&str] = &[
+    "painting",
+    "artwork",
+    "sculpture",
+    "statue",
+    "portrait",
+    "masterpiece",
+    "作品",
+    "展品",
+    "藏品",
+    "雕塑",
+];
+
+/// Whether a (normalised) English question points at one thing with "this" or "that" ("Is this
+/// painting the most valuable?"), other than the museum itself ("the most famous thing in this
+/// museum"). Chinese pointing words for an exhibit (这件, 这幅) are exhibit cues already.
+fn points_at_an_exhibit(q: &str) -> bool {
+    const PLACES: &[&str] = &[
+        "museum",
+        "place",
+        "collection",
+        "building",
+        "gallery",
+        "galleries",
+        "exhibition",
+        "hall",
+        "room",
+        "floor",
+        "city",
+    ];
+    let words: Vec<&str> = q
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.windows(2).any(|w| {
+        matches!(w[0], "this" | "that" | "these" | "those") && !PLACES.contains(&w[1])
+    }) || words.last().is_some_and(|w| matches!(*w, "this" | "that"))
+}
+
 /// Words and phrases that make a question about an exhibit, not about visiting.
 const EXHIBIT_CUES: &[&str] = &[
     "tell me about",
@@ -529,7 +625,16 @@ pub fn classify<'a>(question: &str, facts: &'a [Fact]) -> Option<Service<'a>> {
     }
     let q = normalize(question);
     let q = q.split_whitespace().collect::<Vec<_>>().join(" ");
-    if EXHIBIT_CUES.iter().any(|c| contains(&q, c)) || names_a_title(question) {
+    let titled = names_a_title(question);
+    let mut cues = EXHIBIT_CUES.iter().filter(|c| contains(&q, c)).peekable();
+    let exhibit = titled || cues.peek().is_some();
+    // What to see: a question about the collection as a whole, which may name exhibits in
+    // general ("your most famous painting") but not one exhibit (这件, 《…》, a title).
+    let highlights = !titled
+        && cues.all(|c| GENERIC_EXHIBIT_CUES.contains(c))
+        && HIGHLIGHT_CUES.iter().any(|c| contains(&q, c))
+        && !points_at_an_exhibit(&q);
+    if exhibit && !highlights {
         return None;
     }
     // The museum's own phrases first: they are the most specific.
@@ -537,6 +642,14 @@ pub fn classify<'a>(question: &str, facts: &'a [Fact]) -> Option<Service<'a>> {
         if f.triggers.iter().any(|t| contains(&q, t)) {
             return Some(Service::Fact(f));
         }
+    }
+    if highlights {
+        return Some(
+            facts
+                .iter()
+                .find(|f| f.topic == HIGHLIGHTS)
+                .map_or(Service::NoEntry(HIGHLIGHTS), Service::Fact),
+        );
     }
     let cjk = q.chars().filter(|c| super::text::is_cjk(*c)).count();
     let short = if cjk > 0 {
@@ -733,7 +846,7 @@ mod tests {
     #[test]
     fn the_example_file_covers_every_built_in_topic() {
         let facts = example();
-        for (topic, _) in TOPICS {
+        for topic in TOPICS.iter().map(|t| t.0).chain([HIGHLIGHTS]) {
             assert!(facts.iter().any(|f| f.topic == *topic), "{topic}");
         }
     }
