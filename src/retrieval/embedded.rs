@@ -2630,7 +2630,10 @@ mod tests {
             &doc("甲骨文拓片：商代甲骨文。")
         ));
         // Not by one of its words: "bone" alone is not the keyword.
-        assert!(!keyword_held_across("oracle bone inscriptions", &doc("骨雕人像")));
+        assert!(!keyword_held_across(
+            "oracle bone inscriptions",
+            &doc("骨雕人像")
+        ));
         assert!(!keyword_held_across("雕塑", &doc("A drawing in ink.")));
         // A sense of several words is held as a phrase, not word by word.
         assert!(keyword_held_across(

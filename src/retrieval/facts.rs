@@ -509,9 +509,10 @@ fn points_at_an_exhibit(q: &str) -> bool {
         .split(|c: char| !(c.is_alphanumeric() || c == '\''))
         .filter(|w| !w.is_empty())
         .collect();
-    words.windows(2).any(|w| {
-        matches!(w[0], "this" | "that" | "these" | "those") && !PLACES.contains(&w[1])
-    }) || words.last().is_some_and(|w| matches!(*w, "this" | "that"))
+    words
+        .windows(2)
+        .any(|w| matches!(w[0], "this" | "that" | "these" | "those") && !PLACES.contains(&w[1]))
+        || words.last().is_some_and(|w| matches!(*w, "this" | "that"))
 }
 
 /// Words and phrases that make a question about an exhibit, not about visiting.

@@ -760,6 +760,10 @@ const ZH_STOP: &[&str] = &[
     "东西",
     "博物馆",
     "展品",
+    // Exhibits in general, as "exhibit" and "collection" are in English ([`EXHIBIT_TAILS`]).
+    "作品",
+    "文物",
+    "藏品",
     // Whether or where a thing is shown (在这里展出吗, 有没有陈列): the question's frame,
     // as "exhibit" is in English; a record says it of anything.
     "展出",
@@ -1086,6 +1090,14 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
                         // Only stop words after it (checked only for a word of looking: a long
                         // question would otherwise scan its rest at every word).
                         let last = || words[i + 1..].iter().all(|n| zh_stop.contains(n));
+                        // 书法作品 is one word to jieba: its head is searched, its tail
+                        // ends the span as the word alone would (no 法作 bigram).
+                        if let Some(head) = exhibit_tail_head(w) {
+                            cur.push_str(head);
+                            spans.push(std::mem::take(&mut cur));
+                            after_who = false;
+                            continue;
+                        }
                         if zh_stop.contains(w)
                             || (ZH_LOOK.contains(w) && (first || last()))
                             || (first && ZH_REQUEST.contains(w))
@@ -1125,6 +1137,19 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
     terms.retain(|t| seen.insert(t.clone()));
     terms.truncate(MAX_QUERY_TERMS);
     terms
+}
+
+/// Chinese words for exhibits in general (stop words, like "exhibit" in English), which jieba
+/// also joins to the word before them: 书法作品, 青铜文物, 馆藏品.
+const EXHIBIT_TAILS: &[&str] = &["作品", "文物", "藏品", "展品"];
+
+/// The head of a jieba word made of a word and an [`EXHIBIT_TAILS`] word (书法作品 → 书法),
+/// when the head has two characters or more; None for any other word.
+fn exhibit_tail_head(word: &str) -> Option<&str> {
+    EXHIBIT_TAILS.iter().find_map(|t| {
+        word.strip_suffix(t)
+            .filter(|head| head.chars().count() >= 2)
+    })
 }
 
 /// English words that only ask to be shown something ("Show me armor", "I'd like to see some
@@ -2387,6 +2412,8 @@ mod tests {
             ("那种青铜鼎的铭文", "青铜鼎 铭文"),
             ("请问你们这里有青铜鼎吗", "青铜鼎"),
             ("有没有清朝的东西？", "清朝"),
+            ("有哪些书法作品？", "书法"),
+            ("有没有唐朝的文物？", "唐朝"),
             ("青铜鼎在这里展出吗？", "青铜鼎"),
             ("有没有陈列青铜鼎？", "青铜鼎"),
             ("青铜鼎（以前叫铜鼎）", "青铜鼎 铜鼎"),
