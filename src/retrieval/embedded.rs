@@ -2613,37 +2613,40 @@ mod tests {
 
     #[test]
     fn a_keyword_is_held_across_scripts_by_a_whole_translation() {
-        let doc = |t: &str| text::normalize(t);
-        // 雕塑: "sculpture" is one of its noun senses.
-        assert!(keyword_held_across(
-            "雕塑",
-            &doc("Lion Pedestal. This sculpture once held a throne.")
-        ));
-        // 手表 is a wristwatch: a record of pocket watches does not hold it.
-        assert!(!keyword_held_across(
-            "手表",
-            &doc("Pocket Watch. A watch with an enamel case.")
-        ));
-        // A Latin keyword is held by a Chinese record holding a headword it translates whole.
-        assert!(keyword_held_across(
-            "oracle bone inscriptions",
-            &doc("甲骨文拓片：商代甲骨文。")
-        ));
-        // Not by one of its words: "bone" alone is not the keyword.
-        assert!(!keyword_held_across(
-            "oracle bone inscriptions",
-            &doc("骨雕人像")
-        ));
-        assert!(!keyword_held_across("雕塑", &doc("A drawing in ink.")));
-        // A sense of several words is held as a phrase, not word by word.
-        assert!(keyword_held_across(
-            "怀表",
-            &doc("Pocket Watch. A gold pocket watch by Breguet.")
-        ));
-        assert!(!keyword_held_across(
-            "怀表",
-            &doc("Indian Toilet. Pocket mirrors; a man watching.")
-        ));
+        // (keyword, record text, held)
+        let cases = [
+            // 雕塑: "sculpture" is one of its noun senses.
+            (
+                "雕塑",
+                "Lion Pedestal. This sculpture once held a throne.",
+                true,
+            ),
+            ("雕塑", "A drawing in ink.", false),
+            // 手表 is a wristwatch: a record of pocket watches does not hold it.
+            ("手表", "Pocket Watch. A watch with an enamel case.", false),
+            // A sense of several words is held as a phrase, not word by word.
+            (
+                "怀表",
+                "Pocket Watch. A gold pocket watch by Breguet.",
+                true,
+            ),
+            (
+                "怀表",
+                "Indian Toilet. Pocket mirrors; a man watching.",
+                false,
+            ),
+            // A Latin keyword is held by a Chinese record holding a headword it translates
+            // whole, not by one of its words ("bone" alone is not the keyword).
+            ("oracle bone inscriptions", "甲骨文拓片：商代甲骨文。", true),
+            ("oracle bone inscriptions", "骨雕人像", false),
+        ];
+        for (keyword, record, held) in cases {
+            assert_eq!(
+                keyword_held_across(keyword, &text::normalize(record)),
+                held,
+                "{keyword} in {record}"
+            );
+        }
     }
 
     #[test]
