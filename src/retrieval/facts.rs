@@ -426,8 +426,8 @@ const TOPICS: &[(&str, &[&str])] = &[
 pub const HIGHLIGHTS: &str = "highlights";
 
 /// Phrases of a highlights question ([`HIGHLIGHTS`]). Unlike the other topics' keywords they
-/// may come with a general word for exhibits ("your most famous painting", 最珍贵的展品:
-/// [`GENERIC_EXHIBIT_CUES`]), never with a named one.
+/// (and [`HIGHLIGHT_SUPERLATIVES`]) may come with a general word for exhibits ("your most
+/// famous painting", 最珍贵的展品: [`GENERIC_EXHIBIT_CUES`]), never with a named one.
 const HIGHLIGHT_CUES: &[&str] = &[
     "highlight",
     "highlights",
@@ -448,12 +448,6 @@ const HIGHLIGHT_CUES: &[&str] = &[
     "star pieces",
     "star objects",
     "masterpieces",
-    "most famous",
-    "most valuable",
-    "most precious",
-    "most important",
-    "most popular",
-    "most expensive",
     "镇馆之宝",
     "必看",
     "不能错过",
@@ -461,6 +455,20 @@ const HIGHLIGHT_CUES: &[&str] = &[
     "不要错过",
     "值得一看",
     "值得看",
+    "亮点",
+    "重点展品",
+];
+
+/// Superlatives of a highlights question ("your most famous piece", 最珍贵的藏品), which count
+/// only about the museum's own things ([`MUSEUM_ANCHORS`]): "Who is the most famous Japanese
+/// painter?" and 日本最有名的画家是谁？ are questions of knowledge, not of what to see.
+const HIGHLIGHT_SUPERLATIVES: &[&str] = &[
+    "most famous",
+    "most valuable",
+    "most precious",
+    "most important",
+    "most popular",
+    "most expensive",
     "最有名",
     "最著名",
     "最出名",
@@ -469,9 +477,66 @@ const HIGHLIGHT_CUES: &[&str] = &[
     "最贵",
     "最重要",
     "最受欢迎",
-    "亮点",
-    "重点展品",
 ];
+
+/// Words that put a superlative on the museum's own things: the museum, "you have", "here", a
+/// general word for an exhibit (thing, piece, 展品, 东西), which one (哪件).
+const MUSEUM_ANCHORS: &[&str] = &[
+    "your",
+    "you have",
+    "you've got",
+    "here",
+    "museum",
+    "collection",
+    "on display",
+    "on show",
+    "thing",
+    "things",
+    "object",
+    "objects",
+    "piece",
+    "pieces",
+    "item",
+    "items",
+    "exhibit",
+    "exhibits",
+    "artwork",
+    "artworks",
+    "work",
+    "works",
+    "painting",
+    "paintings",
+    "treasure",
+    "treasures",
+    "artifact",
+    "artifacts",
+    "你们",
+    "贵馆",
+    "本馆",
+    "馆里",
+    "馆内",
+    "馆藏",
+    "这里",
+    "这儿",
+    "博物馆",
+    "展品",
+    "藏品",
+    "文物",
+    "作品",
+    "东西",
+    "宝贝",
+    "哪件",
+    "哪一件",
+];
+
+/// Whether a (normalised) question asks what to see ([`HIGHLIGHTS`]): one of
+/// [`HIGHLIGHT_CUES`], or a superlative ([`HIGHLIGHT_SUPERLATIVES`]) about the museum's own
+/// things ([`MUSEUM_ANCHORS`]).
+fn asks_for_highlights(q: &str) -> bool {
+    HIGHLIGHT_CUES.iter().any(|c| contains(q, c))
+        || (HIGHLIGHT_SUPERLATIVES.iter().any(|c| contains(q, c))
+            && MUSEUM_ANCHORS.iter().any(|c| contains(q, c)))
+}
 
 /// Exhibit cues that name exhibits in general, not one exhibit: a highlights question may hold
 /// them ("What is your most famous painting?", 最珍贵的藏品是哪件？).
@@ -633,7 +698,7 @@ pub fn classify<'a>(question: &str, facts: &'a [Fact]) -> Option<Service<'a>> {
     // general ("your most famous painting") but not one exhibit (这件, 《…》, a title).
     let highlights = !titled
         && cues.all(|c| GENERIC_EXHIBIT_CUES.contains(c))
-        && HIGHLIGHT_CUES.iter().any(|c| contains(&q, c))
+        && asks_for_highlights(&q)
         && !points_at_an_exhibit(&q);
     if exhibit && !highlights {
         return None;
