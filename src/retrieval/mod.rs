@@ -25,7 +25,8 @@
 //! remote.rs      Retriever over an external HTTP service, the remote SRS (wire format there)
 //! abstain.rs     the no-answer decision: logistic regression over ranking signals. Pure
 //! eval.rs        per-kind recall@1/@5, MRR, abstention figures; in-sample and cross-validated
-//! facts.rs       visitor services (toilets, hours, tickets, ...) from a TOML file: matcher. Pure
+//! facts/         visitor services (toilets, hours, tickets, highlights, ...) from a TOML file:
+//!                matcher (mod.rs), the questions' words (words.rs). Pure
 //! translit.rs    pinyin bridge between the scripts (康熙 ↔ Kangxi): Bridge, coverage credit
 //! dictionary.rs  dictionary bridge (CC-CEDICT, compiled in from cedict/): 义和团 ↔ Boxers
 //! thesaurus.rs   English synonym bridge (WordNet 3.0, compiled in from wordnet/): timepiece → watch

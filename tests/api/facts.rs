@@ -432,7 +432,7 @@ async fn an_edited_facts_file_is_picked_up_while_the_server_runs() {
     let new_wifi = wifi.en.replace("ExampleMuseum-Guest", "Edited-Network");
     until_answer(&mut c, "Is there free Wi-Fi?", &new_wifi).await;
 
-    // (A broken edit keeping the previous facts: the unit test in src/retrieval/facts.rs.)
+    // (A broken edit keeping the previous facts: the unit test in src/retrieval/facts/mod.rs.)
     let zh = wifi.zh.replace("ExampleMuseum-Guest", "Edited-Network");
     until_answer(&mut c, "有无线网络吗？", &zh).await;
 }
