@@ -1623,9 +1623,9 @@ const HAVE_LEADS_ZH: &[&str] = &[
 ];
 
 /// Endings of a Chinese "do you have" question after the thing asked for: a particle, then a
-/// general word for an exhibit (with or without 的: 有没有书法作品？ asks for 书法).
+/// general word for an exhibit, [`EXHIBIT_TAILS`] or 东西 (with or without 的: 有没有书法作品？
+/// asks for 书法).
 const HAVE_PARTICLES_ZH: &[&str] = &["吗", "呢", "吧"];
-const HAVE_ENDS_ZH: &[&str] = &["东西", "展品", "文物", "作品", "藏品"];
 
 /// The thing a short "do you have" question asks for when it is a keyword ("Do you have
 /// sculptures?" → `sculptures`, 有没有佛像？ → 佛像), or the query itself when it is a bare
@@ -1657,7 +1657,11 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
     for end in HAVE_PARTICLES_ZH {
         rest = rest.strip_suffix(end).unwrap_or(rest);
     }
-    if let Some(thing) = HAVE_ENDS_ZH.iter().find_map(|e| rest.strip_suffix(e)) {
+    if let Some(thing) = EXHIBIT_TAILS
+        .iter()
+        .chain(&["东西"])
+        .find_map(|e| rest.strip_suffix(e))
+    {
         rest = thing.strip_suffix('的').unwrap_or(thing);
     }
     bare_keyword(rest)

@@ -142,12 +142,16 @@ pub fn classify<'a>(question: &str, facts: &'a [Fact]) -> Option<Service<'a>> {
     let q = normalize(question);
     let q = q.split_whitespace().collect::<Vec<_>>().join(" ");
     let titled = names_a_title(question);
-    let mut cues = EXHIBIT_CUES.iter().filter(|c| contains(&q, c)).peekable();
-    let exhibit = titled || cues.peek().is_some();
+    let cues: Vec<&str> = EXHIBIT_CUES
+        .iter()
+        .copied()
+        .filter(|c| contains(&q, c))
+        .collect();
+    let exhibit = titled || !cues.is_empty();
     // What to see: a question about the collection as a whole, which may name exhibits in
     // general ("your most famous painting") but not one exhibit (这件, 《…》, a title).
     let highlights = !titled
-        && cues.all(|c| GENERIC_EXHIBIT_CUES.contains(c))
+        && cues.iter().all(|c| GENERIC_EXHIBIT_CUES.contains(c))
         && asks_for_highlights(&q)
         && !points_at_an_exhibit(&q);
     if exhibit && !highlights {
