@@ -25,6 +25,20 @@ pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
+/// A count as English writes it, thousands separated: 2700 → "2,700" (a bare "1959" reads as
+/// a year).
+pub fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// Percent-encodes everything but RFC 3986's unreserved characters (for a query value or one
 /// path segment).
 pub fn urlencode(s: &str) -> String {

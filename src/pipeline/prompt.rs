@@ -24,6 +24,33 @@ pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
 /// For a browse question about a kind of object, to append to the system message: how many
 /// exhibits of the kind the collection holds (the exhibits above are a few of them).
 pub fn browse_total(b: &crate::retrieval::Browse) -> String {
+    if let Some(age) = b.order {
+        let what = if b.words.is_empty() {
+            "the collection".to_string()
+        } else if b.origin {
+            format!("the exhibits from {}", b.words.join(" and "))
+        } else if b.label.is_empty() {
+            format!("the exhibits of the kind {}", b.words.join(" "))
+        } else {
+            format!("the exhibits in {}", b.label)
+        };
+        let order = match age {
+            crate::retrieval::dating::Age::Oldest => "oldest first",
+            crate::retrieval::dating::Age::Newest => "most recent first",
+        };
+        let listed = if b.shown > 0 {
+            "the next ones in that order, after those you listed (none: say there are no more to list)"
+        } else {
+            "the first in that order"
+        };
+        return format!(
+            "\n\nThe visitor asks for the {order} of {what}. Of its {} exhibits, {} have a date \
+             in their records; the exhibits above are {listed}, {order}. Say which is first and \
+             give its date, list the others briefly, say that only dated records were compared, \
+             and invite the visitor to ask about one.\n",
+            b.total, b.dated
+        );
+    }
     if b.origin {
         let words = b.words.join(" and ");
         let what = if b.shown > 0 {

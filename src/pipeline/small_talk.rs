@@ -22,6 +22,7 @@
 //! system message.
 
 use crate::retrieval::text;
+use crate::util::thousands;
 
 /// What the visitor said, when it is only small talk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
@@ -143,8 +144,6 @@ const EN: &[(&str, SmallTalk)] = &[
     ("worth seeing", SmallTalk::Overview),
     ("where should i start", SmallTalk::Overview),
     ("where do i start", SmallTalk::Overview),
-    ("oldest", SmallTalk::Overview),
-    ("newest", SmallTalk::Overview),
     ("most expensive", SmallTalk::Overview),
     ("biggest", SmallTalk::Overview),
     ("largest", SmallTalk::Overview),
@@ -327,9 +326,6 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("有意思的", SmallTalk::Overview),
     ("有趣的", SmallTalk::Overview),
     ("好玩的", SmallTalk::Overview),
-    ("最古老", SmallTalk::Overview),
-    ("最老", SmallTalk::Overview),
-    ("最早的", SmallTalk::Overview),
     ("最贵", SmallTalk::Overview),
     ("最值钱", SmallTalk::Overview),
     ("最大的", SmallTalk::Overview),
@@ -526,8 +522,6 @@ const RANKING: &[&str] = &[
     "where should i start",
     "where do i start",
     "show me something",
-    "oldest",
-    "newest",
     "most expensive",
     "biggest",
     "largest",
@@ -544,9 +538,6 @@ const RANKING: &[&str] = &[
     "有意思",
     "有趣",
     "好玩",
-    "最古老",
-    "最老",
-    "最早",
     "最贵",
     "最值钱",
     "最大",
@@ -658,19 +649,6 @@ pub fn overview_answer(utterance: &str, o: &crate::retrieval::Overview) -> Strin
         }
     }
     en
-}
-
-/// 2700 → "2,700".
-fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 #[cfg(test)]

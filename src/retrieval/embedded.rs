@@ -27,6 +27,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::abstain::{self, AbstentionModel, Features};
+use super::dating;
 use super::embeddings::{Embedder, VectorSet, dense_rankings, fuse_lists};
 use super::ingest::{FileRows, Rejected};
 use super::semantic::Semantic;
@@ -227,6 +228,25 @@ pub struct EmbeddedRetriever {
     /// The collection's overview and the generation it was read at (a scan of every row: once
     /// a generation).
     overview: Arc<Mutex<Option<(i64, Overview)>>>,
+    /// Every dated exhibit's start year and the generation it was read at (a scan of every
+    /// row, once a generation, when a visitor first asks for the oldest or newest).
+    years: Arc<YearsCache>,
+}
+
+/// [`dating::Years`] with the collection generation they were read at.
+pub type YearsCache = Mutex<Option<(i64, Arc<dating::Years>)>>;
+
+/// The collection's [`dating::Years`], from `cache` when it was read at this generation.
+fn years_of(store: &CollectionStore, cache: &YearsCache) -> Result<Arc<dating::Years>, StoreError> {
+    let generation = store.collection_generation()?;
+    if let Some((g, y)) = &*cache.lock().unwrap_or_else(|p| p.into_inner())
+        && *g == generation
+    {
+        return Ok(y.clone());
+    }
+    let years = Arc::new(dating::Years::read(store.dates()?));
+    *cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, years.clone()));
+    Ok(years)
 }
 
 impl Drop for EmbeddedRetriever {
@@ -1667,6 +1687,61 @@ pub fn fuse_ranked<T: Clone + Eq + std::hash::Hash>(
 /// Rows of the collection read to choose the exhibits a [`Browse`] lists, per exhibit listed.
 const BROWSE_READ_PER_LISTED: usize = 6;
 
+/// Rows of the collection read per exhibit listed in age order ([`dating::Age`]): one per
+/// title is listed, and a few titles repeat ("Cylinder Seal").
+const BROWSE_READ_BY_AGE: usize = 3;
+
+/// The whole collection's oldest or newest dated exhibits ([`browse_blocking`]): at most `k`,
+/// one per title.
+fn collection_by_age(
+    store: &CollectionStore,
+    age: dating::Age,
+    k: usize,
+    cache: &YearsCache,
+) -> Result<Browse, StoreError> {
+    let years = years_of(store, cache)?;
+    let in_order: Box<dyn Iterator<Item = &(i32, i64)>> = match age {
+        dating::Age::Oldest => Box::new(years.order.iter()),
+        dating::Age::Newest => Box::new(years.order.iter().rev()),
+    };
+    let read: Vec<i64> = in_order
+        .take(k * BROWSE_READ_BY_AGE)
+        .map(|(_, pk)| *pk)
+        .collect();
+    let mut hits: Vec<Hit> = Vec::with_capacity(k);
+    for (_, row) in store.exhibits_by_pk(&read)? {
+        if hits.len() == k {
+            break;
+        }
+        let e = Exhibit::from(row);
+        if !hits
+            .iter()
+            .any(|h| h.exhibit.title.trim() == e.title.trim())
+        {
+            hits.push(Hit {
+                passages: text::sentences(&e.description)
+                    .into_iter()
+                    .take(1)
+                    .collect(),
+                exhibit: e,
+                score: 1.0,
+            });
+        }
+    }
+    Ok(Browse {
+        total: usize::try_from(store.exhibit_count()?).unwrap_or(0),
+        label: String::new(),
+        words: Vec::new(),
+        qualifiers: Vec::new(),
+        kinds: Vec::new(),
+        origin: false,
+        shown: 0,
+        order: Some(age),
+        dated: years.order.len(),
+        hits,
+    })
+}
+
 /// Rows scored for the words that narrow a kind ([`browse_blocking`]); members beyond them follow
 /// unordered by those words.
 const BROWSE_QUALIFIER_CANDIDATES: usize = 2_000;
@@ -1679,17 +1754,32 @@ const BROWSE_TITLE_LOOKUP: usize = 64;
 /// synchronously: None when its words name no kind. The exhibits listed are the kind's most
 /// fully described records (longest in the index: a curator wrote most about them), one per
 /// title and, while there are enough, one per maker.
+///
+/// A question for the oldest or newest ([`dating::asks_age`]) lists the kind, or the whole
+/// collection when the rest of the question names nothing ("What is the oldest thing here?"),
+/// in that order by [`dating::start_year`]; its `years` are read once a generation.
 pub fn browse_blocking(
     store: &CollectionStore,
     question: &str,
     k: usize,
+    years: &YearsCache,
 ) -> Result<Option<Browse>, StoreError> {
     use super::kinds;
     if k == 0 {
         return Ok(None);
     }
     let dict = super::dictionary::dictionary();
-    let plain = kinds::subject(question, &|w| dict.noun_senses_of(w));
+    let age = dating::asks_age(question);
+    let asked = match age {
+        Some(_) => dating::without_age_words(question),
+        None => question.to_string(),
+    };
+    let plain = kinds::subject(&asked, &|w| dict.noun_senses_of(w));
+    if let Some(age) = age
+        && plain.is_empty()
+    {
+        return collection_by_age(store, age, k, years).map(Some);
+    }
     let mut members_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
         let mut rows = store.rows_holding(&format!("{}{t}", kinds::DEPARTMENT))?;
         rows.extend(store.rows_holding(&format!("{}{t}", kinds::MEDIUM))?);
@@ -1856,23 +1946,39 @@ pub fn browse_blocking(
         }
         members = turns;
     }
-    let read: Vec<i64> = members
-        .iter()
-        .take(k * BROWSE_READ_PER_LISTED)
-        .map(|(pk, _)| *pk)
-        .collect();
+    // Oldest or newest: the dated members in that order, listed as they come.
+    let by_age = match age {
+        Some(age) => Some(years_of(store, years)?.ordered(members.iter().map(|m| m.0), age)),
+        None => None,
+    };
+    let read: Vec<i64> = match &by_age {
+        Some(ordered) => ordered
+            .iter()
+            .take(k * BROWSE_READ_BY_AGE)
+            .copied()
+            .collect(),
+        None => members
+            .iter()
+            .take(k * BROWSE_READ_PER_LISTED)
+            .map(|(pk, _)| *pk)
+            .collect(),
+    };
     let rows: Vec<Exhibit> = store
         .exhibits_by_pk(&read)?
         .into_iter()
         .map(|(_, r)| Exhibit::from(r))
         .collect();
     // Examples in the visitor's script first when the kind holds both (你們有哪些勳章？ listed
-    // a Dutch marriage medal before the museum's 勳章), then one per maker, then any.
+    // a Dutch marriage medal before the museum's 勳章), then one per maker, then any. In age
+    // order: one per title, in that order.
     let q_cjk = question.chars().any(text::is_cjk);
     let mut listed: Vec<&Exhibit> = Vec::new();
-    for (own_script, distinct_makers) in
-        [(true, true), (true, false), (false, true), (false, false)]
-    {
+    let passes: &[(bool, bool)] = if by_age.is_some() {
+        &[(false, false)]
+    } else {
+        &[(true, true), (true, false), (false, true), (false, false)]
+    };
+    for &(own_script, distinct_makers) in passes {
         for e in &rows {
             if listed.len() == k {
                 break;
@@ -1953,6 +2059,8 @@ pub fn browse_blocking(
         kinds: kinds_named,
         origin,
         shown: 0,
+        order: age,
+        dated: by_age.as_ref().map_or(0, Vec::len),
         hits: listed
             .into_iter()
             .map(|e| Hit {
@@ -2021,6 +2129,7 @@ impl EmbeddedRetriever {
             fitted: Arc::new(Mutex::new(None)),
             fitted_semantic: Arc::new(Mutex::new(None)),
             overview: Arc::new(Mutex::new(None)),
+            years: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -2352,8 +2461,9 @@ impl Retriever for EmbeddedRetriever {
     fn browse<'a>(&'a self, question: &'a str, k: usize) -> RetrievalFuture<'a, Option<Browse>> {
         Box::pin(async move {
             let q = text::clip(question, self.opts.max_query_chars);
+            let years = self.years.clone();
             self.store
-                .call(move |s| browse_blocking(s, &q, k))
+                .call(move |s| browse_blocking(s, &q, k, &years))
                 .await
                 .map_err(|e| RetrievalError::Failed(e.to_string()))
         })

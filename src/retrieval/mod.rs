@@ -30,6 +30,7 @@
 //! translit.rs    pinyin bridge between the scripts (康熙 ↔ Kangxi): Bridge, coverage credit
 //! dictionary.rs  dictionary bridge (CC-CEDICT, compiled in from cedict/): 义和团 ↔ Boxers
 //! thesaurus.rs   English synonym bridge (WordNet 3.0, compiled in from wordnet/): timepiece → watch
+//! dating.rs      start years from date and dynasty fields; "the oldest …" questions. Pure
 //! kinds.rs       kinds of object (department, medium and Chinese title heads): "Do you have any ceramics?". Pure
 //! ```
 //!
@@ -38,6 +39,7 @@
 #![doc = include_str!("README.md")]
 
 pub mod abstain;
+pub mod dating;
 pub mod dictionary;
 pub mod embedded;
 pub mod embeddings;
@@ -195,7 +197,16 @@ pub struct Browse {
     /// first list.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shown: usize,
-    /// A few of its exhibits (the most fully described first), score 1.
+    /// The visitor asked for the oldest or newest ("What is the oldest painting?",
+    /// [`dating::asks_age`]): [`Self::hits`] are then in that order, of the [`Self::dated`]
+    /// whose records give a date. With no [`Self::words`] the kind is the whole collection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<dating::Age>,
+    /// Of [`Self::total`], those whose records give a date ([`dating::start_year`]); 0 unless
+    /// [`Self::order`] is set.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub dated: usize,
+    /// A few of its exhibits (the most fully described first, or by [`Self::order`]), score 1.
     pub hits: Vec<Hit>,
 }
 

@@ -734,9 +734,6 @@ impl CollectionStore {
         Ok(rows.len())
     }
 
-    /// Number of exhibits. Read on every question (IDF), so it is kept in `collection_meta`
-    /// (`exhibit_count`, raised in the transaction that inserts rows) instead of counting 500,000
-    /// rows each time; a database without the key counts once and stores it, in one statement.
     /// Every distinct `gallery` field with its number of exhibits (one scan of the table: the
     /// caller keeps the result per [`Self::collection_generation`]).
     pub fn gallery_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
@@ -748,6 +745,19 @@ impl CollectionStore {
         })
     }
 
+    /// Every exhibit's pk with its `date` and `period` fields (one scan of the table: the caller
+    /// keeps what it derives per [`Self::collection_generation`], as `retrieval::dating` does).
+    pub fn dates(&self) -> Result<Vec<(i64, String, String)>, StoreError> {
+        self.with_read(|c| {
+            let mut st = c.prepare_cached("SELECT pk, date, period FROM exhibits")?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// Number of exhibits. Read on every question (IDF), so it is kept in `collection_meta`
+    /// (`exhibit_count`, raised in the transaction that inserts rows) instead of counting 500,000
+    /// rows each time; a database without the key counts once and stores it, in one statement.
     pub fn exhibit_count(&self) -> Result<i64, StoreError> {
         self.with(|c| {
             let stored: Option<String> = c

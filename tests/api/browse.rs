@@ -197,11 +197,17 @@ async fn a_question_about_a_kind_gets_its_total_and_a_few_of_its_exhibits() {
         .await;
     let r = c.reply("martian").await;
     assert!(!r.text.starts_with("Our collection has "), "{}", r.text);
-    // Not a browse question: answered about one exhibit.
+    // The oldest of a kind: its dated members by date, the first named ("What is the oldest
+    // ceramic bowl?" had been searched as a question about one exhibit).
     c.text_request("one", "What is the oldest ceramic bowl?")
         .await;
     let r = c.reply("one").await;
-    assert!(!r.text.starts_with("Our collection has "), "{}", r.text);
+    assert!(
+        r.text.starts_with("Of the ") && r.text.contains("dated exhibits in Ceramics"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains(", the oldest is “"), "{}", r.text);
 
     // A model gets the total and the listed exhibits.
     let app = demo_app(LlmProviderKind::Openai).await;
@@ -750,5 +756,95 @@ async fn a_browse_question_gets_a_list_and_the_visitor_picks_from_it() {
         r.text.starts_with(&format!("《{}》的年代是", titles[1])),
         "{}",
         r.text
+    );
+}
+
+/// "What is the oldest thing here?" lists the collection's dated exhibits oldest first, saying
+/// how many the comparison counted and how many have no date; "Any more?" goes on by date, a
+/// pick reads the list, 最古老的文物是什么？ too, and a model is told the order. Before: "I can't
+/// rank or pick the exhibits for you" and the departments.
+#[tokio::test]
+async fn the_oldest_exhibits_are_listed_by_date() {
+    use museum_agent::pipeline::follow_up::quoted_titles;
+    use museum_agent::retrieval::dating::start_year;
+    let text = std::fs::read_to_string(demo()).unwrap();
+    let mut dated: Vec<(i32, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            let y = start_year(v["date"].as_str()?, v["culture_or_period"].as_str()?)?;
+            Some((y, v["title"].as_str()?.to_string()))
+        })
+        .collect();
+    dated.sort();
+    let total = text.lines().count();
+    let records = records();
+
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("old", "What is the oldest thing here?")
+        .await;
+    let r = c.reply("old").await;
+    let head = format!(
+        "Of the {} dated exhibits in our collection, the oldest is “{}”",
+        museum_agent::util::thousands(dated.len()),
+        dated[0].1
+    );
+    assert!(r.text.starts_with(&head), "{}", r.text);
+    assert!(
+        r.text.contains(&format!(
+            "({} more have no date in their records",
+            total - dated.len()
+        )),
+        "{}",
+        r.text
+    );
+    let first = quoted_titles(&r.text);
+    assert_eq!(first.len(), 4, "{}", r.text);
+    let shown = r.calls[0]["parameters"]["exhibit_id"].as_str().unwrap();
+    assert_eq!(records[shown].0, first[0]);
+
+    c.text_request("more", "Any more?").await;
+    let r = c.reply("more").await;
+    assert!(r.text.starts_with("Next, by date: “"), "{}", r.text);
+    let next = quoted_titles(&r.text);
+    assert!(
+        !next.is_empty() && next.iter().all(|t| !first.contains(t)),
+        "{}",
+        r.text
+    );
+    c.text_request("pick", "Tell me about the first one").await;
+    let r = c.reply("pick").await;
+    assert!(r.text.contains(&next[0]), "{} → {}", next[0], r.text);
+
+    let mut zh = app.client().await;
+    zh.text_request("zh", "最古老的文物是什么？").await;
+    let r = zh.reply("zh").await;
+    assert!(
+        r.text.starts_with(&format!(
+            "馆藏中有年代记载的{}件展品里，最古老的是《{}》",
+            dated.len(),
+            dated[0].1
+        )),
+        "{}",
+        r.text
+    );
+
+    // A model gets the order and the counts.
+    let app = demo_app(LlmProviderKind::Openai).await;
+    let mut c = app.client().await;
+    app.llm
+        .push(text_reply(&["The oldest is a pair of armlets."]));
+    c.text_request("m", "What's the newest thing in the museum?")
+        .await;
+    c.reply("m").await;
+    let sys = system_prompt(&app.llm.requests()[0]);
+    assert!(
+        sys.contains(&format!(
+            "The visitor asks for the most recent first of the collection. Of its {total} \
+             exhibits, {} have a date",
+            dated.len()
+        )),
+        "{sys}"
     );
 }

@@ -3,8 +3,10 @@
 //! by the kind's total when the catalogue names the kind. Pure.
 
 use super::{clip, is_chinese, visitor_script, zh_in};
+use crate::retrieval::dating::Age;
 use crate::retrieval::text::{self, Script, normalize};
 use crate::retrieval::{Exhibit, Hit};
+use crate::util::thousands;
 
 /// Cues of a browse question, normalised: the visitor asks what the collection holds of a kind
 /// ("Do you have any armor?", "What paintings do you have?", 有哪些书法作品, 有没有青花瓷) rather
@@ -169,10 +171,13 @@ fn asks_what_is_shown(norm: &str) -> bool {
 }
 
 /// Whether `question` may name a kind of object for the kind path ([`crate::retrieval::Retriever::browse`]):
-/// a browse question ([`is_browse`]) or a topic ([`is_kind_topic`]). The server and the CLI's
-/// `search` ask this one question.
+/// a browse question ([`is_browse`]), a topic ([`is_kind_topic`]) or a question for the oldest
+/// or newest ([`crate::retrieval::dating::asks_age`]: of a kind, or of the whole
+/// collection). The server and the CLI's `search` ask this one question.
 pub fn may_name_a_kind(question: &str) -> bool {
-    is_browse(question) || is_kind_topic(question)
+    is_browse(question)
+        || is_kind_topic(question)
+        || crate::retrieval::dating::asks_age(question).is_some()
 }
 
 /// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
@@ -451,30 +456,13 @@ fn list_answer(
                 .to_string()
         };
     }
-    // The first part of a field ("Sèvres Porcelain Manufactory (French, active …) [Maker]; …"
-    // → "Sèvres Porcelain Manufactory").
-    let short = |f: &str| -> Option<String> {
-        let f = f.split([';', '[']).next().unwrap_or("").trim();
-        let f = f.split(" (").next().unwrap_or("").trim();
-        let f = f.trim_end_matches([',', '，']).trim();
-        (!f.is_empty()).then(|| clip(f, 40))
-    };
-    // A date of one part of the object ("Vase: 1661-1722; Lid: …") without the part's name.
-    let date = |f: &str| -> Option<String> {
-        let d = short(f)?;
-        Some(match d.split_once(": ") {
-            Some((part, rest))
-                if part.chars().count() <= 24
-                    && part.chars().all(|c| c.is_alphabetic() || c == ' ')
-                    && !rest.trim().is_empty() =>
-            {
-                rest.trim().to_string()
-            }
-            _ => d,
-        })
-    };
+    if let Some(b) = kind
+        && let Some(age) = b.order
+    {
+        return age_answer(question, listed, b, age, more);
+    }
     let details = |e: &Exhibit| -> Vec<String> {
-        [short(&e.maker), date(&e.date).or_else(|| short(&e.period))]
+        [field_head(&e.maker), when_made(e)]
             .into_iter()
             .flatten()
             .collect()
@@ -588,11 +576,7 @@ fn list_answer(
             }
         })
         .collect();
-    let list = match items.split_last() {
-        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
-        Some((last, _)) => last.clone(),
-        None => String::new(),
-    };
+    let list = and_list(&items);
     // "… that mention Chinese": the words that narrowed the kind, as the visitor wrote them
     // (not quoted: a pick, "the first one", reads the answer's quoted titles).
     let mention = match kind {
@@ -638,6 +622,189 @@ fn list_answer(
         None => "Our collection holds these: ".to_string(),
     };
     format!("{head}{list}. Ask me about any of them, for example: When was the first one made?")
+}
+
+/// The first part of a field ("Sèvres Porcelain Manufactory (French, active …) [Maker]; …"
+/// → "Sèvres Porcelain Manufactory").
+fn field_head(f: &str) -> Option<String> {
+    let f = f.split([';', '[']).next().unwrap_or("").trim();
+    let f = f.split(" (").next().unwrap_or("").trim();
+    let f = f.trim_end_matches([',', '，']).trim();
+    (!f.is_empty()).then(|| clip(f, 40))
+}
+
+/// When `e` was made, short: the date of its first part ("Vase: 1661-1722; Lid: …" →
+/// "1661-1722"), else its period (唐).
+fn when_made(e: &Exhibit) -> Option<String> {
+    let date = field_head(&e.date).map(|d| match d.split_once(": ") {
+        Some((part, rest))
+            if part.chars().count() <= 24
+                && part.chars().all(|c| c.is_alphabetic() || c == ' ')
+                && !rest.trim().is_empty() =>
+        {
+            rest.trim().to_string()
+        }
+        _ => d,
+    });
+    date.or_else(|| field_head(&e.period))
+}
+
+/// The answer to "What is the oldest …?" / "the newest …" ([`crate::retrieval::Browse::order`]):
+/// the dated exhibits of the kind (or of the whole collection) in that order, each with its
+/// date, and how many the comparison could not count because their records give no date.
+fn age_answer(
+    question: &str,
+    listed: &[&Exhibit],
+    b: &crate::retrieval::Browse,
+    age: Age,
+    more: bool,
+) -> String {
+    let undated = b.total.saturating_sub(b.dated);
+    if is_chinese(question) {
+        let script = visitor_script(question);
+        let q = |s: &str| text::in_script(s, script);
+        let items: Vec<String> = listed
+            .iter()
+            .map(|e| match when_made(e) {
+                Some(d) => format!("《{}》（{}）", q(e.title.trim()), q(&d)),
+                None => format!("《{}》", q(e.title.trim())),
+            })
+            .collect();
+        // 瓷器（Ceramics）, 日本的展品, 「艺术品／文献」类展品; the whole collection: 展品.
+        let what = if b.words.is_empty() {
+            "展品".to_string()
+        } else if b.origin {
+            format!("{}的展品", origin_words(b, question, "和"))
+        } else if b.label.chars().any(text::is_cjk) {
+            format!("「{}」类展品", q(&b.label))
+        } else {
+            let words: String = b.words.iter().map(String::as_str).collect();
+            if b.label.is_empty() {
+                words
+            } else {
+                format!("{words}（{}）", b.label)
+            }
+        };
+        let superlative = match age {
+            Age::Oldest => "最古老的",
+            Age::Newest => "年代最晚的",
+        };
+        let out = if b.dated == 0 {
+            format!(
+                "馆藏的{}件{what}都没有年代记载，我无法判断哪一件{}。",
+                b.total,
+                superlative.trim_end_matches('的')
+            )
+        } else if more {
+            format!(
+                "按年代排，接下来是：{}。想了解哪一件，可以继续问我。",
+                items.join("、")
+            )
+        } else {
+            let (first, rest) = items
+                .split_first()
+                .map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
+            let then = if rest.is_empty() {
+                String::new()
+            } else {
+                format!("，其次是{}", rest.join("、"))
+            };
+            let note = if undated > 0 {
+                format!("（另有{undated}件没有年代记载，未计入。）")
+            } else {
+                String::new()
+            };
+            format!(
+                "馆藏中有年代记载的{}件{what}里，{superlative}是{first}{then}。{note}想了解哪一件，可以继续问我，比如：介绍一下第一件。",
+                b.dated
+            )
+        };
+        return match script {
+            Script::Traditional => text::to_traditional(&out),
+            _ => out,
+        };
+    }
+    let items: Vec<String> = listed
+        .iter()
+        .map(|e| match when_made(e) {
+            Some(d) => format!("“{}” ({d})", e.title.trim()),
+            None => format!("“{}”", e.title.trim()),
+        })
+        .collect();
+    let mention = if b.qualifiers.is_empty() {
+        String::new()
+    } else {
+        let words: Vec<String> = b
+            .qualifiers
+            .iter()
+            .map(|w| as_written(question, w))
+            .collect();
+        format!(" that mention {}", words.join(" and "))
+    };
+    // "dated exhibits in our collection", "dated Chinese exhibits", "dated exhibits in Arms &
+    // Armor that mention Japanese".
+    let what = if b.words.is_empty() {
+        "dated exhibits in our collection".to_string()
+    } else if b.origin {
+        let words = origin_words(b, question, " and ");
+        if english_adjective(&words) {
+            format!("dated {words} exhibits")
+        } else {
+            format!("dated exhibits from {words}")
+        }
+    } else if b.label.is_empty() {
+        format!("dated exhibits of this kind{mention}")
+    } else {
+        format!("dated exhibits in {}{mention}", b.label)
+    };
+    let superlative = match age {
+        Age::Oldest => "oldest",
+        Age::Newest => "most recent",
+    };
+    if b.dated == 0 {
+        let what = what.trim_start_matches("dated ");
+        return format!(
+            "Our records give no date for any of the {} {what}, so I can't tell which is the \
+             {superlative}.",
+            thousands(b.total)
+        );
+    }
+    if more {
+        return format!(
+            "Next, by date: {}. Ask me about any of them.",
+            and_list(&items)
+        );
+    }
+    let (first, rest) = items
+        .split_first()
+        .map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
+    let then = if rest.is_empty() {
+        String::new()
+    } else {
+        format!("; then {}", and_list(rest))
+    };
+    let note = if undated > 0 {
+        format!(
+            " ({} more have no date in their records, so they are not compared.)",
+            thousands(undated)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "Of the {} {what}, the {superlative} is {first}{then}.{note} Ask me about any of them, \
+         for example: Tell me about the first one.",
+        thousands(b.dated)
+    )
+}
+
+/// "a, b and c".
+fn and_list(items: &[String]) -> String {
+    match items.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+        Some((last, _)) => last.clone(),
+        None => String::new(),
+    }
 }
 
 /// The words of an origin list ([`crate::retrieval::Browse::origin`]) as the visitor wrote
@@ -872,6 +1039,8 @@ mod tests {
             kinds: Vec::new(),
             origin: false,
             shown: 0,
+            order: None,
+            dated: 0,
             hits: vec![
                 hit("Sallet", "", "ca. 1480", "A helmet."),
                 hit(
@@ -917,6 +1086,64 @@ mod tests {
         assert!(
             kind_answer("有没有清朝的艺术品？", &narrowed)
                 .starts_with("馆藏中「艺术品／文献」类、提到清朝的展品有140件，例如：")
+        );
+    }
+
+    #[test]
+    fn the_oldest_are_listed_with_their_dates_and_the_undated_are_counted_out() {
+        let by_age = |words: &[&str], label: &str, age, dated| crate::retrieval::Browse {
+            total: 2700,
+            label: label.into(),
+            words: words.iter().map(|w| w.to_string()).collect(),
+            qualifiers: Vec::new(),
+            kinds: Vec::new(),
+            origin: false,
+            shown: 0,
+            order: Some(age),
+            dated,
+            hits: vec![
+                hit("Armlet", "", "ca. 6000-3000 BC", "An armlet."),
+                hit("Figurine", "", "5000-4000 BC", "A figurine."),
+                hit("唐金剛邑會碑拓本", "", "", "拓本。"),
+            ],
+        };
+        let mut whole = by_age(&[], "", Age::Oldest, 1959);
+        whole.hits[2].exhibit.period = "唐".into();
+        assert_eq!(
+            kind_answer("What is the oldest thing here?", &whole),
+            "Of the 1,959 dated exhibits in our collection, the oldest is “Armlet” (ca. 6000-3000 BC); then “Figurine” (5000-4000 BC) and “唐金剛邑會碑拓本” (唐). (741 more have no date in their records, so they are not compared.) Ask me about any of them, for example: Tell me about the first one."
+        );
+        // In the visitor's script, the period too.
+        assert_eq!(
+            kind_answer("最古老的文物是什么？", &whole),
+            "馆藏中有年代记载的1959件展品里，最古老的是《Armlet》（ca. 6000-3000 BC），其次是《Figurine》（5000-4000 BC）、《唐金刚邑会碑拓本》（唐）。（另有741件没有年代记载，未计入。）想了解哪一件，可以继续问我，比如：介绍一下第一件。"
+        );
+        let newest = by_age(&["painting"], "Painting & Drawing", Age::Newest, 2700);
+        assert!(
+            kind_answer("What is your newest painting?", &newest).starts_with(
+                "Of the 2,700 dated exhibits in Painting & Drawing, the most recent is “Armlet”"
+            )
+        );
+        assert!(!kind_answer("What is your newest painting?", &newest).contains("no date"));
+        // No member dated: said, not guessed.
+        let mut none = by_age(&["clock"], "", Age::Oldest, 0);
+        none.hits.clear();
+        assert_eq!(
+            kind_answer("What is the oldest clock?", &none),
+            "Our records give no date for any of the 2,700 exhibits of this kind, so I can't tell which is the oldest."
+        );
+        let mut none_zh = by_age(&["钟"], "", Age::Oldest, 0);
+        none_zh.hits.clear();
+        assert_eq!(
+            kind_answer("最古老的钟是哪件？", &none_zh),
+            "馆藏的2700件钟都没有年代记载，我无法判断哪一件最古老。"
+        );
+        // "Any more?": the next by date.
+        let mut more = by_age(&[], "", Age::Oldest, 1959);
+        more.shown = 3;
+        assert!(
+            kind_answer("What is the oldest thing here?", &more)
+                .starts_with("Next, by date: “Armlet” (ca. 6000-3000 BC), ")
         );
     }
 }

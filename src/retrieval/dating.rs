@@ -1,0 +1,484 @@
+//! When an exhibit was made, as a year one can sort by, and the questions that ask for the
+//! oldest or newest exhibits ("What is the oldest thing here?", 最古老的瓷器是哪件？).
+//!
+//! A record's `date` is free text written by a cataloguer ("ca. 1800-1600 BC", "late 7th
+//! century BC", "9th century AH/AD 15th century", "Base: 1101-1150; Right figures: 1180-1220");
+//! a Chinese catalogue often gives only a dynasty in its period field (唐, 東漢). [`start_year`]
+//! reads the earliest year either states: the start of the first range, a century or
+//! millennium read as its first year moved by its modifier ("late" two thirds in), the Islamic
+//! calendar's year left for the AD one beside it; an object of several parts takes its oldest
+//! part's. A record it cannot read (no date, "n.d.", "modern") has no year: answers say "the
+//! oldest dated", since a collection without dates for some records cannot say more.
+//!
+//! [`asks_age`] tells a question about the oldest or newest exhibits from other superlatives;
+//! [`without_age_words`] leaves the rest for the kind lookup (`embedded::browse_blocking`), so
+//! "the oldest painting" is the painting kind ordered by year and "the oldest thing here" the
+//! whole collection.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::text;
+
+/// The order an age question asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Age {
+    Oldest,
+    Newest,
+}
+
+/// English phrases that ask for the oldest exhibits.
+const OLDEST_EN: &[&str] = &["oldest", "earliest", "most ancient"];
+/// English phrases that ask for the newest ("latest" is left out: "your latest exhibition").
+const NEWEST_EN: &[&str] = &["newest", "most recent", "most modern", "youngest"];
+/// Chinese phrases (Simplified; the question is normalised first), longest first.
+const OLDEST_ZH: &[&str] = &[
+    "年代最久远",
+    "历史最悠久",
+    "年代最早",
+    "年代最老",
+    "最久远",
+    "最古老",
+    "最古早",
+    "最早",
+    "最老",
+];
+const NEWEST_ZH: &[&str] = &["年代最晚", "年代最近", "年代最新", "最晚", "最新"];
+
+/// Words that make the superlative about the world, or point at one exhibit the visitor
+/// already has in view, not about the museum's list: "the oldest painting in the world", "Is
+/// this the oldest vase?" (searched as usual).
+const NOT_OURS_EN: &[&str] = &["world", "world's", "ever", "this", "these", "it", "its"];
+const NOT_OURS_ZH: &[&str] = &[
+    "世界",
+    "全球",
+    "历史上",
+    "这件",
+    "这个",
+    "这幅",
+    "这些",
+    "它",
+];
+
+/// Whether `question` asks for the oldest or newest exhibits (of the museum, of a kind or an
+/// origin: the rest of the question decides which).
+pub fn asks_age(question: &str) -> Option<Age> {
+    let norm = text::normalize(question);
+    let words: Vec<&str> = norm
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let has_en = |phrase: &str| {
+        let p: Vec<&str> = phrase.split(' ').collect();
+        words.windows(p.len()).any(|w| w == p.as_slice())
+    };
+    if words.iter().any(|w| NOT_OURS_EN.contains(w)) || NOT_OURS_ZH.iter().any(|w| norm.contains(w))
+    {
+        return None;
+    }
+    if OLDEST_EN.iter().any(|p| has_en(p)) || OLDEST_ZH.iter().any(|p| norm.contains(p)) {
+        Some(Age::Oldest)
+    } else if NEWEST_EN.iter().any(|p| has_en(p)) || NEWEST_ZH.iter().any(|p| norm.contains(p)) {
+        Some(Age::Newest)
+    } else {
+        None
+    }
+}
+
+/// `question` (normalised) without the words that asked for an order ([`asks_age`]), for the
+/// kind lookup: "what is the oldest painting" → "what is the  painting".
+pub fn without_age_words(question: &str) -> String {
+    let norm = text::normalize(question);
+    let mut words: Vec<String> = norm.split(' ').map(str::to_string).collect();
+    for phrase in OLDEST_EN.iter().chain(NEWEST_EN) {
+        let p: Vec<&str> = phrase.split(' ').collect();
+        let mut i = 0;
+        while i + p.len() <= words.len() {
+            let hit = words[i..i + p.len()]
+                .iter()
+                .zip(&p)
+                .all(|(w, p)| w.trim_matches(|c: char| !c.is_alphanumeric()) == *p);
+            if hit {
+                words.drain(i..i + p.len());
+            } else {
+                i += 1;
+            }
+        }
+    }
+    let mut out = words.join(" ");
+    for phrase in OLDEST_ZH.iter().chain(NEWEST_ZH) {
+        out = out.replace(phrase, " ");
+    }
+    out
+}
+
+/// The year an exhibit was made, earliest reading: from its `date` field, else from a Chinese
+/// dynasty in its `period` field. Negative years are BC (no year 0: 1 BC is -1).
+pub fn start_year(date: &str, period: &str) -> Option<i32> {
+    date.split(';')
+        .filter_map(part_start)
+        .min()
+        .or_else(|| dynasty_start(period))
+}
+
+/// The start year of one part of a date field ("Base: 1101-1150").
+fn part_start(part: &str) -> Option<i32> {
+    let mut p = part.to_lowercase();
+    // "9th century AH/AD 15th century": the AD reading.
+    if let Some((_, ad)) = p.split_once("ah/ad") {
+        p = ad.to_string();
+    }
+    // "Base: 1101-1150": the part's name; "1720-1730, with later additions": the additions.
+    if let Some((name, rest)) = p.split_once(':')
+        && !name.chars().any(|c| c.is_ascii_digit())
+    {
+        p = rest.to_string();
+    }
+    // "ca. 1340 BC or early 20th century": the first reading.
+    for sep in [",", " or "] {
+        if let Some((first, _)) = p.split_once(sep) {
+            p = first.to_string();
+        }
+    }
+    let p = p
+        .replace("mid-late", "late")
+        .replace("early-mid", "early")
+        .replace("mid-", "mid ");
+    if ["n.d", "undated", "unknown"].iter().any(|w| p.contains(w)) {
+        return None;
+    }
+    let (left, right) = match p.find(['-', '–']) {
+        // "late 18th-early 19th century"; not a modifier alone before the range ("early-mid").
+        Some(at) if p[..at].chars().any(|c| c.is_ascii_digit()) => (&p[..at], &p[at + 1..]),
+        _ => (p.as_str(), ""),
+    };
+    let bc = |s: &str| words_of(s).any(|w| matches!(w, "bc" | "bce" | "b.c" | "b.c."));
+    let ad = |s: &str| words_of(s).any(|w| matches!(w, "ad" | "ce" | "a.d" | "a.d."));
+    let before_christ = bc(left) || (bc(right) && !ad(left));
+    let unit_of = |s: &str| {
+        if s.contains("millenn") || s.contains("millenium") {
+            Some(1000)
+        } else if s.contains("centur") {
+            Some(100)
+        } else {
+            None
+        }
+    };
+    let ordinal = ordinal_before_unit(left).or_else(|| lone_ordinal(left));
+    let unit = unit_of(left).or_else(|| {
+        // "5th-6th century": the unit the range's end names; "10th century AH/AD 16th": the
+        // unit the part names anywhere.
+        ordinal.and_then(|_| unit_of(right).or_else(|| unit_of(part)))
+    });
+    // "2nd-3rd quarter 19th century": the left ordinal counts quarters (or halves) of the
+    // century the right names.
+    if ordinal_before_unit(left).is_none()
+        && let Some(q) = lone_ordinal(left)
+        && let Some(n) = ordinal_before_unit(right)
+        && (right.contains("quarter") || right.contains("half"))
+        && (1..=4).contains(&q)
+        && n > 0
+    {
+        let part = if right.contains("quarter") { 25 } else { 50 };
+        let start = (q - 1) * part;
+        return Some(if bc(right) {
+            -(n * 100) + start
+        } else {
+            (n - 1) * 100 + start
+        });
+    }
+    match (unit, ordinal) {
+        (Some(span), Some(n)) if n > 0 => {
+            let into = (modifier(left) * span as f64).round() as i32;
+            Some(if before_christ {
+                -(n * span) + into
+            } else {
+                (n - 1) * span + into
+            })
+        }
+        _ => {
+            let year = first_number(left)?;
+            Some(if before_christ { -year } else { year })
+        }
+    }
+}
+
+fn words_of(s: &str) -> impl Iterator<Item = &str> {
+    s.split(|c: char| c.is_whitespace() || matches!(c, '(' | ')' | '?' | ',' | '/'))
+        .filter(|w| !w.is_empty())
+}
+
+/// The number of an ordinal right before "century"/"millennium" ("3rd quarter 18th century" →
+/// 18).
+fn ordinal_before_unit(s: &str) -> Option<i32> {
+    let words: Vec<&str> = words_of(s).collect();
+    let at = words
+        .iter()
+        .position(|w| w.starts_with("centur") || w.starts_with("millen"))?;
+    let before = words.get(at.checked_sub(1)?)?;
+    ordinal_number(before)
+}
+
+/// The last ordinal of `s` when `s` names no unit ("5th" of "5th-6th century").
+fn lone_ordinal(s: &str) -> Option<i32> {
+    words_of(s).filter_map(ordinal_number).last()
+}
+
+fn ordinal_number(w: &str) -> Option<i32> {
+    let digits: String = w.chars().take_while(char::is_ascii_digit).collect();
+    let suffix = &w[digits.len()..];
+    (!digits.is_empty() && matches!(suffix, "st" | "nd" | "rd" | "th"))
+        .then(|| digits.parse().ok())
+        .flatten()
+}
+
+/// How far into a century or millennium its modifier puts the start ("late" two thirds).
+fn modifier(s: &str) -> f64 {
+    let has = |w: &str| s.contains(w);
+    if has("last quarter") || has("4th quarter") || has("fourth quarter") {
+        0.75
+    } else if has("3rd quarter") || has("third quarter") {
+        0.5
+    } else if has("2nd half") || has("second half") {
+        0.5
+    } else if has("2nd quarter") || has("second quarter") {
+        0.25
+    } else if has("late") {
+        0.66
+    } else if has("mid") {
+        0.33
+    } else {
+        0.0
+    }
+}
+
+/// The first run of digits that is not an ordinal ("ca. 1550" → 1550; "1700s" → 1700).
+fn first_number(s: &str) -> Option<i32> {
+    words_of(s).find_map(|w| {
+        let w = w.trim_start_matches(|c: char| !c.is_ascii_digit());
+        let digits: String = w.chars().take_while(char::is_ascii_digit).collect();
+        let rest = &w[digits.len()..];
+        if digits.is_empty() || ordinal_number(w).is_some() || !matches!(rest, "" | "s" | "?" | ".")
+        {
+            return None;
+        }
+        digits.parse().ok()
+    })
+}
+
+/// First years of the Chinese dynasties and periods a catalogue names (Simplified, as
+/// normalised): the conventional dates.
+const DYNASTIES: &[(&str, i32)] = &[
+    ("新石器时代", -7000),
+    ("新石器", -7000),
+    ("夏", -2070),
+    ("商", -1600),
+    ("殷", -1300),
+    ("西周", -1046),
+    ("周", -1046),
+    ("东周", -770),
+    ("春秋", -770),
+    ("战国", -475),
+    ("秦", -221),
+    ("西汉", -202),
+    ("汉", -202),
+    ("新", 9),
+    ("东汉", 25),
+    ("三国", 220),
+    ("魏", 220),
+    ("蜀", 221),
+    ("吴", 222),
+    ("晋", 266),
+    ("西晋", 266),
+    ("东晋", 317),
+    ("北魏", 386),
+    ("北朝", 386),
+    ("南北朝", 420),
+    ("南朝", 420),
+    ("东魏", 534),
+    ("西魏", 535),
+    ("北齐", 550),
+    ("北周", 557),
+    ("隋", 581),
+    ("唐", 618),
+    ("五代", 907),
+    ("辽", 916),
+    ("宋", 960),
+    ("北宋", 960),
+    ("西夏", 1038),
+    ("金", 1115),
+    ("南宋", 1127),
+    ("元", 1271),
+    ("明", 1368),
+    ("清", 1644),
+    ("民国", 1912),
+];
+
+/// The first year of the dynasty a period field names (唐, 東漢, 唐朝, 清代), None for any other
+/// period.
+fn dynasty_start(period: &str) -> Option<i32> {
+    let norm = text::normalize(period.trim());
+    let name = norm
+        .trim_end_matches("时期")
+        .trim_end_matches("时代")
+        .trim_end_matches(['朝', '代']);
+    DYNASTIES
+        .iter()
+        .find(|(d, _)| *d == name || *d == norm)
+        .map(|(_, y)| *y)
+}
+
+/// Every dated exhibit's start year, read once a collection generation
+/// (`embedded::EmbeddedRetriever`'s cache): `by_pk` for a kind's members, `order` (oldest
+/// first, then by pk) for the whole collection.
+#[derive(Debug, Default)]
+pub struct Years {
+    pub by_pk: HashMap<i64, i32>,
+    pub order: Vec<(i32, i64)>,
+}
+
+impl Years {
+    /// From (pk, date, period) rows.
+    pub fn read(rows: impl IntoIterator<Item = (i64, String, String)>) -> Years {
+        let by_pk: HashMap<i64, i32> = rows
+            .into_iter()
+            .filter_map(|(pk, date, period)| start_year(&date, &period).map(|y| (pk, y)))
+            .collect();
+        let mut order: Vec<(i32, i64)> = by_pk.iter().map(|(pk, y)| (*y, *pk)).collect();
+        order.sort_unstable();
+        Years { by_pk, order }
+    }
+
+    /// `pks` ordered by `age` (oldest first, or newest first), those without a year dropped.
+    pub fn ordered(&self, pks: impl IntoIterator<Item = i64>, age: Age) -> Vec<i64> {
+        let mut dated: Vec<(i32, i64)> = pks
+            .into_iter()
+            .filter_map(|pk| self.by_pk.get(&pk).map(|y| (*y, pk)))
+            .collect();
+        dated.sort_unstable();
+        if age == Age::Newest {
+            dated.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        }
+        dated.into_iter().map(|(_, pk)| pk).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_catalogue_date_reads_as_its_earliest_year() {
+        for (date, period, year) in [
+            ("1858-1860", "", Some(1858)),
+            ("ca. 1535", "", Some(1535)),
+            ("1871", "", Some(1871)),
+            ("ca. 540 BC", "", Some(-540)),
+            ("ca. 1800-1600 BC", "", Some(-1800)),
+            ("1550-1307 BC", "", Some(-1550)),
+            ("ca. 1450-1400 BCE", "", Some(-1450)),
+            ("19th century", "", Some(1800)),
+            ("5th-6th century", "", Some(400)),
+            ("7th century BC", "", Some(-700)),
+            ("late 7th century BC", "", Some(-634)),
+            ("late 15th century", "", Some(1466)),
+            ("early 16th century", "", Some(1500)),
+            ("mid 19th century", "", Some(1833)),
+            ("2nd half 1st century", "", Some(50)),
+            ("3rd quarter 18th century", "", Some(1750)),
+            ("1st century BC - AD 1st century", "", Some(-100)),
+            ("100 BC-AD 100", "", Some(-100)),
+            ("AD 1st-2nd century", "", Some(0)),
+            ("9th century AH/AD 15th century", "", Some(1400)),
+            ("1010 AH/AD 1601-1602", "", Some(1601)),
+            ("Sha'ban 1234 AH/AD 1819", "", Some(1819)),
+            ("mid 4th millennium BC", "", Some(-3670)),
+            ("Base: 1101-1150; Right figures: 1180-1220", "", Some(1101)),
+            ("Coin: 336-323 BC; Pin: 19th century", "", Some(-336)),
+            ("ca. 1720-1730, with later additions", "", Some(1720)),
+            ("1700s", "", Some(1700)),
+            ("after 1520", "", Some(1520)),
+            ("19th century (?)", "", Some(1800)),
+            ("December 1890-January 1891", "", Some(1890)),
+            ("ca. 1340 BC or early 20th century", "", Some(-1340)),
+            ("10th century AH/AD 16th", "", Some(1500)),
+            ("early-mid 19th century", "", Some(1800)),
+            ("2nd-3rd quarter 19th century", "", Some(1825)),
+            ("1st-2nd half 16th century", "", Some(1500)),
+            ("n.d.", "", None),
+            ("modern", "", None),
+            ("", "", None),
+            ("", "唐", Some(618)),
+            ("", "東漢", Some(25)),
+            ("", "清代", Some(1644)),
+            ("", "Roman", None),
+            ("n.d.", "唐", Some(618)),
+            ("1700-1722", "Chinese; Qing Dynasty", Some(1700)),
+        ] {
+            assert_eq!(start_year(date, period), year, "{date:?} / {period:?}");
+        }
+    }
+
+    #[test]
+    fn questions_about_the_oldest_or_newest_exhibits_are_told_apart() {
+        for (q, age) in [
+            ("What is the oldest thing here?", Some(Age::Oldest)),
+            ("What's your oldest painting?", Some(Age::Oldest)),
+            (
+                "Which is the most ancient object in the museum?",
+                Some(Age::Oldest),
+            ),
+            ("Show me the earliest Japanese prints", Some(Age::Oldest)),
+            ("What is the newest exhibit?", Some(Age::Newest)),
+            ("最古老的文物是什么？", Some(Age::Oldest)),
+            ("年代最早的瓷器是哪件？", Some(Age::Oldest)),
+            ("馆里最老的东西是什么", Some(Age::Oldest)),
+            ("年代最晚的展品", Some(Age::Newest)),
+            // Not the museum's list.
+            ("What is the oldest painting in the world?", None),
+            ("Is this the oldest vase?", None),
+            ("世界上最古老的文字是什么？", None),
+            ("这件是最早的吗？", None),
+            ("Who made the vase?", None),
+            ("What's your latest exhibition?", None),
+            ("How old is the mummy?", None),
+        ] {
+            assert_eq!(asks_age(q), age, "{q}");
+        }
+    }
+
+    #[test]
+    fn the_age_words_leave_the_kind_for_the_lookup() {
+        assert_eq!(
+            without_age_words("What is the oldest painting?")
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            ["what", "is", "the", "painting?"]
+        );
+        assert_eq!(
+            without_age_words("Which is the most ancient vase")
+                .split_whitespace()
+                .collect::<Vec<_>>(),
+            ["which", "is", "the", "vase"]
+        );
+        assert_eq!(
+            without_age_words("最古老的瓷器是哪件？").trim(),
+            "的瓷器是哪件?"
+        );
+    }
+
+    #[test]
+    fn years_order_a_kind_and_drop_the_undated() {
+        let years = Years::read([
+            (1, "1858".to_string(), String::new()),
+            (2, "ca. 540 BC".to_string(), String::new()),
+            (3, String::new(), String::new()),
+            (4, String::new(), "唐".to_string()),
+        ]);
+        assert_eq!(years.order, [(-540, 2), (618, 4), (1858, 1)]);
+        assert_eq!(years.ordered([1, 2, 3, 4], Age::Oldest), [2, 4, 1]);
+        assert_eq!(years.ordered([1, 3, 4], Age::Newest), [1, 4]);
+    }
+}
