@@ -81,6 +81,9 @@ pub struct Dictionary {
     by_head: HashMap<Box<str>, Vec<u32>>,
     /// First token of a phrase → `(entry, phrase index)`.
     by_token: HashMap<Box<str>, Vec<(u32, u16)>>,
+    /// The head noun of a sense written "X of …" / "X from …" → the entries of two or more
+    /// characters with such a sense ("rubbing of inscription": 拓本; [`Dictionary::heads_whose_sense_is_a`]).
+    by_head_noun: HashMap<Box<str>, Vec<u32>>,
 }
 
 /// The dictionary (parsed at the first call).
@@ -217,6 +220,25 @@ fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
     out
 }
 
+/// The head noun of a sense written as one noun and what it is of or from ("rubbing of
+/// inscription", "rubbings from a tablet" → `rub`, as an index token): a kind of thing the
+/// sense narrows. None for a verb's sense ("to rub") or any other shape. An idiom reads
+/// loosely ("piece of cake" → piece): only the kind lookup reads these, where a headword
+/// counts only as the last word of a catalogue's titles (`kinds`).
+fn head_noun(sense: &str) -> Option<String> {
+    if is_note(sense) || sense.trim_start().starts_with("to ") {
+        return None;
+    }
+    let plain = strip_notes(sense);
+    let mut words = plain.split_whitespace();
+    let (first, prep) = (words.next()?, words.next()?);
+    if !matches!(prep, "of" | "from") || words.next().is_none() {
+        return None;
+    }
+    let mut toks = text::latin_tokens(first);
+    (toks.len() == 1).then(|| toks.pop()).flatten()
+}
+
 impl Dictionary {
     /// Parses CC-CEDICT's text format (`TRAD SIMP [pinyin] /sense/sense/`; `#` comments).
     pub fn parse(raw: &str) -> Dictionary {
@@ -224,6 +246,7 @@ impl Dictionary {
             entries: Vec::new(),
             by_head: HashMap::new(),
             by_token: HashMap::new(),
+            by_head_noun: HashMap::new(),
         };
         for line in raw.lines() {
             if line.starts_with('#') {
@@ -260,6 +283,19 @@ impl Dictionary {
                 continue;
             }
             let id = d.entries.len() as u32;
+            if !proper && head.chars().count() >= 2 {
+                for noun in senses
+                    .trim_end_matches('/')
+                    .split('/')
+                    .take(SENSES_PER_WORD)
+                    .filter_map(head_noun)
+                {
+                    let list = d.by_head_noun.entry(noun.into()).or_default();
+                    if !list.contains(&id) {
+                        list.push(id);
+                    }
+                }
+            }
             for (i, (_, _, p)) in phrases.iter().enumerate() {
                 let list = d.by_token.entry(p[0].clone()).or_default();
                 list.push((id, i.min(u16::MAX as usize) as u16));
@@ -352,6 +388,20 @@ impl Dictionary {
             }
         }
         out
+    }
+
+    /// Headwords (two or more characters) one of whose first [`SENSES_PER_WORD`] senses is a
+    /// `token` of or from something ("rubbing of inscription" for `rub`: 拓本, 拓片), in
+    /// dictionary order: the Chinese words for kinds of that thing.
+    pub fn heads_whose_sense_is_a(&self, token: &str) -> Vec<&str> {
+        self.by_head_noun
+            .get(token)
+            .map(|ids| {
+                ids.iter()
+                    .map(|&id| &*self.entries[id as usize].head)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Phrases all of whose tokens are in `terms`, each with the headwords it is a sense of (in
@@ -612,6 +662,22 @@ mod tests {
 旗幟 旗帜 [qi2 zhi4] /ensign/flag/\n\
 戴 戴 [Dai4] /surname Dai/\n\
 鋼鐵廠 钢铁厂 [gang1 tie3 chang3] /iron and steel works/steelworks/\n";
+
+    #[test]
+    fn a_sense_of_a_thing_of_something_names_its_head_noun() {
+        assert_eq!(head_noun("rubbing of inscription").as_deref(), Some("rub"));
+        assert_eq!(head_noun("rubbings from a tablet").as_deref(), Some("rub"));
+        assert_eq!(head_noun("to rub"), None);
+        assert_eq!(head_noun("rubbing"), None);
+        assert_eq!(head_noun("friction of"), None);
+        assert_eq!(head_noun("long descriptions of things"), None);
+        let d = dictionary();
+        let heads = d.heads_whose_sense_is_a("rub");
+        assert!(
+            heads.contains(&"拓本") && heads.contains(&"拓片"),
+            "{heads:?}"
+        );
+    }
 
     #[test]
     fn senses_become_phrases_of_index_tokens() {

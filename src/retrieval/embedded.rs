@@ -1809,10 +1809,17 @@ pub fn browse_blocking(
         let Some(t) = u.alternatives.first().and_then(|a| a.first()).cloned() else {
             continue;
         };
-        for (phrase, heads) in dict.chinese_of(&[t.as_str()]) {
-            if phrase != [t.as_str()] {
-                continue;
-            }
+        // The headwords glossed by the word itself ("photographs": 照片), and those glossed by
+        // the word of or from something ("rubbings": 拓本 "rubbing of inscription", 拓片
+        // "rubbings from a tablet"), a kind the catalogue names more narrowly.
+        let narrower = dict.heads_whose_sense_is_a(&t);
+        let glossed = dict
+            .chinese_of(&[t.as_str()])
+            .into_iter()
+            .filter(|(phrase, _)| phrase == &[t.as_str()])
+            .map(|(_, heads)| heads)
+            .chain(std::iter::once(narrower));
+        for heads in glossed {
             // A kind is a short word (照片, 勋章, 明信片): a long headword glossed by the word
             // (a committee's name glossed "Taiwan") would reach kinds through any of its parts.
             for h in heads.iter().filter(|h| h.chars().count() <= 4) {
