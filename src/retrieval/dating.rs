@@ -239,9 +239,7 @@ fn modifier(s: &str) -> f64 {
     let has = |w: &str| s.contains(w);
     if has("last quarter") || has("4th quarter") || has("fourth quarter") {
         0.75
-    } else if has("3rd quarter") || has("third quarter") {
-        0.5
-    } else if has("2nd half") || has("second half") {
+    } else if has("3rd quarter") || has("third quarter") || has("2nd half") || has("second half") {
         0.5
     } else if has("2nd quarter") || has("second quarter") {
         0.25
