@@ -701,14 +701,7 @@ fn age_answer(
                 items.join("、")
             )
         } else {
-            let (first, rest) = items
-                .split_first()
-                .map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
-            let then = if rest.is_empty() {
-                String::new()
-            } else {
-                format!("，其次是{}", rest.join("、"))
-            };
+            let (first, then) = first_then(&items, |rest| format!("，其次是{}", rest.join("、")));
             let note = if undated > 0 {
                 format!("（另有{undated}件没有年代记载，未计入。）")
             } else {
@@ -775,14 +768,7 @@ fn age_answer(
             and_list(&items)
         );
     }
-    let (first, rest) = items
-        .split_first()
-        .map_or(("", &[][..]), |(f, r)| (f.as_str(), r));
-    let then = if rest.is_empty() {
-        String::new()
-    } else {
-        format!("; then {}", and_list(rest))
-    };
+    let (first, then) = first_then(&items, |rest| format!("; then {}", and_list(rest)));
     let note = if undated > 0 {
         format!(
             " ({} more have no date in their records, so they are not compared.)",
@@ -796,6 +782,15 @@ fn age_answer(
          for example: Tell me about the first one.",
         thousands(b.dated)
     )
+}
+
+/// The first of `items`, and the rest as `then` says them (empty when there is no rest).
+fn first_then(items: &[String], then: impl Fn(&[String]) -> String) -> (&str, String) {
+    match items.split_first() {
+        Some((first, rest)) if !rest.is_empty() => (first, then(rest)),
+        Some((first, _)) => (first, String::new()),
+        None => ("", String::new()),
+    }
 }
 
 /// "a, b and c".
