@@ -149,6 +149,10 @@ const EN: &[(&str, SmallTalk)] = &[
     ("largest", SmallTalk::Overview),
     ("smallest", SmallTalk::Overview),
     ("rarest", SmallTalk::Overview),
+    // "Do you have any artifacts?", "Have you got exhibits?": the collection as a whole, once
+    // the words left are fillers ("Do you have any paintings?" is a kind, browsed).
+    ("do you have", SmallTalk::Overview),
+    ("have you got", SmallTalk::Overview),
     // Reactions, after every other phrase ("nice to meet you" is a greeting); then the words
     // of `text::REACTIONS` ([`reactions`]).
     ("i see", SmallTalk::Reaction),
@@ -252,6 +256,14 @@ const EN_FILLERS: &[&str] = &[
     "hour",
     "hours",
     "short",
+    "artifact",
+    "artifacts",
+    "artefact",
+    "artefacts",
+    "artwork",
+    "artworks",
+    "item",
+    "items",
 ];
 
 /// Chinese phrases (Simplified; the utterance is folded to Simplified first).
@@ -331,6 +343,17 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("最大的", SmallTalk::Overview),
     ("从哪里开始", SmallTalk::Overview),
     ("从哪开始", SmallTalk::Overview),
+    // 你们有文物吗？ 有没有展品？: the collection as a whole, once the rest is fillers
+    // (有没有青铜器？ is a kind, browsed).
+    ("有没有", SmallTalk::Overview),
+    ("有文物", SmallTalk::Overview),
+    ("有展品", SmallTalk::Overview),
+    ("有藏品", SmallTalk::Overview),
+    ("有作品", SmallTalk::Overview),
+    ("有什么文物", SmallTalk::Overview),
+    ("有哪些文物", SmallTalk::Overview),
+    ("有什么作品", SmallTalk::Overview),
+    ("有哪些作品", SmallTalk::Overview),
 ];
 
 /// Characters that may stand beside the Chinese phrases (particles, "you", "very", "ok").

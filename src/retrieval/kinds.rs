@@ -471,6 +471,11 @@ const EN_FRAME: &[&str] = &[
     "something",
     "artwork",
     "artworks",
+    // What a museum holds in general ("Do you have Egyptian artifacts?": the Egyptian exhibits).
+    "artifact",
+    "artifacts",
+    "artefact",
+    "artefacts",
     "display",
     "view",
     "like",
