@@ -384,7 +384,42 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
     if listed.len() < 2 {
         return None;
     }
+    // "Do you have anything by Monet?": when none of the list is by the maker the question
+    // names, the list is of records that mention them, and the answer says so (it listed
+    // Boudin's and Whistler's paintings as if they were the visitor's Monets).
+    if let Some(maker) = super::maker_not_held(question, &listed) {
+        let mention: Vec<&Exhibit> = listed
+            .into_iter()
+            .filter(|e| super::mentions(e, &maker))
+            .collect();
+        return (!mention.is_empty()).then(|| not_by_answer(question, &maker, &mention));
+    }
     Some(list_answer(question, &listed, None, false))
+}
+
+/// The answer to "Do you have anything by X?" when no exhibit found is by X but some records
+/// mention X: says the catalogue names no work of theirs, then lists those records as
+/// [`list_answer`] does.
+fn not_by_answer(question: &str, maker: &str, mention: &[&Exhibit]) -> String {
+    let list = list_answer(question, mention, None, false);
+    if is_chinese(question) {
+        let name = maker;
+        let rest = list
+            .strip_prefix("馆藏中与此相关的展品有：")
+            .or_else(|| list.strip_prefix("館藏中與此相關的展品有："))
+            .unwrap_or(&list);
+        return zh_in(
+            &format!("馆藏资料里没有找到{name}的作品，不过这些展品的资料提到了{name}："),
+            question,
+        ) + rest;
+    }
+    let name = as_written(question, maker);
+    let rest = list
+        .strip_prefix("Our collection holds these: ")
+        .unwrap_or(&list);
+    format!(
+        "Our collection records list no work by {name}, but these records mention {name}: {rest}"
+    )
 }
 
 /// The answer to a request for more of a list that came from the search ("Any more?" after
@@ -834,7 +869,7 @@ fn english_adjective(words: &str) -> bool {
 }
 
 /// `word` (normalised, lower case) as `question` writes it ("chinese" → "Chinese").
-fn as_written(question: &str, word: &str) -> String {
+pub(super) fn as_written(question: &str, word: &str) -> String {
     let lower = question.to_lowercase();
     match lower.find(word) {
         Some(at) if lower.len() == question.len() => question[at..at + word.len()].to_string(),
@@ -993,6 +1028,62 @@ mod tests {
         assert_eq!(pick, "“Body Armor”. The record says: Plates.");
         let pick = compose_with("第二件是什么？", Some(&hits[1..]), true);
         assert!(pick.starts_with("《Body Armor》。"), "{pick}");
+    }
+
+    #[test]
+    fn a_list_for_a_maker_none_of_it_is_by_says_so() {
+        let mut a = hit(
+            "Bordeaux, the Harbor",
+            "Eugène Louis Boudin",
+            "1874",
+            "Monet's teacher.",
+        );
+        a.exhibit.description = "Boudin taught the young Monet to paint outdoors.".into();
+        let mut b = hit(
+            "Portrait of George A. Lucas",
+            "James McNeill Whistler",
+            "1886",
+            "x.",
+        );
+        b.exhibit.description = "Lucas knew Whistler, Manet and Monet.".into();
+        b.score = 0.95;
+        let mut c = hit(
+            "Classical Scene",
+            "Frank Blackwell Mayer",
+            "1848",
+            "A scene.",
+        );
+        c.score = 0.9;
+        let hits = [a.clone(), b.clone(), c];
+        let en = compose("Do you have anything by Monet?", Some(&hits));
+        assert_eq!(
+            en,
+            "Our collection records list no work by Monet, but these records mention Monet: “Bordeaux, the Harbor” (Eugène Louis Boudin, 1874) and “Portrait of George A. Lucas” (James McNeill Whistler, 1886). Ask me about any of them, for example: When was the first one made?"
+        );
+        let mut zh_a = a.clone();
+        zh_a.exhibit.description = "这幅画受齐白石影响。".into();
+        let mut zh_b = b.clone();
+        zh_b.exhibit.description = "卢卡斯收藏过齐白石的画。".into();
+        let zh = compose("有没有齐白石画的画？", Some(&[zh_a, zh_b]));
+        assert!(
+            zh.starts_with("馆藏资料里没有找到齐白石的作品，不过这些展品的资料提到了齐白石：《Bordeaux, the Harbor》"),
+            "{zh}"
+        );
+        // One of the list is by the maker: the list as before.
+        let mut by = b.clone();
+        by.exhibit.maker = "Claude Monet (French, 1840-1926)".into();
+        let listed = compose("Do you have anything by Monet?", Some(&[a.clone(), by]));
+        assert!(
+            listed.starts_with("Our collection holds these: "),
+            "{listed}"
+        );
+        // None of it is by the maker nor mentions them: not a list.
+        let mut none = [a, b];
+        for h in &mut none {
+            h.exhibit.description = "A painting.".into();
+        }
+        let one = compose("Do you have anything by Monet?", Some(&none));
+        assert!(!one.contains("these"), "{one}");
     }
 
     #[test]

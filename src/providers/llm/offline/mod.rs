@@ -352,6 +352,12 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
     {
         return list;
     }
+    // "Do you have works by Degas?" answered by a Cassatt whose record names Degas: said to be
+    // not his first (it read as if the closest match were his).
+    let not_by = (a == Asks::General && !picked)
+        .then(|| maker_not_held(question, &[e]))
+        .flatten()
+        .filter(|m| mentions(e, m));
     let (sentence, found) = answer_sentence(e, question, a, passage);
     let sentence = Quote {
         text: quotable(e, &sentence),
@@ -368,10 +374,58 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
         .take(MAX_SUGGESTIONS)
         .map(|h| h.exhibit.title.trim())
         .collect();
-    if zh {
+    let answer = if zh {
         compose_zh(question, e, a, &sentence, &others, picked)
     } else {
         compose_en(e, a, &sentence, &others, picked)
+    };
+    match not_by {
+        Some(m) => not_by_preface(question, &m) + &answer,
+        None => answer,
+    }
+}
+
+/// The maker the question asks for ("anything by Monet", 齐白石画的…: `text::named_makers`),
+/// normalised, when none of `exhibits` has them in its maker field. Only a maker named as one
+/// ("by Monet", 齐白石画的/亲笔…), not an owner ("Napoleon's sword") nor the author of a title
+/// (颜真卿的《祭侄文稿》: the work may be a rubbing after him).
+pub(super) fn maker_not_held(question: &str, exhibits: &[&Exhibit]) -> Option<String> {
+    let norm = normalize(question);
+    let as_maker = |m: &String| {
+        norm.contains(&format!("by {m}"))
+            || norm.match_indices(m.as_str()).any(|(at, _)| {
+                let after = norm[at + m.len()..].trim_start_matches('的');
+                ["亲笔", "亲手", "画", "写", "书写", "作", "刻", "雕", "所"]
+                    .iter()
+                    .any(|f| after.starts_with(f))
+            })
+    };
+    let makers: Vec<String> = text::named_makers(question, &text::UserDict::default())
+        .into_iter()
+        .filter(as_maker)
+        .collect();
+    let held = exhibits
+        .iter()
+        .any(|e| makers.iter().any(|m| text::names_whole(&e.maker, m)));
+    (!held).then(|| makers.into_iter().next()).flatten()
+}
+
+/// Whether a record's title or description names `name` whole.
+pub(super) fn mentions(e: &Exhibit, name: &str) -> bool {
+    text::names_whole(&format!("{} {}", e.title, e.description), name)
+}
+
+/// "Our collection records list no work by Degas, but this one mentions Degas. " / 馆藏资料里
+/// 没有找到齐白石的作品，不过这件展品的资料提到了齐白石。
+fn not_by_preface(question: &str, maker: &str) -> String {
+    if is_chinese(question) {
+        zh_in(
+            &format!("馆藏资料里没有找到{maker}的作品，不过这件展品的资料提到了{maker}。"),
+            question,
+        )
+    } else {
+        let name = browse::as_written(question, maker);
+        format!("Our collection records list no work by {name}, but this one mentions {name}. ")
     }
 }
 
@@ -817,6 +871,43 @@ mod tests {
         assert!(is_chinese("這是誰寫的"));
         assert!(!is_chinese("Who made the lacquer box?"));
         assert!(!is_chinese("Tell me about the Ming vase 瓶 please"));
+    }
+
+    #[test]
+    fn an_answer_for_a_maker_it_is_not_by_says_so() {
+        let h = hit(
+            "Charles Dikran Kelekian",
+            "Mary Cassatt (American, 1844-1926)",
+            "1910",
+            "She became aware of the works of Edgar Degas.",
+        );
+        let en = compose(
+            "Do you have works by Degas?",
+            Some(std::slice::from_ref(&h)),
+        );
+        assert!(
+            en.starts_with("Our collection records list no work by Degas, but this one mentions Degas. The closest match in our collection is “Charles Dikran Kelekian”, by Mary Cassatt"),
+            "{en}"
+        );
+        // By the maker asked for, or not mentioning them: answered as before.
+        let by = compose(
+            "Do you have works by Mary Cassatt?",
+            Some(std::slice::from_ref(&h)),
+        );
+        assert!(by.starts_with("The closest match"), "{by}");
+        let other = compose(
+            "Do you have works by Monet?",
+            Some(std::slice::from_ref(&h)),
+        );
+        assert!(other.starts_with("The closest match"), "{other}");
+        // A question that names no maker, or an owner.
+        let owner = compose(
+            "Do you have Degas's letters?",
+            Some(std::slice::from_ref(&h)),
+        );
+        assert!(owner.starts_with("The closest match"), "{owner}");
+        let plain = compose("Tell me about Kelekian", Some(&[h]));
+        assert!(plain.starts_with("The closest match"), "{plain}");
     }
 
     #[test]
