@@ -519,6 +519,71 @@ const EN_FRAME: &[&str] = &[
     "antique",
 ];
 
+/// Superlatives of taste ("What is the prettiest vase?", 哪件瓷器最好看？): no catalogue ranks
+/// beauty, so such a question about a kind lists the kind ([`asks_taste`]); about the museum's
+/// things in general it asks for the highlights (the facts file's, `facts::words`).
+const TASTE_EN: &[&str] = &[
+    "most beautiful",
+    "most impressive",
+    "most stunning",
+    "most amazing",
+    "most remarkable",
+    "most striking",
+    "most interesting",
+    "prettiest",
+    "loveliest",
+    "finest",
+    "nicest",
+    "coolest",
+    "best",
+];
+
+/// [`TASTE_EN`] in Chinese (Simplified: the question is normalised first).
+const TASTE_ZH: &[&str] = &[
+    "最好看",
+    "最漂亮",
+    "最美丽",
+    "最美",
+    "最精美",
+    "最精彩",
+    "最有意思",
+    "最有趣",
+    "最好",
+];
+
+/// Whether `question` asks which exhibit of a kind is the most beautiful or the best: a
+/// superlative of taste ([`TASTE_EN`], [`TASTE_ZH`]) in a question for one of them ("What …",
+/// "Which …", 哪件/哪幅…). "Is this the best one?" and 最好几点来？ are not.
+pub fn asks_taste(question: &str) -> bool {
+    let norm = text::normalize(question);
+    let words: Vec<&str> = norm
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let en = matches!(
+        words.first(),
+        Some(&"what" | &"which" | &"what's" | &"whats")
+    ) && TASTE_EN.iter().any(|p| {
+        let p: Vec<&str> = p.split(' ').collect();
+        words.windows(p.len()).any(|w| w == p.as_slice())
+    });
+    let zh = norm.contains('哪') && TASTE_ZH.iter().any(|p| norm.contains(p));
+    en || zh
+}
+
+/// `question` without its superlatives of taste ([`asks_taste`]), for the kind lookup.
+pub fn without_taste_words(question: &str) -> String {
+    let norm = text::normalize(question);
+    let mut out = format!(" {norm} ");
+    for p in TASTE_EN {
+        out = out.replace(&format!(" {p} "), " ");
+    }
+    for p in TASTE_ZH {
+        out = out.replace(p, " ");
+    }
+    out.trim().to_string()
+}
+
 /// Chinese words of a browse question that say nothing about the kind (有没有…？ 你们这里有什么…可以看？).
 const ZH_FRAME: &[&str] = &[
     "有",
@@ -597,6 +662,15 @@ const ZH_FRAME: &[&str] = &[
     "有名",
     "漂亮",
     "好看",
+    // Which one (最漂亮的画是哪幅？).
+    "哪",
+    "哪件",
+    "哪一件",
+    "哪幅",
+    "哪一幅",
+    "哪个",
+    "幅",
+    "是",
 ];
 
 /// The content words of a browse question (already known to be one), each with the tokens
@@ -894,6 +968,34 @@ pub fn label(departments: &[&str], media: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn superlatives_of_taste_are_told_apart() {
+        for q in [
+            "What is the prettiest vase?",
+            "Which is the most beautiful painting?",
+            "What's the best armor?",
+            "哪件瓷器最好看？",
+            "最漂亮的画是哪幅？",
+            "哪一件玉器最精美？",
+        ] {
+            assert!(asks_taste(q), "{q}");
+        }
+        for q in [
+            "Is this the best one?",
+            "Do you have beautiful vases?",
+            "最好几点来？",
+            "这件瓷器好看吗？",
+            "What is the oldest vase?",
+        ] {
+            assert!(!asks_taste(q), "{q}");
+        }
+        assert_eq!(
+            without_taste_words("What is the prettiest vase?"),
+            "what is the vase?"
+        );
+        assert_eq!(without_taste_words("哪件瓷器最好看？"), "哪件瓷器 ?");
+    }
 
     #[test]
     fn the_chinese_name_of_a_department_is_one_word_of_its_english_words() {

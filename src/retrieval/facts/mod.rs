@@ -20,7 +20,7 @@ use super::text::normalize;
 mod words;
 use words::{
     EXHIBIT_CUES, GENERIC_EXHIBIT_CUES, HIGHLIGHT_CUES, HIGHLIGHT_SUPERLATIVES, MUSEUM_ANCHORS,
-    QUESTION_CUES, TOPICS,
+    QUESTION_CUES, TASTE_SUPERLATIVES, TOPICS, WHICH_ONE,
 };
 
 /// One topic's answer.
@@ -93,6 +93,10 @@ fn asks_for_highlights(q: &str) -> bool {
     HIGHLIGHT_CUES.iter().any(|c| contains(q, c))
         || (HIGHLIGHT_SUPERLATIVES.iter().any(|c| contains(q, c))
             && MUSEUM_ANCHORS.iter().any(|c| contains(q, c)))
+        || (TASTE_SUPERLATIVES.iter().any(|c| contains(q, c))
+            && MUSEUM_ANCHORS
+                .iter()
+                .any(|c| !WHICH_ONE.contains(c) && contains(q, c)))
 }
 
 /// Whether a (normalised) English question points at one thing with "this" or "that" ("Is this
@@ -153,7 +157,10 @@ pub fn classify<'a>(question: &str, facts: &'a [Fact]) -> Option<Service<'a>> {
     let highlights = !titled
         && cues.iter().all(|c| GENERIC_EXHIBIT_CUES.contains(c))
         && asks_for_highlights(&q)
-        && !points_at_an_exhibit(&q);
+        && !points_at_an_exhibit(&q)
+        // "What is the most beautiful work by Miller?", "Rembrandt's most famous painting":
+        // about a maker's works, searched.
+        && super::text::named_makers(question, &super::text::UserDict::default()).is_empty();
     if exhibit && !highlights {
         return None;
     }

@@ -83,6 +83,16 @@ pub(super) const TOPICS: &[(&str, &[&str])] = &[
             "still open",
             "closed on",
             "closes",
+            // When to come: the hours say it ("What is the best time to visit?" was answered
+            // with a Doré whose record says "best known").
+            "time to visit",
+            "time to come",
+            "when to visit",
+            "when to come",
+            "什么时候来",
+            "什么时间来",
+            "几点来",
+            "几点去",
             "几点开",
             "几点关",
             "几点闭",
@@ -402,6 +412,30 @@ pub(super) const HIGHLIGHT_SUPERLATIVES: &[&str] = &[
     "最受欢迎",
 ];
 
+/// Superlatives of taste: no catalogue ranks beauty, so the curators' highlights answer them
+/// ("What is the most beautiful thing you have?", 你们最好看的展品是什么？) when they are about
+/// the museum's own things named as such ([`MUSEUM_ANCHORS`] but not "which one", 哪件: 哪件瓷器
+/// 最好看？ is about porcelain, and the kind is listed, `kinds::asks_taste`).
+pub(super) const TASTE_SUPERLATIVES: &[&str] = &[
+    "most beautiful",
+    "most impressive",
+    "most stunning",
+    "most amazing",
+    "prettiest",
+    "loveliest",
+    "finest",
+    "your best",
+    "最好看",
+    "最漂亮",
+    "最美",
+    "最精美",
+    "最精彩",
+];
+
+/// Anchors of [`MUSEUM_ANCHORS`] that only ask which one, not enough for a superlative of
+/// taste.
+pub(super) const WHICH_ONE: &[&str] = &["哪件", "哪一件", "哪幅", "哪一幅"];
+
 /// Words that put a superlative on the museum's own things: the museum, "you have", "here", a
 /// general word for an exhibit (thing, piece, 展品, 东西), which one (哪件).
 pub(super) const MUSEUM_ANCHORS: &[&str] = &[
@@ -450,6 +484,8 @@ pub(super) const MUSEUM_ANCHORS: &[&str] = &[
     "宝贝",
     "哪件",
     "哪一件",
+    "哪幅",
+    "哪一幅",
 ];
 
 /// Exhibit cues that name exhibits in general, not one exhibit: a highlights question may hold

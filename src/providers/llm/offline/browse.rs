@@ -178,6 +178,7 @@ pub fn may_name_a_kind(question: &str) -> bool {
     is_browse(question)
         || is_kind_topic(question)
         || crate::retrieval::dating::asks_age(question).is_some()
+        || crate::retrieval::kinds::asks_taste(question)
 }
 
 /// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
@@ -467,7 +468,18 @@ pub fn not_listed(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
 /// then a few of them as [`browse_answer`] lists them.
 pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String {
     let listed: Vec<&Exhibit> = browse.hits.iter().map(|h| &h.exhibit).collect();
-    list_answer(question, &listed, Some(browse), browse.shown > 0)
+    let list = list_answer(question, &listed, Some(browse), browse.shown > 0);
+    // "What is the prettiest vase?": the catalogue ranks no beauty; the kind is listed.
+    if browse.shown == 0 && browse.order.is_none() && crate::retrieval::kinds::asks_taste(question)
+    {
+        let preface = if is_chinese(question) {
+            zh_in("哪一件最好看，要由您来评判。", question)
+        } else {
+            "Which is the finest is for you to judge. ".to_string()
+        };
+        return preface + &list;
+    }
+    list
 }
 
 /// A list of exhibits, each with the head of its maker and date fields, and an invitation to
