@@ -390,6 +390,16 @@ pub(super) const HIGHLIGHT_CUES: &[&str] = &[
     "值得看",
     "亮点",
     "重点展品",
+    // What children may like ("What can kids see here?" was refused): the highlights, until
+    // a museum adds a topic of its own for families (its triggers are read first).
+    "kids see",
+    "kids to see",
+    "children see",
+    "children to see",
+    "孩子看",
+    "小孩看",
+    "孩子们看",
+    "儿童看",
 ];
 
 /// Superlatives of a highlights question ("your most famous piece", 最珍贵的藏品), which count
