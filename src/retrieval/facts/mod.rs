@@ -1,5 +1,6 @@
 //! Visitor services (toilets, opening hours, tickets, café, cloakroom, Wi-Fi, accessibility,
-//! lost and found, photography, shop, parking, pets, audio guide, tours, and the highlights:
+//! lost and found, photography, shop, parking, pets, map, length of a visit, audio guide, tours,
+//! and the highlights:
 //! what to see, [`HIGHLIGHTS`]) answered from a small
 //! museum-editable TOML file, never from exhibit records: a built-in topic the file has no entry
 //! for gets "I don't have information about that" ([`Service::NoEntry`]).
@@ -28,8 +29,8 @@ use words::{
 #[serde(deny_unknown_fields)]
 pub struct Fact {
     /// A built-in topic (`toilets`, `hours`, `tickets`, `cafe`, `cloakroom`, `wifi`,
-    /// `accessibility`, `lost_found`, `photography`, `shop`, `parking`, `pets`, `audio_guide`,
-    /// `tours`, `highlights`) or the museum's own (matched by `triggers` only).
+    /// `accessibility`, `lost_found`, `photography`, `shop`, `parking`, `pets`, `map`,
+    /// `visit_length`, `audio_guide`, `tours`, `highlights`) or the museum's own (matched by `triggers` only).
     pub topic: String,
     pub en: String,
     pub zh: String,
