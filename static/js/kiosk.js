@@ -153,6 +153,17 @@ function banner(text, kind = 'error') {
 /// Visitor bubbles of spoken questions, by request id, until the transcript arrives.
 const spokenQuestions = new Map();
 
+/**
+ * Keeps a message in view: its end, or its first line when it is taller than the conversation
+ * (a long answer on a phone, under an exhibit card, is read from the top; scrolled to its end,
+ * its first lines were hidden).
+ */
+function reveal(li) {
+  if (!li) return;
+  const tall = li.offsetHeight > ui.conversation.clientHeight;
+  li.scrollIntoView({ block: tall ? 'start' : 'end' });
+}
+
 function addMessage(role, text) {
   ui.welcome.hidden = true;
   const li = document.createElement('li');
@@ -162,7 +173,7 @@ function addMessage(role, text) {
   body.textContent = text;
   li.append(body);
   ui.log.append(li);
-  li.scrollIntoView({ block: 'end' });
+  reveal(li);
   return li;
 }
 
@@ -230,7 +241,7 @@ function openCard(id, className, render) {
   ui.cards.prepend(card);
   ui.cards.scrollTop = 0;
   // A card above the conversation (portrait) takes height from it: keep the latest answer in view.
-  requestAnimationFrame(() => { ui.conversation.scrollTop = ui.conversation.scrollHeight; });
+  requestAnimationFrame(() => reveal(ui.log.lastElementChild));
   return card;
 }
 
@@ -258,7 +269,7 @@ function showExhibit({ exhibit_id: raw }) {
       ? ex.display_description
       : state.loading ? '' : state.failed ? t('cardUnavailable') : t('unknownExhibit');
     c.dataset.state = ex ? 'ready' : state.loading ? 'loading' : 'missing';
-    if (!state.loading) requestAnimationFrame(() => { ui.conversation.scrollTop = ui.conversation.scrollHeight; });
+    if (!state.loading) requestAnimationFrame(() => reveal(ui.log.lastElementChild));
   });
   const done = exhibitRecord(id).then(
     (record) => { state = { record }; },
@@ -610,7 +621,7 @@ function wireClient() {
       li.querySelector('.body').textContent = '';
     }
     li.querySelector('.body').textContent += e.detail.text;
-    li.scrollIntoView({ block: 'end' });
+    reveal(li);
   });
   client.addEventListener('voice', (e) => {
     if (!speakReplies || !replies.has(e.detail.requestId)) return;

@@ -2,7 +2,8 @@
 // answerer (no model), no STT and no TTS, a sample of the real demo collection, and Debian's
 // Chromium with real fonts. At 1280×800, 1920×1080, 1080×1920 and 390×844, in Chinese and in
 // English: the welcome screen with questions drawn from the collection, a typed question
-// answered with the matching card from /api/exhibits, the geometry of the first screen, the
+// answered with the matching card from /api/exhibits (and a longer one shown from its first
+// line, under the card on a phone), the geometry of the first screen, the
 // voice controls hidden; a conversation (greeting, question, follow-up, a question with no
 // answer folding the last card to "Earlier", thanks); then the idle
 // reset and the "new visitor" button.
@@ -221,6 +222,21 @@ for (const [w, h] of SIZES) {
         assert.equal(await page.isVisible('#welcome'), false);
         checkGeometry(await geometry(page), `${label} answer`);
         await page.screenshot({ path: path.join(shots, `${label}-2-answer.png`) });
+
+        // A longer answer (the record's passage): its first line is in view, the card beside or
+        // above it. On a phone it is taller than the conversation under the card and is shown
+        // from its start; scrolled to its end, its first lines were hidden.
+        await page.fill('#question', lang === 'zh' ? `介绍一下《${rec.title}》` : `Tell me about the ${rec.title}`);
+        await page.press('#question', 'Enter');
+        await page.waitForFunction(() => window.__e2e.ends.filter((e) => e.kind === 'text').length >= 2, null, { timeout: 15000 });
+        await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+        const seen = await page.evaluate(() => {
+          const li = [...document.querySelectorAll('#log .msg')].pop().getBoundingClientRect();
+          const box = document.querySelector('.conversation').getBoundingClientRect();
+          return { top: li.top, height: li.height, from: box.top, to: box.bottom };
+        });
+        assert.ok(seen.top >= seen.from - 1 && seen.top + 20 <= seen.to, `${label}: the answer's first line is out of view ${JSON.stringify(seen)}`);
+        await page.screenshot({ path: path.join(shots, `${label}-3-longer-answer.png`) });
         assert.deepEqual(errors, [], 'errors in the page');
         assert.deepEqual(missing, [], 'requests for files that do not exist');
       } finally {
