@@ -1770,10 +1770,9 @@ pub fn browse_blocking(
     }
     let dict = super::dictionary::dictionary();
     let age = dating::asks_age(question);
-    let taste = kinds::asks_taste(question);
     let asked = match age {
         Some(_) => dating::without_age_words(question),
-        None if taste => kinds::without_taste_words(question),
+        None if kinds::asks_taste(question) => kinds::without_taste_words(question),
         None => question.to_string(),
     };
     let plain = kinds::subject(&asked, &|w| dict.noun_senses_of(w));

@@ -393,34 +393,10 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
             .into_iter()
             .filter(|e| super::mentions(e, &maker))
             .collect();
-        return (!mention.is_empty()).then(|| not_by_answer(question, &maker, &mention));
+        return (!mention.is_empty())
+            .then(|| list_answer(question, &mention, None, false, Some(&maker)));
     }
-    Some(list_answer(question, &listed, None, false))
-}
-
-/// The answer to "Do you have anything by X?" when no exhibit found is by X but some records
-/// mention X: says the catalogue names no work of theirs, then lists those records as
-/// [`list_answer`] does.
-fn not_by_answer(question: &str, maker: &str, mention: &[&Exhibit]) -> String {
-    let list = list_answer(question, mention, None, false);
-    if is_chinese(question) {
-        let name = maker;
-        let rest = list
-            .strip_prefix("馆藏中与此相关的展品有：")
-            .or_else(|| list.strip_prefix("館藏中與此相關的展品有："))
-            .unwrap_or(&list);
-        return zh_in(
-            &format!("馆藏资料里没有找到{name}的作品，不过这些展品的资料提到了{name}："),
-            question,
-        ) + rest;
-    }
-    let name = as_written(question, maker);
-    let rest = list
-        .strip_prefix("Our collection holds these: ")
-        .unwrap_or(&list);
-    format!(
-        "Our collection records list no work by {name}, but these records mention {name}: {rest}"
-    )
+    Some(list_answer(question, &listed, None, false, None))
 }
 
 /// The answer to a request for more of a list that came from the search ("Any more?" after
@@ -436,7 +412,7 @@ pub fn more_of_list_answer(question: &str, hits: &[Hit]) -> String {
             listed.push(&h.exhibit);
         }
     }
-    list_answer(question, &listed, None, true)
+    list_answer(question, &listed, None, true, None)
 }
 
 /// The matches of a search that continue a list: those whose titles are not in `shown` and
@@ -468,7 +444,7 @@ pub fn not_listed(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
 /// then a few of them as [`browse_answer`] lists them.
 pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String {
     let listed: Vec<&Exhibit> = browse.hits.iter().map(|h| &h.exhibit).collect();
-    let list = list_answer(question, &listed, Some(browse), browse.shown > 0);
+    let list = list_answer(question, &listed, Some(browse), browse.shown > 0, None);
     // "What is the prettiest vase?": the catalogue ranks no beauty; the kind is listed.
     if browse.shown == 0 && browse.order.is_none() && crate::retrieval::kinds::asks_taste(question)
     {
@@ -483,12 +459,15 @@ pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String 
 }
 
 /// A list of exhibits, each with the head of its maker and date fields, and an invitation to
-/// ask about one; headed by the kind's total when there is one.
+/// ask about one; headed by the kind's total when there is one, or, for a search's list of
+/// records that only mention the maker the question asks for (`not_by`: "Do you have anything
+/// by Monet?", none by him), by saying the records list no work of theirs.
 fn list_answer(
     question: &str,
     listed: &[&Exhibit],
     kind: Option<&crate::retrieval::Browse>,
     more: bool,
+    not_by: Option<&str>,
 ) -> String {
     // More of a list the visitor has seen: none left to list.
     if more && listed.is_empty() {
@@ -601,7 +580,10 @@ fn list_answer(
                 }
             }
             None if more => "馆藏中与此相关的展品还有：".to_string(),
-            None => "馆藏中与此相关的展品有：".to_string(),
+            None => match not_by {
+                Some(m) => format!("馆藏资料里没有找到{m}的作品，不过这些展品的资料提到了{m}："),
+                None => "馆藏中与此相关的展品有：".to_string(),
+            },
         };
         let out = format!(
             "{head}{}。想了解哪一件，可以继续问我，比如：第一件是什么年代的？",
@@ -666,7 +648,12 @@ fn list_answer(
             b.total
         ),
         None if more => "Our collection also holds these: ".to_string(),
-        None => "Our collection holds these: ".to_string(),
+        None => match not_by.map(|m| as_written(question, m)) {
+            Some(n) => format!(
+                "Our collection records list no work by {n}, but these records mention {n}: "
+            ),
+            None => "Our collection holds these: ".to_string(),
+        },
     };
     format!("{head}{list}. Ask me about any of them, for example: When was the first one made?")
 }
