@@ -1742,6 +1742,36 @@ fn collection_by_age(
     })
 }
 
+/// Most rows of a title-named kind read to check the word as written ([`titled_as_written`]);
+/// beyond it the rows are taken as the index gives them.
+const TITLED_READ: usize = 20_000;
+
+/// Of `rows` (whose titles hold the index token of `word`), those whose title writes the
+/// word itself, singular or plural ("plate", "plates"), not another word of the same stem
+/// ("Gold Plated Bronze Ring" is no plate).
+fn titled_as_written(
+    store: &CollectionStore,
+    rows: Vec<super::kinds::Member>,
+    word: &str,
+) -> Result<Vec<super::kinds::Member>, StoreError> {
+    if rows.len() > TITLED_READ {
+        return Ok(rows);
+    }
+    let forms = text::noun_forms(word);
+    let pks: Vec<i64> = rows.iter().map(|m| m.0).collect();
+    let keep: HashSet<i64> = store
+        .exhibits_by_pk(&pks)?
+        .into_iter()
+        .filter(|(_, r)| {
+            r.title
+                .split(|c: char| !c.is_alphanumeric())
+                .any(|w| forms.contains(&w.to_lowercase()))
+        })
+        .map(|(pk, _)| pk)
+        .collect();
+    Ok(rows.into_iter().filter(|m| keep.contains(&m.0)).collect())
+}
+
 /// Rows scored for the words that narrow a kind ([`browse_blocking`]); members beyond them follow
 /// unordered by those words.
 const BROWSE_QUALIFIER_CANDIDATES: usize = 2_000;
@@ -1851,11 +1881,35 @@ pub fn browse_blocking(
     } else {
         kinds::resolve(&crossed, &mut members_of, &mut rows_with)?
     };
-    let (units, resolved, origin) = match (again, first, from) {
-        (Some(r), _, _) => (crossed, r, false),
-        (None, Some(r), _) => (plain, r, false),
-        (None, None, Some((units, r))) => (units, r, true),
-        (None, None, None) => return Ok(None),
+    // Still no kind, for the oldest or the finest of something: the kind may be one the
+    // catalogue names only in its English titles ("What is the oldest vase?", "the prettiest
+    // bowl": no department or medium says vase), read from the title column alone so a
+    // description's passing "vase" does not count. Only for these questions: a plain "Do you
+    // have vases?" is answered by the search's list, which holds the word where it matters.
+    let titled = if first.is_none()
+        && from.is_none()
+        && (age.is_some() || kinds::asks_taste(question))
+        && plain.iter().all(|u| !u.word.chars().any(text::is_cjk))
+        && let Some(head) = plain.last()
+    {
+        // The last word names the thing ("Chinese vase": a vase); the others narrow it, as
+        // words of the records (a title saying "Chinese" is no kind).
+        let mut titled_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
+            if !head.alternatives.iter().any(|a| a.iter().any(|x| x == t)) {
+                return Ok(Vec::new());
+            }
+            titled_as_written(store, store.rows_titled(t)?, &head.word)
+        };
+        kinds::resolve(&plain, &mut titled_of, &mut rows_with)?
+    } else {
+        None
+    };
+    let (units, resolved, origin) = match (again, first, from, titled) {
+        (Some(r), _, _, _) => (crossed, r, false),
+        (None, Some(r), _, _) => (plain, r, false),
+        (None, None, Some((units, r)), _) => (units, r, true),
+        (None, None, None, Some(r)) => (plain, r, false),
+        (None, None, None, None) => return Ok(None),
     };
     let kinds::Resolved {
         mut members,

@@ -573,7 +573,8 @@ pub fn asks_taste(question: &str) -> bool {
 
 /// `question` without its superlatives of taste ([`asks_taste`]), for the kind lookup.
 pub fn without_taste_words(question: &str) -> String {
-    let norm = text::normalize(question);
+    // "Which vase is prettiest?": the word ends at the question mark too.
+    let norm = text::normalize(question).replace(['?', '!', '.', ','], " ");
     let mut out = format!(" {norm} ");
     for p in TASTE_EN {
         out = out.replace(&format!(" {p} "), " ");
@@ -992,9 +993,13 @@ mod tests {
         }
         assert_eq!(
             without_taste_words("What is the prettiest vase?"),
-            "what is the vase?"
+            "what is the vase"
         );
-        assert_eq!(without_taste_words("哪件瓷器最好看？"), "哪件瓷器 ?");
+        assert_eq!(
+            without_taste_words("Which vase is prettiest?"),
+            "which vase is"
+        );
+        assert_eq!(without_taste_words("哪件瓷器最好看？"), "哪件瓷器");
     }
 
     #[test]

@@ -912,6 +912,14 @@ impl CollectionStore {
         self.store.lexical.rows_holding(&searcher, token)
     }
 
+    /// The rows whose title holds the exact index token `token` ("vase": a kind the catalogue
+    /// names only in its titles), as [`Self::rows_holding`] gives them.
+    pub fn rows_titled(&self, token: &str) -> Result<Vec<(i64, u64)>, StoreError> {
+        let searcher = self.lexical_searcher()?;
+        let title = FTS_COLUMNS.iter().position(|c| *c == "title");
+        self.store.lexical.rows_holding_in(&searcher, token, title)
+    }
+
     /// The index as this view reads it: caught up to the generation the view's SQLite
     /// snapshot shows, and inside [`Self::reading`] the same one for the whole question (a
     /// write committed meanwhile is not half seen). It may be newer than the snapshot: a row

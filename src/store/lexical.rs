@@ -527,6 +527,16 @@ impl LexicalIndex {
         searcher: &Searcher,
         token: &str,
     ) -> Result<Vec<(i64, u64)>, StoreError> {
+        self.rows_holding_in(searcher, token, None)
+    }
+
+    /// [`Self::rows_holding`] in one column only (by its place in [`FTS_COLUMNS`]), or any.
+    pub fn rows_holding_in(
+        &self,
+        searcher: &Searcher,
+        token: &str,
+        column: Option<usize>,
+    ) -> Result<Vec<(i64, u64)>, StoreError> {
         let mut out = Vec::new();
         for seg in searcher.segment_readers() {
             let ff = seg.fast_fields();
@@ -542,7 +552,11 @@ impl LexicalIndex {
                     text: token,
                     prefix: false,
                 },
-                |doc, _, _| docs.push(doc),
+                |doc, col, _| {
+                    if column.is_none_or(|c| c == col) {
+                        docs.push(doc);
+                    }
+                },
             )?;
             docs.sort_unstable();
             docs.dedup();
