@@ -1746,9 +1746,10 @@ fn collection_by_age(
 /// beyond it the rows are taken as the index gives them.
 const TITLED_READ: usize = 20_000;
 
-/// Of `rows` (whose titles hold the index token of `word`), those whose title writes the
-/// word itself, singular or plural ("plate", "plates"), not another word of the same stem
-/// ("Gold Plated Bronze Ring" is no plate).
+/// Of `rows` (whose titles hold the index token of `word`), those whose title is headed by the
+/// word itself ([`super::kinds::english_title_heads`]), singular or plural ("plate",
+/// "plates"): not another word of the same stem ("Gold Plated Bronze Ring" is no plate), nor
+/// what the object shows ("Tsuba with … Throwing his Sword into the Sea" is no sword).
 fn titled_as_written(
     store: &CollectionStore,
     rows: Vec<super::kinds::Member>,
@@ -1763,9 +1764,9 @@ fn titled_as_written(
         .exhibits_by_pk(&pks)?
         .into_iter()
         .filter(|(_, r)| {
-            r.title
-                .split(|c: char| !c.is_alphanumeric())
-                .any(|w| forms.contains(&w.to_lowercase()))
+            super::kinds::english_title_heads(&r.title)
+                .iter()
+                .any(|w| forms.contains(w))
         })
         .map(|(pk, _)| pk)
         .collect();

@@ -353,6 +353,97 @@ pub fn title_word(title: &str) -> Option<String> {
     (word.chars().count() >= 2).then_some(word)
 }
 
+/// Words after which an English catalogue title goes on to say what its object shows, holds
+/// or is made of ("Plate with Vulcan", "Statue of a Monkey", "Leaf from Book of Hours").
+const TITLE_PREPOSITIONS: &[&str] = &[
+    "with",
+    "of",
+    "from",
+    "in",
+    "on",
+    "for",
+    "depicting",
+    "showing",
+    "after",
+    "by",
+    "at",
+    "to",
+    "into",
+    "representing",
+    "inscribed",
+    "decorated",
+    "made",
+    "used",
+    "under",
+    "over",
+];
+
+/// Openings that count a title's objects rather than name them ("One of a Pair of Vases",
+/// "Pair of Earrings", "Set of Six Cups"): the head follows.
+const TITLE_COUNTS: &[&str] = &[
+    "one of a pair of",
+    "one of two",
+    "one of a set of",
+    "pair of",
+    "set of",
+];
+
+/// The head nouns of an English catalogue title, lower case: the last word before the title
+/// goes on with what the object shows or holds ([`TITLE_PREPOSITIONS`]), of each conjunct
+/// ("Wine Bottle and Cup": bottle, cup), after a count ("One of a Pair of Vases": vases) and
+/// without a bracketed note, quotation marks or a subtitle after a colon. "Tsuba with Nitta
+/// Yoshisada Throwing his Sword into the Sea" is a tsuba, not a sword; "Mirror Case with the
+/// Castle of Love" a case. Empty for a title in Chinese.
+pub fn english_title_heads(title: &str) -> Vec<String> {
+    if title.chars().any(text::is_cjk) {
+        return Vec::new();
+    }
+    let mut t = title.to_lowercase();
+    // Bracketed notes, then a subtitle.
+    while let (Some(open), Some(close)) = (t.find('('), t.find(')')) {
+        if close < open {
+            break;
+        }
+        t.replace_range(open..=close, " ");
+    }
+    if let Some((head, _)) = t.split_once(':') {
+        t = head.to_string();
+    }
+    let words: Vec<String> = t
+        .split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '\''))
+        .map(|w| w.trim_matches(['-', '\'']).to_string())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut start = 0;
+    for c in TITLE_COUNTS {
+        let n: Vec<&str> = c.split(' ').collect();
+        if words.len() > n.len() && words.iter().zip(&n).all(|(w, c)| w == c) {
+            start = n.len();
+            break;
+        }
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut last: Option<&String> = None;
+    for w in &words[start..] {
+        if TITLE_PREPOSITIONS.contains(&w.as_str()) {
+            break;
+        }
+        if w == "and" || w == "or" {
+            out.extend(last.take().cloned());
+            continue;
+        }
+        last = Some(w);
+    }
+    out.extend(last.cloned());
+    // "Double-Gourd-Shaped Vase": the last word; "Hand-Mirror": its last part too.
+    let parts: Vec<String> = out
+        .iter()
+        .filter_map(|w| w.rsplit('-').next().filter(|p| p != w).map(str::to_string))
+        .collect();
+    out.extend(parts);
+    out
+}
+
 /// The kind marker tokens of a record, space separated (empty when it has none).
 pub fn markers(gallery: &str, medium: &str, title: &str) -> String {
     let mut out: Vec<String> = Vec::new();
@@ -1000,6 +1091,33 @@ mod tests {
             "which vase is"
         );
         assert_eq!(without_taste_words("哪件瓷器最好看？"), "哪件瓷器");
+    }
+
+    #[test]
+    fn an_english_title_is_headed_by_what_the_object_is() {
+        for (title, heads) in [
+            ("Plate with the School of Xenocrates", &["plate"][..]),
+            ("Iznik Fritware Plate", &["plate"]),
+            ("One of a Pair of Vases (Vase à anses carrées)", &["vases"]),
+            ("The \"Rubens Vase\"", &["vase"]),
+            ("Double-Gourd-Shaped Vase", &["vase"]),
+            (
+                "Tsuba with Nitta Yoshisada Throwing his Sword into the Sea",
+                &["tsuba"],
+            ),
+            (
+                "Hilt of a Hunting Sword Depicting Beasts of the Chase",
+                &["hilt"],
+            ),
+            ("Mirror Case with the Castle of Love", &["case"]),
+            ("Wine Bottle and Cup", &["bottle", "cup"]),
+            ("Leaf from Book of Hours: Fifteen Gradual Psalms", &["leaf"]),
+            ("Gold Plated Bronze Ring", &["ring"]),
+            ("Short Sword (\"Wakizashi\")", &["sword"]),
+        ] {
+            assert_eq!(english_title_heads(title), heads, "{title}");
+        }
+        assert!(english_title_heads("漢郃陽令曹全碑拓本(冊)").is_empty());
     }
 
     #[test]
