@@ -1742,23 +1742,22 @@ fn collection_by_age(
     })
 }
 
-/// Most rows of a title-named kind read to check the word as written ([`titled_as_written`]);
-/// beyond it the rows are taken as the index gives them.
+/// Most rows of a title-named kind whose titles are read ([`titled_as_written`]); beyond it
+/// the rows are taken as the index gives them.
 const TITLED_READ: usize = 20_000;
 
-/// Of `rows` (whose titles hold the index token of `word`), those whose title is headed by the
-/// word itself ([`super::kinds::english_title_heads`]), singular or plural ("plate",
-/// "plates"): not another word of the same stem ("Gold Plated Bronze Ring" is no plate), nor
-/// what the object shows ("Tsuba with … Throwing his Sword into the Sea" is no sword).
+/// Of `rows` (whose titles hold the index token `token`), those whose title is headed by a
+/// word of that token ([`super::kinds::english_title_heads`]; "plates" for `plate`): not a
+/// word of the same stem elsewhere ("Gold Plated Bronze Ring" is no plate), nor what the
+/// object shows ("Tsuba with … Throwing his Sword into the Sea" is no sword).
 fn titled_as_written(
     store: &CollectionStore,
     rows: Vec<super::kinds::Member>,
-    word: &str,
+    token: &str,
 ) -> Result<Vec<super::kinds::Member>, StoreError> {
     if rows.len() > TITLED_READ {
         return Ok(rows);
     }
-    let forms = text::noun_forms(word);
     let pks: Vec<i64> = rows.iter().map(|m| m.0).collect();
     let keep: HashSet<i64> = store
         .exhibits_by_pk(&pks)?
@@ -1766,7 +1765,7 @@ fn titled_as_written(
         .filter(|(_, r)| {
             super::kinds::english_title_heads(&r.title)
                 .iter()
-                .any(|w| forms.contains(w))
+                .any(|w| text::latin_tokens(w) == [token])
         })
         .map(|(pk, _)| pk)
         .collect();
@@ -1884,14 +1883,15 @@ pub fn browse_blocking(
     };
     // Still no kind, for the oldest or the finest of something: the kind may be one the
     // catalogue names only in its English titles ("What is the oldest vase?", "the prettiest
-    // bowl": no department or medium says vase), read from the title column alone so a
-    // description's passing "vase" does not count. Only for these questions: a plain "Do you
-    // have vases?" is answered by the search's list, which holds the word where it matters.
+    // bowl", 最古老的花瓶 through its sense "vase": no department or medium says vase), read
+    // from the title column alone so a description's passing "vase" does not count. Only for
+    // these questions: a plain "Do you have vases?" is answered by the search's list, which
+    // holds the word where it matters.
     let titled = if first.is_none()
         && from.is_none()
         && (age.is_some() || kinds::asks_taste(question))
-        && plain.iter().all(|u| !u.word.chars().any(text::is_cjk))
-        && let Some(head) = plain.last()
+        && let Some(units) = kinds::headed_by_last(&plain)
+        && let Some(head) = units.last()
     {
         // The last word names the thing ("Chinese vase": a vase); the others narrow it, as
         // words of the records (a title saying "Chinese" is no kind).
@@ -1899,9 +1899,9 @@ pub fn browse_blocking(
             if !head.alternatives.iter().any(|a| a.iter().any(|x| x == t)) {
                 return Ok(Vec::new());
             }
-            titled_as_written(store, store.rows_titled(t)?, &head.word)
+            titled_as_written(store, store.rows_titled(t)?, t)
         };
-        kinds::resolve(&plain, &mut titled_of, &mut rows_with)?
+        kinds::resolve(&units, &mut titled_of, &mut rows_with)?.map(|r| (units.clone(), r))
     } else {
         None
     };
@@ -1909,7 +1909,7 @@ pub fn browse_blocking(
         (Some(r), _, _, _) => (crossed, r, false),
         (None, Some(r), _, _) => (plain, r, false),
         (None, None, Some((units, r)), _) => (units, r, true),
-        (None, None, None, Some(r)) => (plain, r, false),
+        (None, None, None, Some((units, r))) => (units, r, false),
         (None, None, None, None) => return Ok(None),
     };
     let kinds::Resolved {

@@ -444,6 +444,27 @@ pub fn english_title_heads(title: &str) -> Vec<String> {
     out
 }
 
+/// `units` for a kind named by the head of an English title ([`english_title_heads`]): the
+/// last unit names the thing, each of its English senses by its last word (an English
+/// compound names its last word's thing: 花瓶's "flower vase" is a vase, 剑's "double-edged
+/// sword" a sword). None for no units.
+pub fn headed_by_last(units: &[Unit]) -> Option<Vec<Unit>> {
+    let mut out = units.to_vec();
+    let head = out.last_mut()?;
+    for a in &mut head.alternatives {
+        if a.len() > 1 && a.iter().all(|t| !t.chars().any(text::is_cjk)) {
+            a.drain(..a.len() - 1);
+        }
+    }
+    let mut seen: Vec<Vec<String>> = Vec::new();
+    head.alternatives.retain(|a| {
+        let new = !seen.contains(a);
+        seen.push(a.clone());
+        new
+    });
+    Some(out)
+}
+
 /// The kind marker tokens of a record, space separated (empty when it has none).
 pub fn markers(gallery: &str, medium: &str, title: &str) -> String {
     let mut out: Vec<String> = Vec::new();
@@ -761,6 +782,17 @@ const ZH_FRAME: &[&str] = &[
     "哪幅",
     "哪一幅",
     "哪个",
+    "哪一个",
+    "哪把",
+    "哪一把",
+    "哪只",
+    "哪一只",
+    "哪块",
+    "哪一块",
+    "哪尊",
+    "哪一尊",
+    "哪张",
+    "哪一张",
     "幅",
     "是",
 ];
@@ -1091,6 +1123,25 @@ mod tests {
             "which vase is"
         );
         assert_eq!(without_taste_words("哪件瓷器最好看？"), "哪件瓷器");
+    }
+
+    #[test]
+    fn a_kind_named_in_titles_is_its_last_words_thing() {
+        let flower_vase: Vec<Box<str>> = vec!["flower".into(), "vase".into()];
+        let senses = |w: &str| {
+            if w == "花瓶" {
+                vec![&flower_vase[..]]
+            } else {
+                Vec::new()
+            }
+        };
+        let asked = super::super::dating::without_age_words("最古老的花瓶是哪一个？");
+        let units = subject(&asked, &senses);
+        let headed = headed_by_last(&units).expect("a unit");
+        assert_eq!(headed.len(), 1, "{units:?}");
+        assert!(headed[0].alternatives.contains(&vec!["vase".to_string()]));
+        assert!(!headed[0].alternatives.iter().any(|a| a.len() > 1));
+        assert!(headed_by_last(&[]).is_none());
     }
 
     #[test]

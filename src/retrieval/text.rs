@@ -2083,34 +2083,6 @@ pub fn proper_names_with(query: &str, dict: &UserDict, also: &dyn Fn(&str) -> bo
     out
 }
 
-/// An English noun as written and its other number, lower case: "vase" → vase, vases;
-/// "boxes" → boxes, box, boxe; "glass" → glass, glasses. Over-generates rather than misses
-/// (a form no title writes matches nothing).
-pub fn noun_forms(word: &str) -> Vec<String> {
-    let w = word.trim().to_lowercase();
-    let mut out = vec![w.clone()];
-    let mut add = |f: String| {
-        if !f.is_empty() && !out.contains(&f) {
-            out.push(f);
-        }
-    };
-    if let Some(stem) = w.strip_suffix("ies") {
-        add(format!("{stem}y"));
-    }
-    if let Some(stem) = w.strip_suffix("es") {
-        add(stem.to_string());
-    }
-    if let Some(stem) = w.strip_suffix('s').filter(|s| !s.ends_with('s')) {
-        add(stem.to_string());
-    }
-    if let Some(stem) = w.strip_suffix('y') {
-        add(format!("{stem}ies"));
-    }
-    add(format!("{w}s"));
-    add(format!("{w}es"));
-    out
-}
-
 /// At most `max_chars` characters of `s`, with an ellipsis when cut.
 pub fn clip(s: &str, max_chars: usize) -> String {
     match s.char_indices().nth(max_chars) {
@@ -2121,24 +2093,6 @@ pub fn clip(s: &str, max_chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-
-    #[test]
-    fn a_noun_is_found_in_either_number() {
-        for (w, form) in [
-            ("vase", "vases"),
-            ("vases", "vase"),
-            ("box", "boxes"),
-            ("boxes", "box"),
-            ("glass", "glasses"),
-            ("reliquaries", "reliquary"),
-            ("reliquary", "reliquaries"),
-            ("Plate", "plate"),
-        ] {
-            assert!(noun_forms(w).contains(&form.to_string()), "{w} → {form}");
-        }
-        assert!(!noun_forms("plate").contains(&"plated".to_string()));
-        assert!(!noun_forms("glass").contains(&"glas".to_string()));
-    }
 
     #[test]
     fn proper_names_of_either_language() {
