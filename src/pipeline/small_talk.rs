@@ -137,6 +137,8 @@ const EN: &[(&str, SmallTalk)] = &[
     ("what should i look at", SmallTalk::Overview),
     ("what should we look at", SmallTalk::Overview),
     ("show me something", SmallTalk::Overview),
+    // "Tell me something interesting" got a Tang epitaph rubbing.
+    ("tell me something", SmallTalk::Overview),
     ("something interesting", SmallTalk::Overview),
     ("anything interesting", SmallTalk::Overview),
     ("what's interesting", SmallTalk::Overview),
@@ -245,6 +247,7 @@ const EN_FILLERS: &[&str] = &[
     "one",
     "ones",
     "interesting",
+    "tell",
     "what's",
     "whats",
     "helpful",
