@@ -33,6 +33,10 @@ const BROWSE_CUES: &[&str] = &[
     "还有什么",
     "还有哪些",
     "有几件",
+    // 你们有多少件瓷器？ was refused; 瓷器有多少件？ answered with a typescript on Dutch porcelain.
+    // Counted in pieces only: 敢死隊有多少人 and 有多少个会员 ask a record's fact.
+    "多少件",
+    "多少幅",
 ];
 
 /// Words that point at one exhibit ("this", 这件): a question holding one is about that exhibit,
@@ -290,6 +294,19 @@ fn opens_on(norm: &str, openings: &[&str]) -> bool {
         let object: Vec<&str> = match object.as_slice() {
             ["from", rest @ ..] if *o == "anything" || *o == "something" => from(rest),
             [head, "from", rest @ ..] if ORIGIN_HEADS.contains(head) => from(rest),
+            // A kind in the plural and what they show, a word or two: "Do you have paintings
+            // of dogs?" is the dog paintings (it got a sword guard with a lion-dog), while "a
+            // painting of a woman hunting buffalo" is one thing.
+            [head, "of" | "with" | "showing" | "depicting", rest @ ..]
+                if head.len() > 3 && head.ends_with('s') && !head.ends_with("ss") =>
+            {
+                let shown = from(rest);
+                if (1..=2).contains(&shown.len()) {
+                    std::iter::once(*head).chain(shown).collect()
+                } else {
+                    object
+                }
+            }
             _ => object,
         };
         // A kind is a word or two ("Chinese bronzes", "rare books"); a longer object describes
