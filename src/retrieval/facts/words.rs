@@ -376,6 +376,36 @@ pub(super) const TOPICS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        // What visitors may do in the galleries ("Can I touch the exhibits?" was answered with a
+        // Dutch portrait).
+        "rules",
+        &[
+            "touch the",
+            "can i touch",
+            "can we touch",
+            "allowed to touch",
+            "eat in the",
+            "drink in the",
+            "food in the",
+            "bring food",
+            "bring drinks",
+            "museum rules",
+            "house rules",
+            "visitor rules",
+            "可以摸",
+            "能摸",
+            "能不能摸",
+            "可以碰",
+            "能碰",
+            "可以吃东西",
+            "能吃东西",
+            "带吃的",
+            "带食物",
+            "参观须知",
+            "参观规定",
+        ],
+    ),
+    (
         // How long a visit takes ("How long does a visit take?" was answered with a photograph
         // of the museum's door gods).
         "visit_length",
