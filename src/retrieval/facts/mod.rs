@@ -127,6 +127,10 @@ fn points_at_an_exhibit(q: &str) -> bool {
         || words.last().is_some_and(|w| matches!(*w, "this" | "that"))
 }
 
+/// Topics about how visitors may treat the exhibits in general, which may name them so
+/// ("the paintings", 展品) and still be visitor-service questions.
+const TREATMENT_TOPICS: &[&str] = &["photography", "rules"];
+
 /// What a visitor-service question gets.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Service<'a> {
@@ -162,7 +166,16 @@ pub fn classify<'a>(question: &str, facts: &'a [Fact]) -> Option<Service<'a>> {
         // "What is the most beautiful work by Miller?", "Rembrandt's most famous painting":
         // about a maker's works, searched.
         && super::text::named_makers(question, &super::text::UserDict::default()).is_empty();
-    if exhibit && !highlights {
+    // How exhibits in general may be treated ("Can I photograph the paintings?", 展品可以摸吗？
+    // got a self-portrait and a refusal): the photography and gallery rules, with no one
+    // exhibit named.
+    let treated = !titled
+        && cues.iter().all(|c| GENERIC_EXHIBIT_CUES.contains(c))
+        && TOPICS
+            .iter()
+            .filter(|(topic, _)| TREATMENT_TOPICS.contains(topic))
+            .any(|(_, kws)| kws.iter().any(|k| contains(&q, k)));
+    if exhibit && !highlights && !treated {
         return None;
     }
     // The museum's own phrases first: they are the most specific.
