@@ -1901,7 +1901,8 @@ pub fn browse_blocking(
             }
             titled_as_written(store, store.rows_titled(t)?, t)
         };
-        kinds::resolve(&units, &mut titled_of, &mut rows_with)?.map(|r| (units.clone(), r))
+        let resolved = kinds::resolve(&units, &mut titled_of, &mut rows_with)?;
+        resolved.map(|r| (units, r))
     } else {
         None
     };

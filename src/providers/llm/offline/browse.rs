@@ -288,19 +288,19 @@ fn opens_on(norm: &str, openings: &[&str]) -> bool {
             .collect();
         // Where things come from names a list too ("Anything from Japan?", "Do you have objects
         // from ancient Egypt?"): the place, culture or period is the object.
-        fn from<'w>(rest: &[&'w str]) -> Vec<&'w str> {
+        fn without_the<'w>(rest: &[&'w str]) -> Vec<&'w str> {
             rest.iter().copied().filter(|w| *w != "the").collect()
         }
         let object: Vec<&str> = match object.as_slice() {
-            ["from", rest @ ..] if *o == "anything" || *o == "something" => from(rest),
-            [head, "from", rest @ ..] if ORIGIN_HEADS.contains(head) => from(rest),
+            ["from", rest @ ..] if *o == "anything" || *o == "something" => without_the(rest),
+            [head, "from", rest @ ..] if ORIGIN_HEADS.contains(head) => without_the(rest),
             // A kind in the plural and what they show, a word or two: "Do you have paintings
             // of dogs?" is the dog paintings (it got a sword guard with a lion-dog), while "a
             // painting of a woman hunting buffalo" is one thing.
             [head, "of" | "with" | "showing" | "depicting", rest @ ..]
                 if head.len() > 3 && head.ends_with('s') && !head.ends_with("ss") =>
             {
-                let shown = from(rest);
+                let shown = without_the(rest);
                 if (1..=2).contains(&shown.len()) {
                     std::iter::once(*head).chain(shown).collect()
                 } else {
