@@ -217,6 +217,8 @@ pub struct Cluster {
     reloaded: Mutex<HashMap<String, String>>,
     /// How many ingest notices this node has handled (tests and logs wait on it).
     reloads: tokio::sync::watch::Sender<u64>,
+    /// Why the link is not up yet, when setting it up failed (shown by `/readyz`).
+    problem: Mutex<Option<String>>,
 }
 
 impl Cluster {
@@ -249,6 +251,7 @@ impl Cluster {
             halted: CancellationToken::new(),
             reloaded: Mutex::default(),
             reloads: tokio::sync::watch::Sender::new(0),
+            problem: Mutex::default(),
         }))
     }
 
@@ -326,6 +329,7 @@ impl Cluster {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!(error = %e, "cluster: cannot connect to NATS; cross-node resume is off");
+                    me.set_problem(Some(format!("cannot connect to NATS: {e:#}")));
                     return;
                 }
             };
@@ -347,11 +351,13 @@ impl Cluster {
                 match me.setup(&client).await {
                     Ok(kv) => {
                         let _ = me.kv.set(kv);
+                        me.set_problem(None);
                         me.wake.notify_one();
                         break;
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "cluster: session bucket not ready; retrying")
+                        tracing::warn!(error = %e, "cluster: session bucket not ready; retrying");
+                        me.set_problem(Some(format!("session bucket not ready: {e:#}")));
                     }
                 }
                 tokio::select! {
@@ -393,6 +399,36 @@ impl Cluster {
     /// "ok" when connected with the bucket ready, else "degraded".
     pub fn state(&self) -> &'static str {
         if self.healthy() { "ok" } else { "degraded" }
+    }
+
+    /// Why the link is degraded, for a technician (None when it is up).
+    pub fn detail(&self) -> Option<String> {
+        if self.healthy() {
+            return None;
+        }
+        if self.halted.is_cancelled() {
+            return Some("halted: this node has left the cluster".into());
+        }
+        if let Some(p) = self
+            .problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            return Some(p);
+        }
+        Some(
+            match self.client.get().map(|c| c.connection_state()) {
+                Some(async_nats::connection::State::Connected) => "setting up the session bucket",
+                Some(_) => "not connected to NATS (reconnecting)",
+                None => "connecting to NATS",
+            }
+            .into(),
+        )
+    }
+
+    fn set_problem(&self, p: Option<String>) {
+        *self.problem.lock().unwrap_or_else(|p| p.into_inner()) = p;
     }
 
     pub fn healthy(&self) -> bool {

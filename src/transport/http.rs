@@ -74,6 +74,8 @@ pub async fn readyz(State(app): State<Arc<AppState>>) -> (StatusCode, Json<Value
         // Cross-node resume and revocations (`[cluster]`): off / ok / degraded (NATS down:
         // same-node resume still works, the server stays ready).
         "cluster": app.cluster.as_ref().map_or("off", |c| c.state()),
+        // Why the cluster is degraded (null when it is off or ok).
+        "cluster_detail": app.cluster.as_ref().and_then(|c| c.detail()),
         // Embeddings: starting / embedding (progress) / ready / down; search stays lexical
         // (and the server ready) while it is not "ready".
         "semantic": app.deps.retriever.as_ref().and_then(|r| r.semantic()).map(|s| s.status()),

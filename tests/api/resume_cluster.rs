@@ -333,6 +333,10 @@ async fn with_nats_stopped_same_node_resume_works_and_readyz_says_degraded() {
     let v = cluster_state(&n.a, "degraded").await;
     assert_eq!(v["status"], "ready", "{v}");
     assert_eq!(v["health"], "DEGRADED", "{v}");
+    assert_eq!(
+        v["cluster_detail"], "not connected to NATS (reconnecting)",
+        "a technician reads why: {v}"
+    );
     // A session on A, cut mid-reply, resumes on A.
     let (script, whole) = words("word", 40, Duration::from_millis(10));
     n.a.llm.push(script);
@@ -355,7 +359,8 @@ async fn with_nats_stopped_same_node_resume_works_and_readyz_says_degraded() {
     assert_eq!(seen.text, whole);
     // NATS back: the cluster recovers by itself.
     nats.restart().await.unwrap();
-    cluster_state(&n.a, "ok").await;
+    let v = cluster_state(&n.a, "ok").await;
+    assert_eq!(v["cluster_detail"], Value::Null, "{v}");
 }
 
 #[tokio::test]
