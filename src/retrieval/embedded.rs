@@ -1738,6 +1738,7 @@ fn collection_by_age(
         shown: 0,
         order: Some(age),
         dated: years.order.len(),
+        places: Vec::new(),
         hits,
     })
 }
@@ -1771,6 +1772,9 @@ fn titled_as_written(
         .collect();
     Ok(rows.into_iter().filter(|m| keep.contains(&m.0)).collect())
 }
+
+/// Most members of a kind whose gallery fields are read to say where it is kept.
+const PLACES_READ: usize = 20_000;
 
 /// Rows scored for the words that narrow a kind ([`browse_blocking`]); members beyond them follow
 /// unordered by those words.
@@ -1884,12 +1888,12 @@ pub fn browse_blocking(
     // Still no kind, for the oldest or the finest of something: the kind may be one the
     // catalogue names only in its English titles ("What is the oldest vase?", "the prettiest
     // bowl", 最古老的花瓶 through its sense "vase": no department or medium says vase), read
-    // from the title column alone so a description's passing "vase" does not count. Only for
-    // these questions: a plain "Do you have vases?" is answered by the search's list, which
-    // holds the word where it matters.
+    // from the title column alone so a description's passing "vase" does not count; and for
+    // where they are kept ("Where are the swords?"). Only for these questions: a plain "Do you
+    // have vases?" is answered by the search's list, which holds the word where it matters.
     let titled = if first.is_none()
         && from.is_none()
-        && (age.is_some() || kinds::asks_taste(question))
+        && (age.is_some() || kinds::asks_taste(question) || kinds::asks_where_kept(question))
         && let Some(units) = kinds::headed_by_last(&plain)
         && let Some(head) = units.last()
     {
@@ -2115,6 +2119,14 @@ pub fn browse_blocking(
             }
         }
     }
+    // Where the kind is kept, when asked: its departments, from the gallery fields of its
+    // members (at most PLACES_READ of them: a larger kind is counted on its first ones).
+    let places = if kinds::asks_where_kept(question) {
+        let pks: Vec<i64> = members.iter().take(PLACES_READ).map(|m| m.0).collect();
+        kinds::departments(&store.gallery_counts_of(&pks)?)
+    } else {
+        Vec::new()
+    };
     Ok(Some(Browse {
         total: members.len(),
         label: kinds::label(&departments, &media),
@@ -2125,6 +2137,7 @@ pub fn browse_blocking(
         shown: 0,
         order: age,
         dated: by_age.as_ref().map_or(0, Vec::len),
+        places,
         hits: listed
             .into_iter()
             .map(|e| Hit {

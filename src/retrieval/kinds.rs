@@ -629,6 +629,26 @@ const EN_FRAME: &[&str] = &[
     "ancient",
     "old",
     "antique",
+    // Where a kind is kept ("Where are the Egyptian exhibits located?", "the Japanese
+    // section", "Where can I see Islamic art?": [`asks_where_kept`]).
+    "located",
+    "displayed",
+    "shown",
+    "kept",
+    "housed",
+    "section",
+    "sections",
+    "gallery",
+    "galleries",
+    "department",
+    "departments",
+    "room",
+    "rooms",
+    "wing",
+    "hall",
+    "halls",
+    "stuff",
+    "art",
 ];
 
 /// Superlatives of taste ("What is the prettiest vase?", 哪件瓷器最好看？): no catalogue ranks
@@ -681,6 +701,174 @@ pub fn asks_taste(question: &str) -> bool {
     });
     let zh = norm.contains('哪') && TASTE_ZH.iter().any(|p| norm.contains(p));
     en || zh
+}
+
+/// English openings of a question for where a kind is kept ([`asks_where_kept`]).
+const WHERE_EN: &[&str] = &[
+    "where are",
+    "where is",
+    "where's",
+    "where can i see",
+    "where can i find",
+    "where can we see",
+    "where can we find",
+    "where do i find",
+    "where do you keep",
+    "where do you have",
+    "where do you show",
+    "where would i find",
+    "where will i find",
+    "where should i go for",
+];
+
+/// Words closing such a question that say nothing of the kind ("Where are the paintings
+/// displayed?", "… in the museum").
+const WHERE_TAIL: &[&str] = &[
+    "located",
+    "displayed",
+    "shown",
+    "kept",
+    "exhibited",
+    "housed",
+    "on",
+    "display",
+    "view",
+    "in",
+    "the",
+    "this",
+    "museum",
+    "building",
+    "here",
+    "please",
+    "today",
+];
+
+/// Nouns for a class of exhibits, not one ("the Egyptian exhibits", "the Japanese section").
+const WHERE_CLASS: &[&str] = &[
+    "exhibits",
+    "objects",
+    "artifacts",
+    "artefacts",
+    "antiquities",
+    "works",
+    "artworks",
+    "pieces",
+    "things",
+    "items",
+    "stuff",
+    "art",
+    "collection",
+    "collections",
+    "section",
+    "sections",
+    "gallery",
+    "galleries",
+    "department",
+    "departments",
+    "room",
+    "rooms",
+    "wing",
+    "hall",
+    "halls",
+];
+
+/// Chinese endings of a question for where something is (瓷器在哪里？ 埃及的展品在哪个展厅？).
+const WHERE_ZH: &[&str] = &[
+    "在哪里",
+    "在哪儿",
+    "在哪个展厅",
+    "在哪个展区",
+    "在哪个厅",
+    "在几楼",
+    "在什么地方",
+    "放在哪里",
+    "放在哪",
+    "在哪",
+];
+
+/// Most characters of a Chinese kind asked where it is kept without a class word (青铜器).
+const WHERE_KIND_CHARS: usize = 3;
+
+/// Chinese words for a class of exhibits (埃及的展品, 青铜器展区).
+const WHERE_CLASS_ZH: &[&str] = &[
+    "展品",
+    "文物",
+    "藏品",
+    "东西",
+    "作品",
+    "艺术品",
+    "展区",
+    "展厅",
+];
+
+/// Whether `question` asks where a kind of exhibit is kept, not one exhibit: "Where are the
+/// Egyptian exhibits?", "Where can I find Japanese art?", "Where are the paintings?",
+/// 埃及的展品在哪里？ Its object is a class noun ([`WHERE_CLASS`], [`WHERE_CLASS_ZH`]) or a
+/// plural of a word or few; "Where is the armor?" and 三希堂法帖在哪个展厅？ name one thing, and
+/// "Where are the scarabs from?" asks where they were made.
+pub fn asks_where_kept(question: &str) -> bool {
+    let norm = text::normalize(question);
+    let bare = norm
+        .trim()
+        .trim_end_matches(|c: char| !c.is_alphanumeric() && !text::is_cjk(c));
+    if bare.chars().any(text::is_cjk) {
+        return WHERE_ZH.iter().any(|w| {
+            bare.strip_suffix(w).is_some_and(|x| {
+                let x = x.trim_end_matches('的').trim();
+                // A short word is a kind or nothing (瓷器在哪个展厅？): the kind path says
+                // which; a longer one names one exhibit (三希堂法帖).
+                (1..=WHERE_KIND_CHARS).contains(&x.chars().count())
+                    || WHERE_CLASS_ZH
+                        .iter()
+                        .any(|c| x.len() > c.len() && x.ends_with(c))
+            })
+        });
+    }
+    let words: Vec<&str> = bare
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let Some(n) = WHERE_EN.iter().find_map(|o| {
+        let o: Vec<&str> = o.split(' ').collect();
+        words.starts_with(&o).then_some(o.len())
+    }) else {
+        return false;
+    };
+    let mut object = &words[n..];
+    while let Some((last, rest)) = object.split_last() {
+        if WHERE_TAIL.contains(last) {
+            object = rest;
+        } else {
+            break;
+        }
+    }
+    let mut one_named = false;
+    while let Some((first, rest)) = object.split_first() {
+        if matches!(
+            *first,
+            "the" | "your" | "all" | "some" | "any" | "of" | "a" | "an"
+        ) {
+            one_named |= matches!(*first, "the" | "your" | "a" | "an");
+            object = rest;
+        } else {
+            break;
+        }
+    }
+    const MADE: &[&str] = &["from", "made", "found", "come", "excavated", "discovered"];
+    let Some(last) = object.last() else {
+        return false;
+    };
+    // With "the" a plural or a class names the kind ("the swords", "the Egyptian exhibits");
+    // without it a word or two does too ("Where can I see Chinese porcelain?").
+    let kind = WHERE_CLASS.contains(last)
+        || (last.len() > 3 && last.ends_with('s') && !last.ends_with("ss"))
+        || (!one_named && object.len() <= 2);
+    // A possessive names one work ("Where can I see Monet's Water Lilies?").
+    let owned = object.iter().any(|w| w.ends_with("'s"));
+    object.len() <= text::KEYWORD_WORDS
+        && !owned
+        && !object.iter().any(|w| MADE.contains(w))
+        && kind
 }
 
 /// `question` without its superlatives of taste ([`asks_taste`]), for the kind lookup.
@@ -795,6 +983,16 @@ const ZH_FRAME: &[&str] = &[
     "哪一张",
     "幅",
     "是",
+    // Where it is kept (埃及的展品在哪里？ 青铜器在哪个展厅？).
+    "在",
+    "哪里",
+    "哪儿",
+    "展厅",
+    "展区",
+    "几楼",
+    "楼",
+    "地方",
+    "放",
 ];
 
 /// The content words of a browse question (already known to be one), each with the tokens
@@ -1091,6 +1289,35 @@ pub fn label(departments: &[&str], media: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_where_question_about_a_kind_is_told_from_one_about_an_exhibit() {
+        for q in [
+            "Where are the Egyptian exhibits?",
+            "Where can I see Egyptian art?",
+            "Where are the paintings displayed?",
+            "Where is the Japanese section?",
+            "Where can I see Chinese porcelain?",
+            "Where are the swords located in the museum?",
+            "埃及的展品在哪里？",
+            "瓷器在哪个展厅？",
+        ] {
+            assert!(asks_where_kept(q), "{q}");
+        }
+        for q in [
+            "Where is the armor?",
+            "Where is the Rubens Vase?",
+            "Where can I see the badger box?",
+            "Where are the scarabs from?",
+            "Where was the sword made?",
+            "Where can I see Monet's Water Lilies?",
+            "三希堂法帖在哪个展厅？",
+            "翠玉白菜在哪个展厅可以看到？",
+            "Do you have Egyptian exhibits?",
+        ] {
+            assert!(!asks_where_kept(q), "{q}");
+        }
+    }
+
     use super::*;
 
     #[test]

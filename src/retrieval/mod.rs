@@ -206,6 +206,11 @@ pub struct Browse {
     /// [`Self::order`] is set.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub dated: usize,
+    /// Where the kind is kept, when the visitor asked ("Where are the Egyptian exhibits?",
+    /// [`kinds::asks_where_kept`]): its departments with their numbers of its exhibits,
+    /// largest first ([`kinds::departments`]); empty otherwise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub places: Vec<(String, usize)>,
     /// A few of its exhibits (the most fully described first, or by [`Self::order`]), score 1.
     pub hits: Vec<Hit>,
 }

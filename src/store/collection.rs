@@ -745,6 +745,24 @@ impl CollectionStore {
         })
     }
 
+    /// The `gallery` fields of the rows `pks` with their numbers of exhibits (where a kind is
+    /// kept: "Where are the Egyptian exhibits?").
+    pub fn gallery_counts_of(&self, pks: &[i64]) -> Result<Vec<(String, i64)>, StoreError> {
+        self.with_read(|c| {
+            let mut st = c.prepare_cached("SELECT gallery FROM exhibits WHERE pk = ?1")?;
+            let mut by: HashMap<String, i64> = HashMap::new();
+            for &pk in pks {
+                if let Some(g) = st
+                    .query_row(params![pk], |r| r.get::<_, String>(0))
+                    .optional()?
+                {
+                    *by.entry(g).or_default() += 1;
+                }
+            }
+            Ok(by.into_iter().collect())
+        })
+    }
+
     /// Every exhibit's pk with its `date` and `period` fields (one scan of the table: the caller
     /// keeps what it derives per [`Self::collection_generation`], as `retrieval::dating` does).
     pub fn dates(&self) -> Result<Vec<(i64, String, String)>, StoreError> {

@@ -183,6 +183,7 @@ pub fn may_name_a_kind(question: &str) -> bool {
         || is_kind_topic(question)
         || crate::retrieval::dating::asks_age(question).is_some()
         || crate::retrieval::kinds::asks_taste(question)
+        || crate::retrieval::kinds::asks_where_kept(question)
 }
 
 /// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
@@ -602,8 +603,12 @@ fn list_answer(
                 None => "馆藏中与此相关的展品有：".to_string(),
             },
         };
+        let kept = kind
+            .filter(|_| !more)
+            .map(|b| kept_in(b, true))
+            .unwrap_or_default();
         let out = format!(
-            "{head}{}。想了解哪一件，可以继续问我，比如：第一件是什么年代的？",
+            "{head}{}。{kept}想了解哪一件，可以继续问我，比如：第一件是什么年代的？",
             items.join("、")
         );
         return match script {
@@ -672,7 +677,56 @@ fn list_answer(
             None => "Our collection holds these: ".to_string(),
         },
     };
-    format!("{head}{list}. Ask me about any of them, for example: When was the first one made?")
+    let kept = kind
+        .filter(|_| !more)
+        .map(|b| kept_in(b, false))
+        .unwrap_or_default();
+    format!(
+        "{head}{list}. {kept}Ask me about any of them, for example: When was the first one made?"
+    )
+}
+
+/// Departments named in an answer to where a kind is kept; the others are counted together.
+const PLACES_NAMED: usize = 3;
+
+/// Where a kind is kept, as its records' departments say ([`crate::retrieval::Browse::places`]),
+/// a sentence ending in a space (or nothing when no record names one, or the kind is the one
+/// department it is kept in): "Our records file them
+/// under Ceramics (52), Metal (40) and Sculpture (30), and 34 more under 4 other departments."
+fn kept_in(b: &crate::retrieval::Browse, chinese: bool) -> String {
+    let places = b.places.as_slice();
+    // "140 exhibits in Arms & Armor" said where already.
+    if places.is_empty() || matches!(places, [(only, _)] if *only == b.label) {
+        return String::new();
+    }
+    let (named, others) = places.split_at(places.len().min(PLACES_NAMED));
+    let rest: usize = others.iter().map(|(_, n)| n).sum();
+    if chinese {
+        let name = |d: &str| crate::retrieval::kinds::department_in_chinese(d).unwrap_or(d.into());
+        if let [(only, _)] = places {
+            return format!("按馆藏记录，它们都在「{}」部门。", name(only));
+        }
+        let items: Vec<String> = named
+            .iter()
+            .map(|(d, n)| format!("「{}」（{n}件）", name(d)))
+            .collect();
+        let others = if others.is_empty() {
+            String::new()
+        } else {
+            format!("，另有{rest}件分属其他{}个部门", others.len())
+        };
+        return format!("按馆藏记录，它们分属{}{others}。", items.join("、"));
+    }
+    if let [(only, _)] = places {
+        return format!("Our records file them all under {only}. ");
+    }
+    let items: Vec<String> = named.iter().map(|(d, n)| format!("{d} ({n})")).collect();
+    let others = match others.len() {
+        0 => String::new(),
+        1 => format!(", and {rest} more under {}", others[0].0),
+        k => format!(", and {rest} more under {k} other departments"),
+    };
+    format!("Our records file them under {}{others}. ", and_list(&items))
 }
 
 /// The first part of a field ("Sèvres Porcelain Manufactory (French, active …) [Maker]; …"
@@ -858,9 +912,15 @@ fn and_list(items: &[String]) -> String {
 fn origin_words(b: &crate::retrieval::Browse, question: &str, and: &str) -> String {
     let lower = question.to_lowercase();
     let written = |w: &String| {
-        let w = as_written(question, w);
-        // "Anything from the Renaissance?": "from the Renaissance", as asked.
-        if lower.contains(&format!("the {}", w.to_lowercase())) {
+        // Places and peoples are capitalised in English, also when the question does not
+        // hold the word ("Any more?" after "Where are the Egyptian exhibits?").
+        let w = match as_written(question, w) {
+            same if same == *w && w.is_ascii() => capitalized(w),
+            as_asked => as_asked,
+        };
+        // "Anything from the Renaissance?": "from the Renaissance", as asked; not an adjective
+        // ("Where are the Egyptian exhibits?": "156 Egyptian exhibits").
+        if lower.contains(&format!("the {}", w.to_lowercase())) && !english_adjective(&w) {
             format!("the {w}")
         } else {
             w
@@ -872,6 +932,19 @@ fn origin_words(b: &crate::retrieval::Browse, question: &str, and: &str) -> Stri
         b.kinds.iter().map(written).collect()
     };
     words.join(and)
+}
+
+/// Each word of `w` with a capital first letter ("egyptian" → "Egyptian").
+fn capitalized(w: &str) -> String {
+    w.split(' ')
+        .map(|p| {
+            let mut c = p.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect())
+                .unwrap_or_default()
+        })
+        .collect::<Vec<String>>()
+        .join(" ")
 }
 
 /// Whether English words of an origin read as an adjective ("Egyptian", "Japanese", "French":
@@ -1143,6 +1216,7 @@ mod tests {
             shown: 0,
             order: None,
             dated: 0,
+            places: Vec::new(),
             hits: vec![
                 hit("Sallet", "", "ca. 1480", "A helmet."),
                 hit(
@@ -1203,6 +1277,7 @@ mod tests {
             shown: 0,
             order: Some(age),
             dated,
+            places: Vec::new(),
             hits: vec![
                 hit("Armlet", "", "ca. 6000-3000 BC", "An armlet."),
                 hit("Figurine", "", "5000-4000 BC", "A figurine."),
