@@ -24,6 +24,36 @@ pub fn system_message(persona: &str, retrieved: Option<&[Hit]>) -> String {
 /// For a browse question about a kind of object, to append to the system message: how many
 /// exhibits of the kind the collection holds (the exhibits above are a few of them).
 pub fn browse_total(b: &crate::retrieval::Browse) -> String {
+    if let Some((first, n)) = b.makers.first() {
+        let makers: Vec<String> = b.makers.iter().map(|(m, k)| format!("{m} ({k})")).collect();
+        let listed = if b.shown > 0 {
+            "more of their works, ones you have not listed yet (none: say there are no more to \
+             list)"
+        } else {
+            "a few of their works"
+        };
+        return format!(
+            "\n\nThe visitor asks which maker has the most works in the collection. Counted from \
+             the records' maker fields, the makers with the most are {}; {first} has {n}. The \
+             exhibits above are {listed}. Say who has the most and how many, name the next \
+             ones, list these briefly and invite the visitor to ask about one.\n",
+            makers.join(", ")
+        );
+    }
+    let total = browse_total_of_kind(b);
+    if b.places.is_empty() || b.shown > 0 {
+        return total;
+    }
+    let places: Vec<String> = b.places.iter().map(|(d, k)| format!("{d} ({k})")).collect();
+    format!(
+        "{total}The visitor asked where they are: the records file them under these \
+         departments: {}. Say so.\n",
+        places.join(", ")
+    )
+}
+
+/// [`browse_total`] for a kind, its origin or its age order.
+fn browse_total_of_kind(b: &crate::retrieval::Browse) -> String {
     if let Some(age) = b.order {
         let what = if b.words.is_empty() {
             "the collection".to_string()
@@ -143,6 +173,40 @@ pub fn visitor_fact(fact: &crate::retrieval::facts::Fact) -> String {
 mod tests {
     use super::*;
     use crate::retrieval::Exhibit;
+
+    #[test]
+    fn the_model_hears_who_has_most_works_and_where_a_kind_is_kept() {
+        let makers = crate::retrieval::Browse {
+            total: 76,
+            makers: vec![
+                ("Alfred Jacob Miller".into(), 76),
+                ("David d'Angers".into(), 12),
+            ],
+            ..Default::default()
+        };
+        let s = browse_total(&makers);
+        assert!(
+            s.contains(
+                "the makers with the most are Alfred Jacob Miller (76), David d'Angers (12)"
+            ),
+            "{s}"
+        );
+        let kept = crate::retrieval::Browse {
+            total: 156,
+            words: vec!["egyptian".into()],
+            origin: true,
+            places: vec![("Ceramics".into(), 31), ("Metal".into(), 20)],
+            ..Default::default()
+        };
+        let s = browse_total(&kept);
+        assert!(
+            s.contains("156 exhibits whose records give their origin as egyptian"),
+            "{s}"
+        );
+        assert!(s.contains("departments: Ceramics (31), Metal (20)"), "{s}");
+        let more = crate::retrieval::Browse { shown: 4, ..kept };
+        assert!(!browse_total(&more).contains("departments"));
+    }
 
     #[test]
     fn hits_carry_ids_and_passages() {

@@ -1739,8 +1739,73 @@ fn collection_by_age(
         order: Some(age),
         dated: years.order.len(),
         places: Vec::new(),
+        makers: Vec::new(),
         hits,
     })
+}
+
+/// Makers named in an answer for the makers with the most works.
+const MAKERS_NAMED: usize = 3;
+
+/// The makers with the most works in the collection ([`kinds::asks_most_works`]) and a few of
+/// the first one's works, the most fully described first; None when no record names a maker.
+/// One scan of the maker column per question (these questions are rare).
+fn most_works(store: &CollectionStore, k: usize) -> Result<Option<Browse>, StoreError> {
+    let mut by: HashMap<&str, Vec<i64>> = HashMap::new();
+    let makers = store.makers()?;
+    for (pk, maker) in &makers {
+        if let Some(name) = super::kinds::maker_name(maker) {
+            by.entry(name).or_default().push(*pk);
+        }
+    }
+    let mut ranked: Vec<(&str, Vec<i64>)> = by.into_iter().collect();
+    ranked.sort_by(|a, b| b.1.len().cmp(&a.1.len()).then(a.0.cmp(b.0)));
+    let Some((_, first)) = ranked.first() else {
+        return Ok(None);
+    };
+    let mut rows: Vec<Exhibit> = store
+        .exhibits_by_pk(&first[..first.len().min(k * BROWSE_READ_PER_LISTED)])?
+        .into_iter()
+        .map(|(_, r)| Exhibit::from(r))
+        .collect();
+    rows.sort_by_key(|e| std::cmp::Reverse(e.description.len()));
+    let mut hits: Vec<Hit> = Vec::with_capacity(k);
+    for e in rows {
+        if hits.len() == k {
+            break;
+        }
+        if !hits
+            .iter()
+            .any(|h| h.exhibit.title.trim() == e.title.trim())
+        {
+            hits.push(Hit {
+                passages: text::sentences(&e.description)
+                    .into_iter()
+                    .take(1)
+                    .collect(),
+                exhibit: e,
+                score: 1.0,
+            });
+        }
+    }
+    Ok(Some(Browse {
+        total: first.len(),
+        label: String::new(),
+        words: Vec::new(),
+        qualifiers: Vec::new(),
+        kinds: Vec::new(),
+        origin: false,
+        shown: 0,
+        order: None,
+        dated: 0,
+        places: Vec::new(),
+        makers: ranked
+            .iter()
+            .take(MAKERS_NAMED)
+            .map(|(m, pks)| (m.to_string(), pks.len()))
+            .collect(),
+        hits,
+    }))
 }
 
 /// Most rows of a title-named kind whose titles are read ([`titled_as_written`]); beyond it
@@ -1801,6 +1866,9 @@ pub fn browse_blocking(
     use super::kinds;
     if k == 0 {
         return Ok(None);
+    }
+    if kinds::asks_most_works(question) {
+        return most_works(store, k);
     }
     let dict = super::dictionary::dictionary();
     let age = dating::asks_age(question);
@@ -2138,6 +2206,7 @@ pub fn browse_blocking(
         order: age,
         dated: by_age.as_ref().map_or(0, Vec::len),
         places,
+        makers: Vec::new(),
         hits: listed
             .into_iter()
             .map(|e| Hit {

@@ -703,6 +703,86 @@ pub fn asks_taste(question: &str) -> bool {
     en || zh
 }
 
+/// English phrases of a question for the maker with the most works ([`asks_most_works`]).
+const MOST_WORKS_EN: &[&str] = &[
+    "most works",
+    "most paintings",
+    "most pieces",
+    "most objects",
+    "most exhibits",
+    "most items",
+    "most artworks",
+    "most drawings",
+    "most prints",
+    "most represented",
+    "most prolific",
+    "painted the most",
+    "made the most",
+    "created the most",
+    "produced the most",
+    "drew the most",
+    "wrote the most",
+];
+
+/// Whether `question` asks which maker has the most works in the collection ("Who painted the
+/// most works here?", "Which artist has the most paintings?", 谁的作品最多？
+/// 哪位艺术家的作品最多？): a count over the makers no one record answers.
+pub fn asks_most_works(question: &str) -> bool {
+    let norm = text::normalize(question);
+    if norm.chars().any(text::is_cjk) {
+        return norm.contains("最多")
+            && ["作品", "画", "展品", "藏品", "东西"]
+                .iter()
+                .any(|w| norm.contains(w))
+            && ["谁", "哪位", "哪个", "哪一位", "哪些", "哪个人"]
+                .iter()
+                .any(|w| norm.contains(w));
+    }
+    let words: Vec<&str> = norm
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let asks_who = matches!(
+        words.first(),
+        Some(&"who" | &"whose" | &"which" | &"what" | &"what's" | &"whats")
+    );
+    let phrase = |p: &str| {
+        let p: Vec<&str> = p.split(' ').collect();
+        words.windows(p.len()).any(|w| w == p.as_slice())
+    };
+    asks_who && MOST_WORKS_EN.iter().any(|p| phrase(p))
+}
+
+/// The name a `maker` field gives, without its dates, role or note ("Alfred Jacob Miller
+/// (American, 1810-1874) [Painter]" → "Alfred Jacob Miller"); None for no maker or a culture
+/// ("Venetian ()"), which names no one.
+pub fn maker_name(maker: &str) -> Option<&str> {
+    let head = maker
+        .split(['(', '[', ';', '（', '；'])
+        .next()
+        .unwrap_or("")
+        .trim()
+        .trim_end_matches(',')
+        .trim();
+    let lower = head.to_lowercase();
+    // A person's dates or nationality follow in brackets ("Titian (Italian, …)"); a culture's
+    // brackets are empty or absent ("Venetian ()").
+    let described = maker
+        .split_once('(')
+        .is_some_and(|(_, rest)| !rest.trim_start().starts_with(')'));
+    let culture = !described
+        && !head.contains(' ')
+        && head.is_ascii()
+        && ["ian", "ean", "ese", "ish", "ic", "an"]
+            .iter()
+            .any(|e| lower.ends_with(e));
+    let nobody = matches!(
+        lower.as_str(),
+        "" | "unknown" | "anonymous" | "unidentified" | "佚名"
+    );
+    (!culture && !nobody).then_some(head)
+}
+
 /// English openings of a question for where a kind is kept ([`asks_where_kept`]).
 const WHERE_EN: &[&str] = &[
     "where are",
@@ -1289,6 +1369,47 @@ pub fn label(departments: &[&str], media: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_question_for_the_maker_with_most_works_is_told_from_others() {
+        for q in [
+            "Who painted the most works here?",
+            "Which artist has the most works in the collection?",
+            "Which artist is the most represented?",
+            "Who made the most?",
+            "谁的作品最多？",
+            "哪位艺术家的作品最多？",
+        ] {
+            assert!(asks_most_works(q), "{q}");
+        }
+        for q in [
+            "Which painting has the most colors?",
+            "Who is the most famous artist?",
+            "What is the most beautiful vase?",
+            "Who painted the Water Lilies?",
+            "哪件作品最漂亮？",
+        ] {
+            assert!(!asks_most_works(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn a_maker_field_names_its_maker_without_dates_or_role() {
+        assert_eq!(
+            maker_name("Alfred Jacob Miller (American, 1810-1874) [Painter]"),
+            Some("Alfred Jacob Miller")
+        );
+        assert_eq!(maker_name("連雅堂"), Some("連雅堂"));
+        assert_eq!(maker_name("Venetian ()"), None, "a culture names no one");
+        assert_eq!(maker_name("Venetian () [Painter]"), None);
+        assert_eq!(maker_name("Unknown"), None);
+        assert_eq!(maker_name(""), None);
+        assert_eq!(maker_name("Sesson"), Some("Sesson"));
+        assert_eq!(
+            maker_name("Titian (Italian, ca. 1488-1576)"),
+            Some("Titian")
+        );
+    }
+
     #[test]
     fn a_where_question_about_a_kind_is_told_from_one_about_an_exhibit() {
         for q in [

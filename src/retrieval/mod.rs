@@ -171,7 +171,7 @@ pub struct Hit {
 
 /// The answer to a browse question about a kind of object ("Do you have any ceramics?"):
 /// how many exhibits of that kind the collection holds, and a few of them ([`kinds`]).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Browse {
     /// Exhibits of the kind in the whole collection.
     pub total: usize,
@@ -211,6 +211,11 @@ pub struct Browse {
     /// largest first ([`kinds::departments`]); empty otherwise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub places: Vec<(String, usize)>,
+    /// The makers with the most works, when the visitor asked for them ("Who painted the most
+    /// works here?", [`kinds::asks_most_works`]): each maker's name and number of works, most
+    /// first; [`Self::hits`] are then the first one's works and [`Self::total`] their number.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub makers: Vec<(String, usize)>,
     /// A few of its exhibits (the most fully described first, or by [`Self::order`]), score 1.
     pub hits: Vec<Hit>,
 }

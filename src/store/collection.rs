@@ -745,6 +745,16 @@ impl CollectionStore {
         })
     }
 
+    /// Every exhibit's pk with its `maker` field, for those that have one (one scan of the
+    /// table: "Who painted the most works here?").
+    pub fn makers(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        self.with_read(|c| {
+            let mut st = c.prepare_cached("SELECT pk, maker FROM exhibits WHERE maker <> ''")?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
     /// The `gallery` fields of the rows `pks` with their numbers of exhibits (where a kind is
     /// kept: "Where are the Egyptian exhibits?").
     pub fn gallery_counts_of(&self, pks: &[i64]) -> Result<Vec<(String, i64)>, StoreError> {

@@ -184,6 +184,7 @@ pub fn may_name_a_kind(question: &str) -> bool {
         || crate::retrieval::dating::asks_age(question).is_some()
         || crate::retrieval::kinds::asks_taste(question)
         || crate::retrieval::kinds::asks_where_kept(question)
+        || crate::retrieval::kinds::asks_most_works(question)
 }
 
 /// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
@@ -462,6 +463,9 @@ pub fn not_listed(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
 /// then a few of them as [`browse_answer`] lists them.
 pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String {
     let listed: Vec<&Exhibit> = browse.hits.iter().map(|h| &h.exhibit).collect();
+    if !browse.makers.is_empty() {
+        return most_works_answer(question, &listed, browse);
+    }
     let list = list_answer(question, &listed, Some(browse), browse.shown > 0, None);
     // "What is the prettiest vase?": the catalogue ranks no beauty; the kind is listed.
     if browse.shown == 0 && browse.order.is_none() && crate::retrieval::kinds::asks_taste(question)
@@ -683,6 +687,75 @@ fn list_answer(
         .unwrap_or_default();
     format!(
         "{head}{list}. {kept}Ask me about any of them, for example: When was the first one made?"
+    )
+}
+
+/// The answer for the makers with the most works ([`crate::retrieval::Browse::makers`]): the
+/// first with their count, the next ones, and a few of the first one's works; for more of the
+/// list, more of those works.
+fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::Browse) -> String {
+    let Some(((first, n), rest)) = b.makers.split_first() else {
+        return String::new();
+    };
+    if b.shown > 0 && listed.is_empty() {
+        return list_answer(question, listed, None, true, None);
+    }
+    let when = |e: &Exhibit| when_made(e).map(|d| format!(" ({d})")).unwrap_or_default();
+    if is_chinese(question) {
+        let script = visitor_script(question);
+        let q = |s: &str| text::in_script(s, script);
+        let items: Vec<String> = listed
+            .iter()
+            .map(|e| {
+                let d = when_made(e)
+                    .map(|d| format!("（{}）", q(&d)))
+                    .unwrap_or_default();
+                format!("《{}》{d}", q(e.title.trim()))
+            })
+            .collect();
+        let out = if b.shown > 0 {
+            format!("{}的作品还有：{}。", q(first), items.join("、"))
+        } else {
+            let next: Vec<String> = rest
+                .iter()
+                .map(|(m, k)| format!("{}（{k}件）", q(m)))
+                .collect();
+            let next = if next.is_empty() {
+                String::new()
+            } else {
+                format!("；其次是{}", next.join("和"))
+            };
+            format!(
+                "按馆藏记录，作品最多的是{}，共{n}件{next}。{}的作品例如：{}。",
+                q(first),
+                q(first),
+                items.join("、")
+            )
+        };
+        let out = format!("{out}想了解哪一件，可以继续问我，比如：第一件是什么年代的？");
+        return match script {
+            Script::Traditional => text::to_traditional(&out),
+            _ => out,
+        };
+    }
+    let items: Vec<String> = listed
+        .iter()
+        .map(|e| format!("“{}”{}", e.title.trim(), when(e)))
+        .collect();
+    let head = if b.shown > 0 {
+        format!("More by {first}: ")
+    } else {
+        let next: Vec<String> = rest.iter().map(|(m, k)| format!("{m} ({k})")).collect();
+        let next = if next.is_empty() {
+            String::new()
+        } else {
+            format!("; then {}", and_list(&next))
+        };
+        format!("By our records, {first} has the most works here, {n}{next}. Some of {first}'s: ")
+    };
+    format!(
+        "{head}{}. Ask me about any of them, for example: When was the first one made?",
+        and_list(&items)
     )
 }
 
@@ -1217,6 +1290,7 @@ mod tests {
             order: None,
             dated: 0,
             places: Vec::new(),
+            makers: Vec::new(),
             hits: vec![
                 hit("Sallet", "", "ca. 1480", "A helmet."),
                 hit(
@@ -1278,6 +1352,7 @@ mod tests {
             order: Some(age),
             dated,
             places: Vec::new(),
+            makers: Vec::new(),
             hits: vec![
                 hit("Armlet", "", "ca. 6000-3000 BC", "An armlet."),
                 hit("Figurine", "", "5000-4000 BC", "A figurine."),
