@@ -1708,39 +1708,19 @@ fn collection_by_age(
         .take(k * BROWSE_READ_BY_AGE)
         .map(|(_, pk)| *pk)
         .collect();
-    let mut hits: Vec<Hit> = Vec::with_capacity(k);
-    for (_, row) in store.exhibits_by_pk(&read)? {
-        if hits.len() == k {
-            break;
-        }
-        let e = Exhibit::from(row);
-        if !hits
-            .iter()
-            .any(|h| h.exhibit.title.trim() == e.title.trim())
-        {
-            hits.push(Hit {
-                passages: text::sentences(&e.description)
-                    .into_iter()
-                    .take(1)
-                    .collect(),
-                exhibit: e,
-                score: 1.0,
-            });
-        }
-    }
+    let hits = one_per_title(
+        store
+            .exhibits_by_pk(&read)?
+            .into_iter()
+            .map(|(_, r)| Exhibit::from(r)),
+        k,
+    );
     Ok(Browse {
         total: usize::try_from(store.exhibit_count()?).unwrap_or(0),
-        label: String::new(),
-        words: Vec::new(),
-        qualifiers: Vec::new(),
-        kinds: Vec::new(),
-        origin: false,
-        shown: 0,
         order: Some(age),
         dated: years.order.len(),
-        places: Vec::new(),
-        makers: Vec::new(),
         hits,
+        ..Browse::default()
     })
 }
 
@@ -1769,6 +1749,21 @@ fn most_works(store: &CollectionStore, k: usize) -> Result<Option<Browse>, Store
         .map(|(_, r)| Exhibit::from(r))
         .collect();
     rows.sort_by_key(|e| std::cmp::Reverse(e.description.len()));
+    Ok(Some(Browse {
+        total: first.len(),
+        makers: ranked
+            .iter()
+            .take(MAKERS_NAMED)
+            .map(|(m, pks)| (m.to_string(), pks.len()))
+            .collect(),
+        hits: one_per_title(rows, k),
+        ..Browse::default()
+    }))
+}
+
+/// At most `k` of `rows` as a list's hits (score 1, the first sentence as the passage), one
+/// per title.
+fn one_per_title(rows: impl IntoIterator<Item = Exhibit>, k: usize) -> Vec<Hit> {
     let mut hits: Vec<Hit> = Vec::with_capacity(k);
     for e in rows {
         if hits.len() == k {
@@ -1788,24 +1783,7 @@ fn most_works(store: &CollectionStore, k: usize) -> Result<Option<Browse>, Store
             });
         }
     }
-    Ok(Some(Browse {
-        total: first.len(),
-        label: String::new(),
-        words: Vec::new(),
-        qualifiers: Vec::new(),
-        kinds: Vec::new(),
-        origin: false,
-        shown: 0,
-        order: None,
-        dated: 0,
-        places: Vec::new(),
-        makers: ranked
-            .iter()
-            .take(MAKERS_NAMED)
-            .map(|(m, pks)| (m.to_string(), pks.len()))
-            .collect(),
-        hits,
-    }))
+    hits
 }
 
 /// Most rows of a title-named kind whose titles are read ([`titled_as_written`]); beyond it

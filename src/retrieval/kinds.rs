@@ -631,25 +631,19 @@ const EN_FRAME: &[&str] = &[
     "antique",
     // Where a kind is kept ("Where are the Egyptian exhibits located?", "the Japanese
     // section", "Where can I see Islamic art?": [`asks_where_kept`]).
+    // The class nouns of WHERE_CLASS are frame words too ([`is_frame_word`]).
     "located",
     "displayed",
     "shown",
     "kept",
     "housed",
-    "section",
-    "sections",
-    "gallery",
-    "galleries",
-    "department",
-    "departments",
-    "room",
-    "rooms",
-    "wing",
-    "hall",
-    "halls",
-    "stuff",
-    "art",
 ];
+
+/// Whether an English word of a question says nothing about the kind: [`EN_FRAME`] or a class
+/// noun ([`WHERE_CLASS`]: "Egyptian art", "the Japanese section").
+fn is_frame_word(w: &str) -> bool {
+    EN_FRAME.contains(&w) || WHERE_CLASS.contains(&w)
+}
 
 /// Superlatives of taste ("What is the prettiest vase?", 哪件瓷器最好看？): no catalogue ranks
 /// beauty, so such a question about a kind lists the kind ([`asks_taste`]); about the museum's
@@ -1112,7 +1106,7 @@ fn subject_run<'a>(
                 next_part(out, part);
                 return;
             }
-            if EN_FRAME.contains(&w) {
+            if is_frame_word(w) {
                 return;
             }
             if let Some(t) = text::latin_tokens(w).pop()

@@ -716,10 +716,7 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
         let out = if b.shown > 0 {
             format!("{}的作品还有：{}。", q(first), items.join("、"))
         } else {
-            let next: Vec<String> = rest
-                .iter()
-                .map(|(m, k)| format!("{}（{k}件）", q(m)))
-                .collect();
+            let next = counted(rest, |m| q(m), true);
             let next = if next.is_empty() {
                 String::new()
             } else {
@@ -745,7 +742,7 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
     let head = if b.shown > 0 {
         format!("More by {first}: ")
     } else {
-        let next: Vec<String> = rest.iter().map(|(m, k)| format!("{m} ({k})")).collect();
+        let next = counted(rest, str::to_string, false);
         let next = if next.is_empty() {
             String::new()
         } else {
@@ -757,6 +754,20 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
         "{head}{}. Ask me about any of them, for example: When was the first one made?",
         and_list(&items)
     )
+}
+
+/// Names with their counts as an answer says them: "Ceramics (31)", 「陶瓷」（31件）.
+fn counted(pairs: &[(String, usize)], name: impl Fn(&str) -> String, chinese: bool) -> Vec<String> {
+    pairs
+        .iter()
+        .map(|(m, n)| {
+            if chinese {
+                format!("{}（{n}件）", name(m))
+            } else {
+                format!("{} ({n})", name(m))
+            }
+        })
+        .collect()
 }
 
 /// Departments named in an answer to where a kind is kept; the others are counted together.
@@ -779,10 +790,7 @@ fn kept_in(b: &crate::retrieval::Browse, chinese: bool) -> String {
         if let [(only, _)] = places {
             return format!("按馆藏记录，它们都在「{}」部门。", name(only));
         }
-        let items: Vec<String> = named
-            .iter()
-            .map(|(d, n)| format!("「{}」（{n}件）", name(d)))
-            .collect();
+        let items = counted(named, |d| format!("「{}」", name(d)), true);
         let others = if others.is_empty() {
             String::new()
         } else {
@@ -793,7 +801,7 @@ fn kept_in(b: &crate::retrieval::Browse, chinese: bool) -> String {
     if let [(only, _)] = places {
         return format!("Our records file them all under {only}. ");
     }
-    let items: Vec<String> = named.iter().map(|(d, n)| format!("{d} ({n})")).collect();
+    let items = counted(named, str::to_string, false);
     let others = match others.len() {
         0 => String::new(),
         1 => format!(", and {rest} more under {}", others[0].0),
