@@ -1850,6 +1850,7 @@ pub fn browse_blocking(
     }
     let dict = super::dictionary::dictionary();
     let age = dating::asks_age(question);
+    let where_kept = kinds::asks_where_kept(question);
     let asked = match age {
         Some(_) => dating::without_age_words(question),
         None if kinds::asks_taste(question) => kinds::without_taste_words(question),
@@ -1939,7 +1940,7 @@ pub fn browse_blocking(
     // have vases?" is answered by the search's list, which holds the word where it matters.
     let titled = if first.is_none()
         && from.is_none()
-        && (age.is_some() || kinds::asks_taste(question) || kinds::asks_where_kept(question))
+        && (age.is_some() || kinds::asks_taste(question) || where_kept)
         && let Some(units) = kinds::headed_by_last(&plain)
         && let Some(head) = units.last()
     {
@@ -2167,7 +2168,7 @@ pub fn browse_blocking(
     }
     // Where the kind is kept, when asked: its departments, from the gallery fields of its
     // members (at most PLACES_READ of them: a larger kind is counted on its first ones).
-    let places = if kinds::asks_where_kept(question) {
+    let places = if where_kept {
         let pks: Vec<i64> = members.iter().take(PLACES_READ).map(|m| m.0).collect();
         kinds::departments(&store.gallery_counts_of(&pks)?)
     } else {

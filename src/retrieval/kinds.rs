@@ -677,22 +677,29 @@ const TASTE_ZH: &[&str] = &[
     "最好",
 ];
 
+/// The words of a normalised question (letters, digits and apostrophes).
+fn words_of(norm: &str) -> Vec<&str> {
+    norm.split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Whether `words` hold the words of `phrase` in a row.
+fn holds_phrase(words: &[&str], phrase: &str) -> bool {
+    let p: Vec<&str> = phrase.split(' ').collect();
+    words.windows(p.len()).any(|w| w == p.as_slice())
+}
+
 /// Whether `question` asks which exhibit of a kind is the most beautiful or the best: a
 /// superlative of taste ([`TASTE_EN`], [`TASTE_ZH`]) in a question for one of them ("What …",
 /// "Which …", 哪件/哪幅…). "Is this the best one?" and 最好几点来？ are not.
 pub fn asks_taste(question: &str) -> bool {
     let norm = text::normalize(question);
-    let words: Vec<&str> = norm
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words = words_of(&norm);
     let en = matches!(
         words.first(),
         Some(&"what" | &"which" | &"what's" | &"whats")
-    ) && TASTE_EN.iter().any(|p| {
-        let p: Vec<&str> = p.split(' ').collect();
-        words.windows(p.len()).any(|w| w == p.as_slice())
-    });
+    ) && TASTE_EN.iter().any(|p| holds_phrase(&words, p));
     let zh = norm.contains('哪') && TASTE_ZH.iter().any(|p| norm.contains(p));
     en || zh
 }
@@ -732,19 +739,12 @@ pub fn asks_most_works(question: &str) -> bool {
                 .iter()
                 .any(|w| norm.contains(w));
     }
-    let words: Vec<&str> = norm
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words = words_of(&norm);
     let asks_who = matches!(
         words.first(),
         Some(&"who" | &"whose" | &"which" | &"what" | &"what's" | &"whats")
     );
-    let phrase = |p: &str| {
-        let p: Vec<&str> = p.split(' ').collect();
-        words.windows(p.len()).any(|w| w == p.as_slice())
-    };
-    asks_who && MOST_WORKS_EN.iter().any(|p| phrase(p))
+    asks_who && MOST_WORKS_EN.iter().any(|p| holds_phrase(&words, p))
 }
 
 /// The name a `maker` field gives, without its dates, role or note ("Alfred Jacob Miller
@@ -898,10 +898,7 @@ pub fn asks_where_kept(question: &str) -> bool {
             })
         });
     }
-    let words: Vec<&str> = bare
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words = words_of(bare);
     let Some(n) = WHERE_EN.iter().find_map(|o| {
         let o: Vec<&str> = o.split(' ').collect();
         words.starts_with(&o).then_some(o.len())
