@@ -134,6 +134,23 @@ const EN: &[(&str, SmallTalk)] = &[
     ("best things", SmallTalk::Overview),
     ("best work", SmallTalk::Overview),
     ("best works", SmallTalk::Overview),
+    // What there is ("What can I see here?" got a reaction's reply, "What's in this museum?"
+    // was asked which exhibit, "Tell me about this place" got a painting of Mount Vernon Place).
+    ("what can i see", SmallTalk::Overview),
+    ("what can we see", SmallTalk::Overview),
+    ("what is there to see", SmallTalk::Overview),
+    ("what's there to see", SmallTalk::Overview),
+    ("what is here", SmallTalk::Overview),
+    ("what's here", SmallTalk::Overview),
+    ("what is in", SmallTalk::Overview),
+    ("what's in", SmallTalk::Overview),
+    ("what is this museum", SmallTalk::Overview),
+    ("what is this place", SmallTalk::Overview),
+    ("what's this place", SmallTalk::Overview),
+    ("tell me about the museum", SmallTalk::Overview),
+    ("tell me about this museum", SmallTalk::Overview),
+    ("tell me about this place", SmallTalk::Overview),
+    ("tell me about your museum", SmallTalk::Overview),
     ("what should i look at", SmallTalk::Overview),
     ("what should we look at", SmallTalk::Overview),
     ("show me something", SmallTalk::Overview),
@@ -267,6 +284,9 @@ const EN_FILLERS: &[&str] = &[
     "artworks",
     "item",
     "items",
+    "art",
+    "arts",
+    "about",
 ];
 
 /// Chinese phrases (Simplified; the utterance is folded to Simplified first).
@@ -357,6 +377,16 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("有哪些文物", SmallTalk::Overview),
     ("有什么作品", SmallTalk::Overview),
     ("有哪些作品", SmallTalk::Overview),
+    // What there is (这里有什么？, 介绍一下这个博物馆), once the rest is fillers.
+    ("介绍一下这个博物馆", SmallTalk::Overview),
+    ("介绍一下博物馆", SmallTalk::Overview),
+    ("介绍一下本馆", SmallTalk::Overview),
+    ("什么博物馆", SmallTalk::Overview),
+    ("博物馆有什么", SmallTalk::Overview),
+    ("能看到什么", SmallTalk::Overview),
+    ("可以看到什么", SmallTalk::Overview),
+    ("可以看的", SmallTalk::Overview),
+    ("有什么", SmallTalk::Overview),
 ];
 
 /// Characters that may stand beside the Chinese phrases (particles, "you", "very", "ok").

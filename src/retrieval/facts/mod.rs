@@ -30,7 +30,8 @@ use words::{
 pub struct Fact {
     /// A built-in topic (`toilets`, `hours`, `tickets`, `cafe`, `cloakroom`, `wifi`,
     /// `accessibility`, `lost_found`, `photography`, `shop`, `parking`, `pets`, `map`,
-    /// `visit_length`, `rules`, `audio_guide`, `tours`, `highlights`) or the museum's own (matched by `triggers` only).
+    /// `visit_length`, `rules`, `audio_guide`, `tours`, `exhibitions`, `highlights`) or the
+    /// museum's own (matched by `triggers` only).
     pub topic: String,
     pub en: String,
     pub zh: String,

@@ -457,6 +457,34 @@ pub(super) const TOPICS: &[(&str, &[&str])] = &[
             "有讲解吗",
         ],
     ),
+    (
+        // What exhibitions are on ("What exhibitions are on?" was answered with a Chinese
+        // catalogue of a 1935 London exhibition, "Is there a special exhibition?" refused).
+        // Plural or qualified only: "Which exhibition was it shown in?" asks about an exhibit.
+        "exhibitions",
+        &[
+            "exhibitions",
+            "special exhibition",
+            "temporary exhibition",
+            "current exhibition",
+            "new exhibition",
+            "special exhibit",
+            "temporary exhibit",
+            "what's on at the museum",
+            "what is on at the museum",
+            "what's on now",
+            "what's on today",
+            "what's on this",
+            "什么展览",
+            "哪些展览",
+            "有展览",
+            "特展",
+            "临时展览",
+            "特别展览",
+            "最近的展览",
+            "新展览",
+        ],
+    ),
 ];
 
 /// Phrases of a highlights question ([`super::HIGHLIGHTS`]). Unlike the other topics' keywords they
@@ -475,6 +503,15 @@ pub(super) const HIGHLIGHT_CUES: &[&str] = &[
     "what should i see",
     "what should we see",
     "what to see",
+    "where should i go first",
+    "where should we go first",
+    "where to go first",
+    "which gallery should",
+    "which galleries should",
+    "应该看什么",
+    "该看什么",
+    "先看什么",
+    "看什么好",
     "worth seeing",
     "best pieces",
     "best things",
