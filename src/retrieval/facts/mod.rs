@@ -30,8 +30,8 @@ use words::{
 pub struct Fact {
     /// A built-in topic (`toilets`, `hours`, `tickets`, `cafe`, `cloakroom`, `wifi`,
     /// `accessibility`, `lost_found`, `photography`, `shop`, `parking`, `pets`, `map`,
-    /// `visit_length`, `rules`, `audio_guide`, `tours`, `exhibitions`, `highlights`) or the
-    /// museum's own (matched by `triggers` only).
+    /// `visit_length`, `rules`, `audio_guide`, `tours`, `exhibitions`, `directions`,
+    /// `amenities`, `highlights`) or the museum's own (matched by `triggers` only).
     pub topic: String,
     pub en: String,
     pub zh: String,
@@ -383,6 +383,40 @@ mod tests {
         )
         .unwrap();
         parse(&text).unwrap()
+    }
+
+    /// No question about the collection (the dev, training, held-out and keyword sets, each
+    /// answerable by records or asking for a work not held) reads as a visitor-service one:
+    /// a topic's words must not take an exhibit question away from the search.
+    #[test]
+    fn no_collection_question_is_a_visitor_service_question() {
+        #[derive(serde::Deserialize)]
+        struct Q {
+            query: String,
+        }
+        let facts = example();
+        let mut taken = Vec::new();
+        for file in [
+            "dev_queries",
+            "dev_queries_v2",
+            "train_queries",
+            "heldout_queries",
+            "train_keywords",
+        ] {
+            let qs: Vec<Q> =
+                crate::util::fixture_cases(&format!("fixtures/collection/{file}.jsonl"));
+            assert!(qs.len() >= 40, "{file}");
+            for q in qs {
+                if let Some(s) = classify(&q.query, &facts) {
+                    let topic = match s {
+                        Service::Fact(f) => f.topic.as_str(),
+                        Service::NoEntry(t) => t,
+                    };
+                    taken.push(format!("{file}: {:?} → {topic}", q.query));
+                }
+            }
+        }
+        assert!(taken.is_empty(), "{}", taken.join("\n"));
     }
 
     #[test]
