@@ -1061,10 +1061,17 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
     // Until the question's first content word, words that only ask to be shown something
     // ("Show me", "I want to see", 我想看, 带我去) are frames, not content.
     let mut leading = true;
+    // The previous English word ("how" makes "old" a frame).
+    let mut prev: Option<&str> = None;
     for run in runs(&norm) {
         match run {
             Run::Word(w) => {
+                let after_how = prev == Some("how");
+                prev = Some(w);
                 if leading && EN_REQUEST.contains(&w) {
+                    continue;
+                }
+                if after_how && HOW_MEASURE.contains(&w) {
                     continue;
                 }
                 let t = word_token(w);
@@ -1158,6 +1165,14 @@ fn exhibit_tail_head(word: &str) -> Option<&str> {
 /// Walters 44.375". Later in a question they are content ("a picture that shows a ruler").
 const EN_REQUEST: &[&str] = &[
     "see", "show", "find", "look", "looking", "want", "wanna", "take", "bring", "id", "im",
+];
+
+/// Words of measure after "how" ("How old is the mummy?", "How tall is the statue?"): the
+/// question's frame, which asks for a field (the date, the dimensions), not words a record holds.
+/// As content words the mummy's record, which never says "old", covered half the question and
+/// was refused.
+const HOW_MEASURE: &[&str] = &[
+    "old", "big", "large", "tall", "high", "wide", "long", "heavy", "small",
 ];
 
 /// Whether a lower-case word (apostrophes kept) only asks to be shown something: one of
@@ -2408,6 +2423,8 @@ mod tests {
         for (framed, bare) in [
             ("这件青铜鼎是不是唐代的？", "青铜鼎 唐代"),
             ("有没有青铜鼎？", "青铜鼎"),
+            ("How old is the mummy?", "mummy"),
+            ("How tall is the old statue?", "old statue"),
             ("有沒有青銅鼎？", "青铜鼎"),
             ("青铜鼎是哪一年铸造的？", "青铜鼎 铸造"),
             ("峄山刻石一共有几个字？", "峄山刻石 字"),

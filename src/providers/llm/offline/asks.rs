@@ -14,6 +14,10 @@ pub enum Asks {
     When,
     /// What it is made of (medium).
     Material,
+    /// How big it is (dimensions): "How tall is the statue?", 这件瓶子有多高？. Only the object
+    /// itself ("is", "are", 这件): "How tall was Chimney Rock when Miller saw it?" asks about
+    /// what a picture shows, and its record's description answers it.
+    Size,
     /// Where it comes from: made, found or excavated (the place of origin in the period
     /// field, else a description sentence that says so). Not where it is shown: "东汉沈君阙拓本
     /// 是在哪里出土的？" was answered with the museum's department.
@@ -29,6 +33,37 @@ pub enum Asks {
 /// Cues of each kind of question, on normalised text (lower case, Simplified). Checked in
 /// this order: the first kind with a cue wins.
 const ASKS: &[(Asks, &[&str])] = &[
+    (
+        Asks::Size,
+        &[
+            "how big is",
+            "how big are",
+            "how large is",
+            "how large are",
+            "how tall is",
+            "how tall are",
+            "how high is",
+            "how wide is",
+            "how long is",
+            "how heavy is",
+            "how small is",
+            "how much does it weigh",
+            "what size is",
+            "what size are",
+            "what are its dimensions",
+            "what are the dimensions",
+            "its dimensions",
+            "its measurements",
+            "有多大",
+            "有多高",
+            "有多重",
+            "有多长",
+            "有多宽",
+            "多大尺寸",
+            "尺寸",
+            "大小是",
+        ],
+    ),
     (
         Asks::Material,
         &[
@@ -362,6 +397,9 @@ fn sentence_cues(a: Asks) -> &'static [&'static str] {
             "原址",
             "制于",
         ],
+        Asks::Size => &[
+            "cm", "inches", "inch", " in.", "feet", "metres", "meters", "公分", "厘米", "公尺",
+        ],
         Asks::Where | Asks::Depicts | Asks::General => &[],
     }
 }
@@ -679,6 +717,15 @@ mod tests {
             ("Which country does the armor come from?", Asks::Origin),
             ("Where is the armor displayed?", Asks::Where),
             ("What does the scroll depict?", Asks::Depicts),
+            ("How tall is the statue?", Asks::Size),
+            ("How big are the sword guards?", Asks::Size),
+            ("这件瓶子有多高？", Asks::Size),
+            ("三希堂法帖的尺寸是多少？", Asks::Size),
+            ("How old is the mummy?", Asks::When),
+            (
+                "How tall was Chimney Rock when Miller saw it?",
+                Asks::General,
+            ),
             ("这幅画画的是什么？", Asks::Depicts),
             ("Tell me about the badger box", Asks::General),
             // Relative clauses do not ask: the question is whether the work is here.

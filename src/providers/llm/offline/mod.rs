@@ -601,6 +601,10 @@ fn compose_zh(
         (Asks::Material, _, _, Some(m), _) => {
             out.push_str(&format!("《{title}》{}{}。", ours("的材质是"), q(m)));
         }
+        (Asks::Size, ..) if field(&e.dimensions).is_some() => {
+            let d = field(&e.dimensions).unwrap_or_default();
+            out.push_str(&format!("《{title}》{}{}。", ours("的尺寸是"), q(d)));
+        }
         (Asks::Origin, ..) if place_of_origin(e).is_some() => {
             if let Some((place, culture)) = place_of_origin(e) {
                 out.push_str(&format!("《{title}》{}{}", ours("的产地是"), q(&place)));
@@ -619,17 +623,18 @@ fn compose_zh(
             ));
         }
         // The field is empty, but a sentence of the record says it: quoted as the answer.
-        (Asks::Who | Asks::When | Asks::Material | Asks::Origin, ..)
+        (Asks::Who | Asks::When | Asks::Material | Asks::Origin | Asks::Size, ..)
             if sentence.answers && !quote.is_empty() =>
         {
             out.push_str(&format!("{}《{title}》，", ours("关于")));
             says(&mut out, "资料记载：");
         }
-        (Asks::Who | Asks::When | Asks::Material | Asks::Origin | Asks::Where, ..) => {
+        (Asks::Who | Asks::When | Asks::Material | Asks::Origin | Asks::Where | Asks::Size, ..) => {
             let missing = match a {
                 Asks::Who => "没有单独写明作者",
                 Asks::When => "没有单独写明年代",
                 Asks::Material => "没有单独写明材质",
+                Asks::Size => "没有写明尺寸",
                 Asks::Origin => "没有写明产地或出土地点",
                 _ => "没有写明展出位置",
             };
@@ -712,6 +717,10 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
         (Asks::Material, _, _, Some(m), _) => {
             out.push_str(&format!("“{title}” is made of {m}."));
         }
+        (Asks::Size, ..) if field(&e.dimensions).is_some() => {
+            let d = field(&e.dimensions).unwrap_or_default();
+            out.push_str(&format!("“{title}” measures {d}."));
+        }
         (Asks::Origin, ..) if place_of_origin(e).is_some() => {
             if let Some((place, culture)) = place_of_origin(e) {
                 out.push_str(&format!("“{title}” comes from {place}"));
@@ -725,15 +734,16 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
             out.push_str(&format!("Our record places “{title}” in: {g}."));
         }
         // The field is empty, but a sentence of the record says it: quoted as the answer.
-        (Asks::Who | Asks::When | Asks::Material | Asks::Origin, ..)
+        (Asks::Who | Asks::When | Asks::Material | Asks::Origin | Asks::Size, ..)
             if sentence.answers && !quote.is_empty() =>
         {
             out.push_str(&format!("About “{title}”:"));
             says(&mut out);
         }
-        (Asks::Who | Asks::When | Asks::Material | Asks::Origin | Asks::Where, ..) => {
+        (Asks::Who | Asks::When | Asks::Material | Asks::Origin | Asks::Where | Asks::Size, ..) => {
             let missing = match a {
                 Asks::Who => "does not name its maker",
+                Asks::Size => "gives no measurements",
                 Asks::When => "gives no date",
                 Asks::Material => "does not state its material",
                 Asks::Origin => "does not say where it was made or found",
@@ -989,6 +999,21 @@ mod tests {
         assert_eq!(
             en("What is the badger box made of?"),
             "“Inro with Badger” is made of lacquer, wood."
+        );
+        // No measurements in this record: it says so, then quotes it.
+        assert_eq!(
+            en("How big is the badger box?"),
+            "Our record of “Inro with Badger” gives no measurements. The record says: A badger gazes at the full moon."
+        );
+        let mut measured = inro.clone();
+        measured[0].exhibit.dimensions = "H. 8.6 cm".into();
+        assert_eq!(
+            compose("How big is the badger box?", Some(&measured)),
+            "“Inro with Badger” measures H. 8.6 cm."
+        );
+        assert_eq!(
+            compose("这个獾的盒子有多大？", Some(&measured)),
+            "《Inro with Badger》的尺寸是H. 8.6 cm。"
         );
         assert_eq!(
             en("Where is the badger box shown?"),
