@@ -6,8 +6,10 @@
 //! see it?" after the lacquer box answered with a Chinese rubbing's gallery. So a follow-up is
 //! searched together with the visitor's last question that named something ([`anchor`]): the
 //! exhibit of the conversation ranks first again, and the answer still reads the follow-up's own
-//! question type (who, when, what material, where). A follow-up with no such question is not
-//! searched: the offline guide asks which exhibit is meant ([`which_exhibit`]).
+//! question type (who, when, what material, where), and the exhibit the guide's latest answer
+//! was about is put first ([`last_answer_title`]; the anchor's words alone let "Who made it?", the
+//! fourth question about the Unknown Woman Mummy, rank a mummy mask first). A follow-up with no
+//! such question is not searched: the offline guide asks which exhibit is meant ([`which_exhibit`]).
 //!
 //! [`is_follow_up`] (pure): the question refers back (a pronoun or demonstrative, "tell me
 //! more", 它, 这件, 作者 …) and its search terms are all generic: question frames and words every
@@ -168,6 +170,20 @@ pub fn anchor_with_pick<'a>(
             (!is_follow_up(q) && ordinal(q).is_none() && super::small_talk::classify(q).is_none())
                 .then(|| (q.to_string(), false))
         })
+}
+
+/// The exhibit the guide's latest answer is about: the first title it quotes (an answer about
+/// one exhibit names it first, a list its first item), `None` when the latest message of
+/// `history` is not the guide's or quotes no title. A follow-up is about that exhibit: searched
+/// again with its anchor, "Who made it?" after three follow-ups about the Unknown Woman Mummy
+/// had ranked a mummy mask first.
+pub fn last_answer_title<'a>(
+    history: impl DoubleEndedIterator<Item = &'a ChatMessage>,
+) -> Option<String> {
+    let last = history.last()?;
+    (last.role == Role::Assistant)
+        .then(|| quoted_titles(&last.content).into_iter().next())
+        .flatten()
 }
 
 /// Where a question points in a list the guide has just given: "the second one", "the first",
@@ -447,6 +463,34 @@ mod tests {
         ] {
             assert!(!asks_for_more_of_a_list(q), "{q}");
         }
+    }
+
+    #[test]
+    fn a_follow_up_is_about_the_exhibit_of_the_latest_answer() {
+        let user = |s: &str| ChatMessage::new(Role::User, s.to_string());
+        let bot = |s: &str| ChatMessage::new(Role::Assistant, s.to_string());
+        let h = [
+            user("Tell me about the mummy"),
+            bot("The closest match in our collection is “Unknown Woman Mummy”, ca. 850-750 BC."),
+            user("Where is it?"),
+            bot(
+                "Our record places “Unknown Woman Mummy” in: Mummies. The collection also \
+                 holds “Mummy Portrait of a Man”, which may answer it too.",
+            ),
+        ];
+        assert_eq!(
+            last_answer_title(h.iter()).as_deref(),
+            Some("Unknown Woman Mummy")
+        );
+        // A refusal quotes nothing; the visitor's own message last is no answer.
+        assert_eq!(last_answer_title(h[..3].iter()), None);
+        let refused = [user("Who made it?"), bot("Sorry, I don't know.")];
+        assert_eq!(last_answer_title(refused.iter()), None);
+        let zh = [bot("《清石鼓文拓本》的尺寸是纵44 横72。")];
+        assert_eq!(
+            last_answer_title(zh.iter()).as_deref(),
+            Some("清石鼓文拓本")
+        );
     }
 
     #[test]

@@ -609,7 +609,12 @@ fn search_query(job: &Job, said: &str) -> Option<SearchQuery> {
         } else {
             format!("{anchor} {said}")
         },
-        pinned: picked.then_some(anchor),
+        // The exhibit picked from a list, else the one the guide has just talked about.
+        pinned: if picked {
+            Some(anchor)
+        } else {
+            follow_up::last_answer_title(history.messages())
+        },
         picked: false,
     })
 }
