@@ -31,7 +31,7 @@ pub struct Fact {
     /// A built-in topic (`toilets`, `hours`, `tickets`, `cafe`, `cloakroom`, `wifi`,
     /// `accessibility`, `lost_found`, `photography`, `shop`, `parking`, `pets`, `map`,
     /// `visit_length`, `rules`, `audio_guide`, `tours`, `exhibitions`, `directions`,
-    /// `amenities`, `highlights`) or the museum's own (matched by `triggers` only).
+    /// `amenities`, `families`, `highlights`) or the museum's own (matched by `triggers` only).
     pub topic: String,
     pub en: String,
     pub zh: String,

@@ -591,6 +591,38 @@ pub(super) const TOPICS: &[(&str, &[&str])] = &[
             "祈祷室",
         ],
     ),
+    (
+        // Coming with children: 可以带小孩吗？ got a Russian icon of the Virgin and Child.
+        // What children may like to see is the highlights ([`HIGHLIGHT_CUES`]).
+        "families",
+        &[
+            "bring kids",
+            "bring my kids",
+            "bring the kids",
+            "bring our kids",
+            "bring children",
+            "bring my children",
+            "bring our children",
+            "bring a baby",
+            "bring my baby",
+            "kid friendly",
+            "kid-friendly",
+            "child friendly",
+            "child-friendly",
+            "family friendly",
+            "family-friendly",
+            "for families",
+            "family activities",
+            "activities for kids",
+            "activities for children",
+            "带小孩",
+            "带孩子",
+            "带儿童",
+            "带宝宝",
+            "亲子",
+            "儿童活动",
+        ],
+    ),
 ];
 
 /// Phrases of a highlights question ([`super::HIGHLIGHTS`]). Unlike the other topics' keywords they
