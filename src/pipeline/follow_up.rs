@@ -10,6 +10,8 @@
 //! was about is put first ([`last_answer_title`]; the anchor's words alone let "Who made it?", the
 //! fourth question about the Unknown Woman Mummy, rank a mummy mask first). A follow-up with no
 //! such question is not searched: the offline guide asks which exhibit is meant ([`which_exhibit`]).
+//! The offline guide answers a follow-up about that exhibit alone (`ChatRequest::about`), with no
+//! other exhibits suggested.
 //!
 //! [`is_follow_up`] (pure): the question refers back (a pronoun or demonstrative, "tell me
 //! more", 它, 这件, 作者 …) and its search terms are all generic: question frames and words every

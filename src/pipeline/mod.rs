@@ -268,17 +268,19 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // A follow-up with no earlier question to follow ("Where can I see it?" first) is not
     // searched: any record it matched would share only generic words. The offline answerer asks
     // which exhibit is meant; a model gets no search result.
-    let (query, picked) = match search_query(job, &said) {
+    let (query, picked, about) = match search_query(job, &said) {
         Some(SearchQuery {
             query,
             pinned,
             picked,
         }) => {
-            // "Tell me about the second one": the title picked from the guide's own list.
+            // "Tell me about the second one": the title picked from the guide's own list; any
+            // other pinned title is the exhibit a follow-up is about.
             let title = pinned.clone().filter(|_| picked);
-            (Some((query, pinned)), title)
+            let about = pinned.clone().filter(|_| !picked);
+            (Some((query, pinned)), title, about)
         }
-        None => (None, None),
+        None => (None, None, None),
     };
     if query.is_none() && small_talk.is_none() && more.is_none() && offline {
         let text = follow_up::which_exhibit(&said);
@@ -365,6 +367,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
             fact: fact.clone(),
             browse: browse.clone(),
             picked: picked.clone(),
+            about: about.clone(),
             more: more.is_some(),
         };
         let Some(out) = stream_step(

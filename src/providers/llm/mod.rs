@@ -93,6 +93,10 @@ pub struct ChatRequest {
     /// search puts that exhibit first. Vendor providers see it in the system message; the
     /// offline provider names it as the visitor's pick.
     pub picked: Option<String>,
+    /// The exhibit a follow-up is about ("How big is it?": the one the guide's latest answer
+    /// named), which the search puts first. The offline provider answers about it alone, with
+    /// no other exhibits suggested; vendor providers read the conversation itself.
+    pub about: Option<String>,
     /// The visitor asked for more of the list the guide gave ("Any more?"): `retrieved` (and
     /// `browse`, for a kind) holds the exhibits not listed yet, none when there are no more.
     /// Vendor providers see it in the system message; the offline provider lists them as more.

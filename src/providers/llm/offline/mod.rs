@@ -835,8 +835,16 @@ impl LlmProvider for OfflineProvider {
                     || {
                         let hits = request.retrieved.as_deref();
                         let top = hits.and_then(|h| h.first()).map(|h| h.exhibit.title.trim());
-                        let picked = request.picked.as_deref().map(str::trim);
-                        compose_with(&question, hits, top.is_some() && top == picked)
+                        // A pick from a list, or the exhibit a follow-up is about: answered
+                        // as that exhibit, with no other suggestions.
+                        let chosen = |t: &Option<String>| {
+                            top.is_some() && top == t.as_deref().map(str::trim)
+                        };
+                        compose_with(
+                            &question,
+                            hits,
+                            chosen(&request.picked) || chosen(&request.about),
+                        )
                     },
                 ),
                 first_hit(),
@@ -1371,11 +1379,44 @@ mod tests {
             fact: None,
             browse: None,
             picked: None,
+            about: None,
             more: false,
         };
         let segs = futures_executor_block(p.stream(request));
         assert!(matches!(&segs[0], Segment::ToolCall(c) if c.arguments == Ok(json!({"id": "x"}))));
         assert!(matches!(&segs[1], Segment::Text(_)));
+    }
+
+    /// A follow-up about the exhibit of the conversation is answered about it alone; the same
+    /// question searched afresh suggests the near ties too.
+    #[test]
+    fn a_follow_up_about_an_exhibit_suggests_no_others() {
+        let hits = vec![
+            hit("Inro", "", "1800", "A box."),
+            hit("Netsuke", "", "1800", "A toggle."),
+        ];
+        let text = |about: Option<&str>| {
+            let request = ChatRequest {
+                messages: vec![super::super::ChatMessage::new(
+                    Role::User,
+                    "When was it made?",
+                )],
+                retrieved: Some(hits.clone()),
+                about: about.map(str::to_string),
+                ..Default::default()
+            };
+            futures_executor_block(OfflineProvider::default().stream(request))
+                .into_iter()
+                .filter_map(|s| match s {
+                    Segment::Text(t) => Some(t),
+                    _ => None,
+                })
+                .collect::<String>()
+        };
+        assert!(text(None).contains("The collection also holds “Netsuke”"));
+        let about = text(Some("Inro"));
+        assert!(about.starts_with("“Inro” is dated 1800."), "{about}");
+        assert!(!about.contains("Netsuke"), "{about}");
     }
 
     fn futures_executor_block(s: SegmentStream) -> Vec<Segment> {
