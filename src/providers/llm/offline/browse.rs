@@ -518,18 +518,7 @@ fn list_answer(
     if is_chinese(question) {
         let script = visitor_script(question);
         let q = |s: &str| text::in_script(s, script);
-        let items: Vec<String> = listed
-            .iter()
-            .map(|e| {
-                let d = details(e);
-                let d = if d.is_empty() {
-                    String::new()
-                } else {
-                    format!("（{}）", q(&d.join("，")))
-                };
-                format!("《{}》{d}", q(e.title.trim()))
-            })
-            .collect();
+        let items = zh_items(listed, &q, details);
         // The words that narrowed the kind, in the visitor's script. Not quoted: a pick
         // ("第一件") reads the answer's quoted titles.
         let narrowed: String = kind
@@ -704,15 +693,7 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
     if is_chinese(question) {
         let script = visitor_script(question);
         let q = |s: &str| text::in_script(s, script);
-        let items: Vec<String> = listed
-            .iter()
-            .map(|e| {
-                let d = when_made(e)
-                    .map(|d| format!("（{}）", q(&d)))
-                    .unwrap_or_default();
-                format!("《{}》{d}", q(e.title.trim()))
-            })
-            .collect();
+        let items = zh_items(listed, &q, |e| when_made(e).into_iter().collect());
         let out = if b.shown > 0 {
             format!("{}的作品还有：{}。", q(first), items.join("、"))
         } else {
@@ -754,6 +735,27 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
         "{head}{}. Ask me about any of them, for example: When was the first one made?",
         and_list(&items)
     )
+}
+
+/// Listed exhibits as a Chinese answer names them: 《title》（detail，detail）, each in the
+/// visitor's script (`q`); no brackets when `details` has none.
+fn zh_items(
+    listed: &[&Exhibit],
+    q: &impl Fn(&str) -> String,
+    details: impl Fn(&Exhibit) -> Vec<String>,
+) -> Vec<String> {
+    listed
+        .iter()
+        .map(|e| {
+            let d = details(e);
+            let d = if d.is_empty() {
+                String::new()
+            } else {
+                format!("（{}）", q(&d.join("，")))
+            };
+            format!("《{}》{d}", q(e.title.trim()))
+        })
+        .collect()
 }
 
 /// Names with their counts as an answer says them: "Ceramics (31)", 「陶瓷」（31件）.
