@@ -848,3 +848,37 @@ async fn the_oldest_exhibits_are_listed_by_date() {
         "{sys}"
     );
 }
+
+/// Follow-ups stay on the exhibit the guide's last answer named first, even when the words
+/// of the first question rank other records above it ("Who made it?", the fourth question
+/// about the mummy, was answered about a mummy mask, and 这件有多大？ about a scarab), and
+/// an answer about that exhibit suggests no others ("The collection also holds …").
+#[tokio::test]
+async fn follow_ups_stay_on_the_exhibit_the_last_answer_named() {
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("t", "Tell me about the mummy").await;
+    let first = c.reply("t").await.text;
+    let title = first
+        .split('“')
+        .nth(1)
+        .and_then(|t| t.split('”').next())
+        .unwrap_or_else(|| panic!("the first answer names no exhibit: {first}"))
+        .to_string();
+    for (id, q, want) in [
+        ("big", "How big is it?", " measures "),
+        ("where", "Where is it?", "places"),
+        ("who", "Who made it?", "maker"),
+        ("zh", "这件有多大？", "的尺寸是"),
+    ] {
+        c.text_request(id, q).await;
+        let r = c.reply(id).await;
+        assert!(
+            r.text.contains(&title),
+            "{q} → {} (not about {title})",
+            r.text
+        );
+        assert!(r.text.contains(want), "{q} → {}", r.text);
+        assert!(!r.text.contains("also holds"), "{q} → {}", r.text);
+    }
+}
