@@ -1856,7 +1856,13 @@ pub fn browse_blocking(
         None if kinds::asks_taste(question) => kinds::without_taste_words(question),
         None => question.to_string(),
     };
-    let plain = kinds::subject(&asked, &|w| dict.noun_senses_of(w));
+    let plain = kinds::periods(kinds::subject(&asked, &|w| dict.noun_senses_of(w)), &|p| {
+        dict.chinese_of(p)
+            .into_iter()
+            .filter(|(phrase, _)| phrase == p)
+            .flat_map(|(_, heads)| heads)
+            .collect()
+    });
     if let Some(age) = age
         && plain.is_empty()
     {
@@ -1921,7 +1927,7 @@ pub fn browse_blocking(
             .iter()
             .map(|u| kinds::origin_unit(u, &|w| dict.noun_senses_of(w)))
             .collect();
-        let mut origin_of = |t: &str| store.rows_holding(&format!("{}{t}", kinds::ORIGIN));
+        let mut origin_of = |t: &str| store.rows_holding(&kinds::origin_token(t));
         let mut nothing = |_: &str| Ok::<_, StoreError>(Vec::new());
         kinds::resolve(&units, &mut origin_of, &mut nothing)?.map(|r| (units, r))
     } else {
@@ -2032,6 +2038,27 @@ pub fn browse_blocking(
                 .then(b.1.cmp(&a.1))
                 .then(a.0.cmp(&b.0))
         });
+    }
+    // An origin found in both halves of a bilingual collection ("Anything from the Tang
+    // dynasty?": `#o:tang` in English period fields, `#o:唐` in Chinese ones): the members its
+    // words in the visitor's script found come first. The examples below prefer the visitor's
+    // script only among the rows they read, and the Chinese rubbings, the longest records, left
+    // the English catalogue's Tang camel unread.
+    if origin {
+        let q_cjk = question.chars().any(text::is_cjk);
+        let mut own: HashSet<i64> = HashSet::new();
+        for alt in units.iter().flat_map(|u| &u.alternatives) {
+            if let [t] = alt.as_slice()
+                && t.trim_start_matches(kinds::ORIGIN)
+                    .chars()
+                    .any(text::is_cjk)
+                    == q_cjk
+            {
+                let rows = store.rows_holding(&kinds::origin_token(t))?;
+                own.extend(rows.into_iter().map(|(pk, _)| pk));
+            }
+        }
+        members.sort_by_key(|m| !own.contains(&m.0));
     }
     if parts.len() > 1 {
         // A list of kinds ("porcelain and jade"): the examples take turns, each kind's in the

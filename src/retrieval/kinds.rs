@@ -139,6 +139,73 @@ pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<st
     u
 }
 
+/// Words that make the name before them a period ("Tang dynasty", "Edo period", "Heian era").
+const PERIOD_WORDS: &[&str] = &["dynasty", "dynasties", "period", "era"];
+
+/// A question's period names read as one unit each ("Anything from the Tang dynasty?", "Song
+/// dynasty paintings"): the word "dynasty" or "period" places nothing by itself (the record
+/// side drops it too, [`ORIGIN_FILLER`]), so as a unit of its own it left no origin to find
+/// and only records that mention both words. The name and the word become one unit, whose
+/// alternatives are the name's own words, the name as an origin marker (the English period
+/// fields: "Chinese; Tang dynasty" → `#o:tang`), and the Chinese the dictionary writes the
+/// whole phrase as (`chinese_of(["tang", "dynasti"])`: 唐朝), as written and as a Chinese
+/// catalogue's period field writes the dynasty (`#o:唐`), so an English visitor reaches the
+/// Chinese half of the collection. Alternatives already holding the [`ORIGIN`] marker are
+/// looked up as they are (see [`origin_unit`]'s callers).
+pub fn periods<'a>(units: Vec<Unit>, chinese_of: &dyn Fn(&[&str]) -> Vec<&'a str>) -> Vec<Unit> {
+    let mut out: Vec<Unit> = Vec::with_capacity(units.len());
+    for u in units {
+        let joins = PERIOD_WORDS.contains(&u.word.as_str())
+            && out
+                .last()
+                .is_some_and(|p| p.part == u.part && p.word.is_ascii() && !p.word.contains(' '));
+        let Some(name) = out.last_mut().filter(|_| joins) else {
+            out.push(u);
+            continue;
+        };
+        let mut alternatives: Vec<Vec<String>> = Vec::new();
+        let mut push = |a: Vec<String>| {
+            if !a.is_empty() && !alternatives.contains(&a) {
+                alternatives.push(a);
+            }
+        };
+        let filler = u.alternatives.first().cloned().unwrap_or_default();
+        for a in &name.alternatives {
+            push(a.iter().chain(&filler).cloned().collect());
+            if let [t] = a.as_slice() {
+                push(vec![format!("{ORIGIN}{t}")]);
+                let mut phrase: Vec<&str> = vec![t.as_str()];
+                phrase.extend(filler.iter().map(String::as_str));
+                for head in chinese_of(&phrase) {
+                    let norm: String = text::normalize(head);
+                    push(text::index_tokens(&norm));
+                    push(vec![format!("{ORIGIN}{norm}")]);
+                    if let Some(d) = norm
+                        .strip_suffix('朝')
+                        .or_else(|| norm.strip_suffix('代'))
+                        .filter(|d| !d.is_empty())
+                    {
+                        push(vec![format!("{ORIGIN}{d}")]);
+                    }
+                }
+            }
+        }
+        name.word = format!("{} {}", name.word, u.word);
+        name.alternatives = alternatives;
+    }
+    out
+}
+
+/// The rows of an origin alternative's token: a token already marked ([`periods`]) as it is,
+/// any other as an origin marker ([`ORIGIN`]).
+pub fn origin_token(t: &str) -> std::borrow::Cow<'_, str> {
+    if t.starts_with(ORIGIN) {
+        t.into()
+    } else {
+        format!("{ORIGIN}{t}").into()
+    }
+}
+
 /// Whether an index token is a kind marker (the index leaves it out of a row's length:
 /// [`crate::store::lexical::MARKER`]).
 pub fn is_marker(token: &str) -> bool {
@@ -1508,6 +1575,51 @@ mod tests {
             assert_eq!(english_title_heads(title), heads, "{title}");
         }
         assert!(english_title_heads("漢郃陽令曹全碑拓本(冊)").is_empty());
+    }
+
+    #[test]
+    fn a_period_name_is_one_unit_that_reaches_both_catalogues() {
+        let chinese_of = |p: &[&str]| -> Vec<&'static str> {
+            match p {
+                ["tang", "dynasti"] => vec!["唐朝", "唐代"],
+                _ => Vec::new(),
+            }
+        };
+        let units = periods(
+            subject(
+                "Do you have anything from the Tang dynasty?",
+                &no_dictionary,
+            ),
+            &chinese_of,
+        );
+        let words: Vec<&str> = units.iter().map(|u| u.word.as_str()).collect();
+        assert_eq!(words, ["tang dynasty"]);
+        let alts: Vec<String> = units[0].alternatives.iter().map(|a| a.join("+")).collect();
+        for want in [
+            "tang+dynasti",
+            "#o:tang",
+            "唐朝",
+            "#o:唐朝",
+            "#o:唐",
+            "#o:唐代",
+        ] {
+            assert!(alts.contains(&want.to_string()), "{want} not in {alts:?}");
+        }
+        // A period with no Chinese form, and a kind after it, keep their own units.
+        let units = periods(subject("Edo period lacquer", &no_dictionary), &chinese_of);
+        let words: Vec<&str> = units.iter().map(|u| u.word.as_str()).collect();
+        assert_eq!(words, ["edo period", "lacquer"]);
+        assert!(units[0].alternatives.contains(&vec!["#o:edo".to_string()]));
+        // "period" alone, or after a conjunction, joins nothing.
+        let units = periods(subject("Which period?", &no_dictionary), &chinese_of);
+        assert!(units.iter().all(|u| !u.word.contains(' ')), "{units:?}");
+        let units = periods(
+            subject("porcelain and period rooms", &no_dictionary),
+            &chinese_of,
+        );
+        assert!(units.iter().all(|u| !u.word.contains(' ')), "{units:?}");
+        assert_eq!(origin_token("#o:唐"), "#o:唐");
+        assert_eq!(origin_token("edo"), "#o:edo");
     }
 
     #[test]

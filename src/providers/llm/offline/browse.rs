@@ -1003,7 +1003,13 @@ fn origin_words(b: &crate::retrieval::Browse, question: &str, and: &str) -> Stri
         };
         // "Anything from the Renaissance?": "from the Renaissance", as asked; not an adjective
         // ("Where are the Egyptian exhibits?": "156 Egyptian exhibits").
-        if lower.contains(&format!("the {}", w.to_lowercase())) && !english_adjective(&w) {
+        // "Tang dynasty objects": "from the Tang dynasty" too.
+        let period = ["dynasty", "dynasties", "period", "era"]
+            .iter()
+            .any(|p| w.to_lowercase().ends_with(&format!(" {p}")));
+        if (period || lower.contains(&format!("the {}", w.to_lowercase())))
+            && !english_adjective(&w)
+        {
             format!("the {w}")
         } else {
             w
