@@ -224,9 +224,36 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         }
         None => None,
     };
+    // A fact about exhibits of the collection (the highlights' stops) names their records and
+    // shows the first one's card.
+    let fact_exhibits = match &fact {
+        Some(f) => fact_exhibits(job, deps, f).await,
+        None => Vec::new(),
+    };
     if let Some(f) = fact.as_ref().filter(|_| deps.facts_verbatim) {
-        let text = crate::providers::llm::offline::fact_answer(f, &said);
-        return answer_without_model(job, reply, user_turn, &text).await;
+        let text = crate::providers::llm::offline::fact_answer_with(f, &said, &fact_exhibits);
+        let show = fact_exhibits.first().and_then(|e| {
+            let client_tools = tools::select_client_tools(
+                &job.attrs.functions,
+                &said,
+                deps.llm_config.max_client_tools,
+            );
+            let offered: Vec<ToolSpec> = client_tools
+                .iter()
+                .map(|f| ToolSpec {
+                    name: f.name.clone(),
+                    description: f.description.clone().unwrap_or_default(),
+                    parameters: f.json_schema(),
+                })
+                .collect();
+            let hit = Hit {
+                exhibit: e.clone(),
+                score: 1.0,
+                passages: Vec::new(),
+            };
+            offline::show_call(&deps.llm_config.show_exhibit_function, &offered, &hit)
+        });
+        return answer_and_show(job, reply, user_turn, &text, show).await;
     }
     // Only "hello", "thanks", "bye" or "what can you do?": no search. The offline answerer
     // replies with a line of its own; a model gets the conversation and no search result.
@@ -305,6 +332,17 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         _ => None,
     };
     let retrieved = match (&fact, small_talk, query) {
+        // A fact's exhibits are its passages for the model (and the cards it may show).
+        (Some(_), _, _) if !fact_exhibits.is_empty() => Some(
+            fact_exhibits
+                .iter()
+                .map(|e| Hit {
+                    exhibit: e.clone(),
+                    score: 1.0,
+                    passages: Vec::new(),
+                })
+                .collect(),
+        ),
         _ if browse.is_some() => browse.as_ref().map(|b| b.hits.clone()),
         _ if more.is_some() => more.as_ref().and_then(More::matches).map(<[Hit]>::to_vec),
         (None, None, Some((query, None))) => retrieve(job, deps, &query).await,
@@ -503,18 +541,73 @@ async fn show_mentioned(
     }
 }
 
-/// Ends a request normally: waits for pending output, claims the end, sends the final frame and
-/// records the turn.
 /// Streams `text` as the whole reply and records it as the assistant's answer to `turn`.
 async fn answer_without_model(
+    job: &Job,
+    reply: ReplyStream,
+    turn: Vec<ChatMessage>,
+    text: &str,
+) -> Result<(), Failure> {
+    answer_and_show(job, reply, turn, text, None).await
+}
+
+/// [`answer_without_model`], then the client function call `show` (an exhibit's card), recorded
+/// in the turn like a model's own call.
+async fn answer_and_show(
     job: &Job,
     mut reply: ReplyStream,
     mut turn: Vec<ChatMessage>,
     text: &str,
+    show: Option<ToolCall>,
 ) -> Result<(), Failure> {
     reply.push_text(text).await;
-    turn.push(ChatMessage::new(Role::Assistant, text.to_string()));
+    let mut m = ChatMessage::new(Role::Assistant, text.to_string());
+    if let Some(call) = show {
+        reply
+            .push_function_call(FunctionCall {
+                name: call.name.clone(),
+                parameters: call.arguments.clone().unwrap_or_default(),
+                call_id: Some(call.id.clone()),
+            })
+            .await;
+        m.tool_calls.push(call);
+    }
+    turn.push(m);
     finish(job, reply, turn).await
+}
+
+/// The collection's exhibits a fact is about ([`crate::retrieval::facts::Fact::exhibits`]), in
+/// the file's order, each looked up under the search's bound and cancellation; an id the
+/// collection lacks is logged and left out.
+async fn fact_exhibits(
+    job: &Job,
+    deps: &Deps,
+    f: &crate::retrieval::facts::Fact,
+) -> Vec<crate::retrieval::Exhibit> {
+    let Some(r) = deps.retriever.as_ref() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for id in &f.exhibits {
+        match bounded(
+            job,
+            r.name(),
+            "exhibit lookup",
+            "answering without it",
+            r.get(id),
+        )
+        .await
+        {
+            Some(Some(e)) => out.push(e),
+            Some(None) => tracing::warn!(
+                topic = %f.topic,
+                exhibit = %id,
+                "the facts file names an exhibit the collection lacks; leaving it out"
+            ),
+            None => {}
+        }
+    }
+    out
 }
 
 async fn finish(job: &Job, mut reply: ReplyStream, turn: Vec<ChatMessage>) -> Result<(), Failure> {

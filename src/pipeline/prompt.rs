@@ -238,6 +238,7 @@ mod tests {
             en: "Network X.".into(),
             zh: "网络 X。".into(),
             triggers: vec![],
+            exhibits: vec![],
         };
         let s = visitor_fact(&f);
         assert!(

@@ -328,6 +328,73 @@ fn dynasty_start(period: &str) -> Option<i32> {
         .map(|(_, y)| *y)
 }
 
+/// The English names of China's dynasties and periods (Simplified, as [`DYNASTIES`] writes them)
+/// with their conventional spans, for an English visitor told a Chinese catalogue's period
+/// field (清 → "the Qing dynasty, 1644–1911").
+const DYNASTIES_EN: &[(&str, &str)] = &[
+    ("新石器时代", "the Neolithic"),
+    ("新石器", "the Neolithic"),
+    ("夏", "the Xia dynasty, c. 2070–1600 BC"),
+    ("商", "the Shang dynasty, c. 1600–1046 BC"),
+    ("殷", "the Shang (Yin) dynasty, c. 1300–1046 BC"),
+    ("西周", "the Western Zhou, 1046–771 BC"),
+    ("周", "the Zhou dynasty, 1046–256 BC"),
+    ("东周", "the Eastern Zhou, 770–256 BC"),
+    ("春秋", "the Spring and Autumn period, 770–476 BC"),
+    ("战国", "the Warring States period, 475–221 BC"),
+    ("秦", "the Qin dynasty, 221–206 BC"),
+    ("西汉", "the Western Han, 202 BC–AD 9"),
+    ("汉", "the Han dynasty, 202 BC–AD 220"),
+    ("新", "the Xin dynasty, AD 9–23"),
+    ("东汉", "the Eastern Han, 25–220"),
+    ("三国", "the Three Kingdoms, 220–280"),
+    ("魏", "the Wei kingdom, 220–266"),
+    ("蜀", "the Shu Han kingdom, 221–263"),
+    ("吴", "the Wu kingdom, 222–280"),
+    ("晋", "the Jin dynasty, 266–420"),
+    ("西晋", "the Western Jin, 266–316"),
+    ("东晋", "the Eastern Jin, 317–420"),
+    ("北魏", "the Northern Wei, 386–534"),
+    ("北朝", "the Northern dynasties, 386–581"),
+    ("南北朝", "the Northern and Southern dynasties, 420–589"),
+    ("南朝", "the Southern dynasties, 420–589"),
+    ("东魏", "the Eastern Wei, 534–550"),
+    ("西魏", "the Western Wei, 535–557"),
+    ("北齐", "the Northern Qi, 550–577"),
+    ("北周", "the Northern Zhou, 557–581"),
+    ("隋", "the Sui dynasty, 581–618"),
+    ("唐", "the Tang dynasty, 618–907"),
+    ("五代", "the Five Dynasties, 907–960"),
+    ("辽", "the Liao dynasty, 916–1125"),
+    ("宋", "the Song dynasty, 960–1279"),
+    ("北宋", "the Northern Song, 960–1127"),
+    ("西夏", "the Western Xia, 1038–1227"),
+    ("金", "the Jin dynasty, 1115–1234"),
+    ("南宋", "the Southern Song, 1127–1279"),
+    ("元", "the Yuan dynasty, 1271–1368"),
+    ("明", "the Ming dynasty, 1368–1644"),
+    ("清", "the Qing dynasty, 1644–1911"),
+    ("民国", "the Republic of China, from 1912"),
+];
+
+/// The English name and span of the Chinese dynasty or period a period field names (清, 東漢,
+/// 唐朝, 清代 → "the Qing dynasty, 1644–1911"), None for any other field.
+pub fn dynasty_in_english(period: &str) -> Option<&'static str> {
+    let p = period.trim();
+    if !p.chars().all(text::is_cjk) || p.is_empty() {
+        return None;
+    }
+    let norm = text::normalize(p);
+    let name = norm
+        .trim_end_matches("时期")
+        .trim_end_matches("时代")
+        .trim_end_matches(['朝', '代']);
+    DYNASTIES_EN
+        .iter()
+        .find(|(d, _)| *d == name || *d == norm)
+        .map(|(_, en)| *en)
+}
+
 /// Every dated exhibit's start year, read once a collection generation
 /// (`embedded::EmbeddedRetriever`'s cache): `by_pk` for a kind's members, `order` (oldest
 /// first, then by pk) for the whole collection.
@@ -365,6 +432,26 @@ impl Years {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_chinese_dynasty_is_named_in_english_with_its_span() {
+        for (period, en) in [
+            ("清", Some("the Qing dynasty, 1644–1911")),
+            ("東漢", Some("the Eastern Han, 25–220")),
+            ("唐朝", Some("the Tang dynasty, 618–907")),
+            ("清代", Some("the Qing dynasty, 1644–1911")),
+            ("新石器時代", Some("the Neolithic")),
+            ("明治", None),
+            ("Ming dynasty", None),
+            ("", None),
+        ] {
+            assert_eq!(dynasty_in_english(period), en, "{period}");
+        }
+        // Every dynasty dated is named.
+        for (d, _) in DYNASTIES {
+            assert!(dynasty_in_english(d).is_some(), "{d}");
+        }
+    }
+
     use super::*;
 
     #[test]

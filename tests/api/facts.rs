@@ -284,6 +284,59 @@ async fn a_follow_up_is_about_the_exhibit_of_the_conversation() {
     assert!(r.calls.is_empty(), "{:?}", r.calls);
 }
 
+/// The highlights name their exhibits' records (the example file's `exhibits`), the kiosk
+/// shows the first one's card, and "the third one" is the third stop (it was "Which exhibit
+/// do you mean?"). A Chinese visitor gets the same titles in their script.
+#[tokio::test]
+async fn the_highlights_name_their_exhibits_and_a_pick_reaches_them() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let demo = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/collection/exhibits.jsonl");
+    let app = spawn_app_with(move |c| {
+        c.srs.load_demo = true;
+        c.srs.demo_path = demo;
+        c.srs.facts_path = facts;
+        c.llm.provider = LlmProviderKind::Offline;
+    })
+    .await;
+    let ids = fact("highlights").exhibits;
+    assert_eq!(ids.len(), 3, "the example names three stops");
+    let mut c = app.client().await;
+    c.text_request("h", "What should I see?").await;
+    let r = c.reply("h").await;
+    assert!(r.text.starts_with(&fact("highlights").en), "{}", r.text);
+    assert!(
+        r.text.ends_with(
+            " In our collection records: “Unknown Woman Mummy”, “Child's Suit of Armor” and “清石鼓文拓本”."
+        ),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.calls.len(), 1, "{:?}", r.calls);
+    assert_eq!(r.calls[0]["parameters"]["exhibit_id"], ids[0].as_str());
+    c.text_request("third", "Tell me about the third one").await;
+    let r = c.reply("third").await;
+    assert!(
+        r.text.starts_with("“清石鼓文拓本”, 清 (the Qing dynasty"),
+        "{}",
+        r.text
+    );
+    assert_eq!(r.calls[0]["parameters"]["exhibit_id"], ids[2].as_str());
+    let mut zh = app.client().await;
+    zh.text_request("h", "鎮館之寶是什麼？").await;
+    let r = zh.reply("h").await;
+    assert!(
+        r.text.ends_with(
+            "館藏資料：《Unknown Woman Mummy》、《Child's Suit of Armor》、《清石鼓文拓本》。"
+        ),
+        "{}",
+        r.text
+    );
+    zh.text_request("second", "第二件是什麼年代的？").await;
+    let r = zh.reply("second").await;
+    assert!(r.text.contains("Child's Suit of Armor"), "{}", r.text);
+    assert!(r.text.contains("1580-1620"), "{}", r.text);
+}
+
 /// A model that names an exhibit of the search without calling `show_exhibit` (SmolLM2 never
 /// did) gets the card shown for it by the server; a reply that names none shows nothing; a
 /// model that calls it itself is not doubled; the call is in the history like the model's own.

@@ -39,6 +39,12 @@ pub struct Fact {
     /// (lower case, Simplified) when the file is parsed.
     #[serde(default)]
     pub triggers: Vec<String>,
+    /// Ids of the collection's exhibits the answer is about (the highlights' three stops): the
+    /// answer names their records' titles after the museum's text, so "Tell me about the third
+    /// one" picks one and the kiosk shows the first one's card. An id the collection lacks is
+    /// left out of the answer (logged).
+    #[serde(default)]
+    pub exhibits: Vec<String>,
 }
 
 impl Fact {
@@ -231,6 +237,7 @@ pub fn no_entry_fact(topic: &str) -> Fact {
         en: no_entry_answer(false).to_string(),
         zh: no_entry_answer(true).to_string(),
         triggers: Vec::new(),
+        exhibits: Vec::new(),
     }
 }
 

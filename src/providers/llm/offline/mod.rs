@@ -537,6 +537,40 @@ pub fn fact_answer(f: &crate::retrieval::facts::Fact, question: &str) -> String 
     }
 }
 
+/// [`fact_answer`] followed by the titles of the collection's records of the exhibits the fact
+/// is about ([`crate::retrieval::facts::Fact::exhibits`]), quoted as the guide quotes any
+/// exhibit so a pick ("Tell me about the third one", 第三件) reads them: "In our collection
+/// records: “A”, “B” and “C”." / 馆藏资料：《A》、《B》、《C》。
+pub fn fact_answer_with(
+    f: &crate::retrieval::facts::Fact,
+    question: &str,
+    exhibits: &[Exhibit],
+) -> String {
+    let answer = fact_answer(f, question);
+    if exhibits.is_empty() {
+        return answer;
+    }
+    if is_chinese(question) {
+        let script = visitor_script(question);
+        let titles: Vec<String> = exhibits
+            .iter()
+            .map(|e| format!("《{}》", text::in_script(e.title.trim(), script)))
+            .collect();
+        let list = format!("{}{}。", zh_in("馆藏资料：", question), titles.join("、"));
+        format!("{answer}{list}")
+    } else {
+        let titles: Vec<String> = exhibits
+            .iter()
+            .map(|e| format!("“{}”", e.title.trim()))
+            .collect();
+        let list = match titles.split_last() {
+            Some((last, rest)) if !rest.is_empty() => format!("{} and {last}", rest.join(", ")),
+            _ => titles.join(""),
+        };
+        format!("{answer} In our collection records: {list}.")
+    }
+}
+
 /// Our own Chinese words (written in Simplified) in the visitor's script.
 pub fn zh_in(ours: &str, question: &str) -> String {
     match visitor_script(question) {
@@ -710,7 +744,7 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
             match (field(&e.date), field(&e.period)) {
                 (Some(d), Some(p)) => out.push_str(&format!(" is dated {d} ({p}).")),
                 (Some(d), None) => out.push_str(&format!(" is dated {d}.")),
-                (None, Some(p)) => out.push_str(&format!(" is from {p}.")),
+                (None, Some(p)) => out.push_str(&format!(" is from {}.", period_en(p))),
                 (None, None) => {}
             }
         }
@@ -762,10 +796,11 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
             if let Some(m) = field(&e.maker) {
                 out.push_str(&format!(", {}", by_maker(m)));
             }
-            for f in [&e.date, &e.period] {
-                if let Some(f) = field(f) {
-                    out.push_str(&format!(", {f}"));
-                }
+            if let Some(d) = field(&e.date) {
+                out.push_str(&format!(", {d}"));
+            }
+            if let Some(p) = field(&e.period) {
+                out.push_str(&format!(", {}", period_en(p)));
             }
             out.push('.');
             says(&mut out);
@@ -779,6 +814,15 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
         ));
     }
     out
+}
+
+/// A period field for an English visitor: a Chinese catalogue's dynasty with its English name
+/// and span ("清 (the Qing dynasty, 1644–1911)"), any other field as it is.
+fn period_en(period: &str) -> String {
+    match crate::retrieval::dating::dynasty_in_english(period) {
+        Some(en) => format!("{period} ({en})"),
+        None => period.to_string(),
+    }
 }
 
 /// Splits text after sentence punctuation so it streams like a model's reply.
@@ -1162,8 +1206,26 @@ mod tests {
             en: "Next to the stairs.".into(),
             zh: "洗手间在楼梯旁边。".into(),
             triggers: vec![],
+            exhibits: vec![],
         };
         assert_eq!(fact_answer(&f, "洗手間在哪裡？"), "洗手間在樓梯旁邊。");
+        let stops: Vec<Exhibit> = ["Vase", "古銅器拓本"]
+            .iter()
+            .map(|t| hit(t, "", "", "").exhibit)
+            .collect();
+        assert_eq!(
+            fact_answer_with(&f, "Where are the toilets?", &stops),
+            "Next to the stairs. In our collection records: “Vase” and “古銅器拓本”."
+        );
+        assert_eq!(
+            fact_answer_with(&f, "洗手间在哪里？", &stops),
+            "洗手间在楼梯旁边。馆藏资料：《Vase》、《古铜器拓本》。"
+        );
+        assert_eq!(
+            fact_answer_with(&f, "洗手間在哪裡？", &stops[1..]),
+            "洗手間在樓梯旁邊。館藏資料：《古銅器拓本》。"
+        );
+        assert_eq!(fact_answer_with(&f, "Toilets?", &[]), "Next to the stairs.");
         assert_eq!(fact_answer(&f, "洗手间在哪里？"), "洗手间在楼梯旁边。");
         assert_eq!(
             fact_answer(&f, "Where are the toilets?"),
