@@ -19,6 +19,11 @@
 //! search so "painted" and "painting" count alike. "Who made this lacquer box?" names something
 //! (lacquer, box) and is searched as it is. Cases: `fixtures/questions/follow_up.jsonl`.
 //!
+//! A question that points at an exhibit by its kind and names nothing else ("When was this vase
+//! made?", 这件拓本是什么年代的？: [`pointed_at`]) is about the exhibit of the conversation when
+//! that exhibit's title holds those words ([`title_holds`]); asked first, it is about an exhibit
+//! the guide cannot see, and the offline guide asks which is meant.
+//!
 //! A list the guide gave is followed too: "the second one" picks from it ([`pick_from_list`]),
 //! "Any more?" / 还有别的吗？ continues it ([`asks_for_more_of_a_list`], [`list_origin`]).
 
@@ -134,6 +139,80 @@ pub fn is_follow_up(question: &str) -> bool {
     // ("owned" names no record), and then stood as the topic of the next follow-up.
     let about_it = words.iter().any(|w| EXHIBIT_PRONOUNS.contains(w)) || norm.contains('它');
     own.is_empty() || (about_it && own.len() == 1)
+}
+
+/// English demonstratives that point at a thing before a noun ("this vase", "that sword").
+const EN_DEMONSTRATIVES: &[&str] = &["this", "that", "these", "those"];
+
+/// Words after an English demonstrative read as the noun it points at ("this lacquer box").
+const POINTED_WORDS: usize = 3;
+
+/// Characters after a Chinese demonstrative (这件, 这幅 …) read as the noun it points at
+/// (这件拓本, 这件青铜鼎).
+const POINTED_CHARS: usize = 4;
+
+/// The words of its own a question points at with a demonstrative, when they are all it names
+/// ("When was this vase made?" → `["vase"]`, 这件拓本是什么年代的？ → `["拓本"]`; query terms,
+/// analysed like a search), None when it names anything else ("that wild coastal painting
+/// with waves smashing on the rocks") or nothing ([`is_follow_up`]'s "Who painted this
+/// painting?"). Such a question asks about an exhibit in front of the visitor, named by its
+/// kind: the exhibit of the conversation when its title holds those words, otherwise an
+/// exhibit the guide cannot see. Searched alone, "When was this vase made?" after the Vase
+/// with Apollo was answered with the Rubens Vase, and 这件拓本是什么年代的？ after the Stone
+/// Drum rubbing was refused.
+pub fn pointed_at(question: &str) -> Option<Vec<String>> {
+    let norm = text::normalize(question);
+    let words: Vec<&str> = norm
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut rest = norm.clone();
+    for m in ZH_MARKERS {
+        rest = rest.replace(m, " ");
+    }
+    let generic = generic_terms();
+    let own: Vec<String> = text::query_terms(&rest)
+        .into_iter()
+        .map(|t| t.text)
+        .filter(|t| !generic.contains(t))
+        .collect();
+    if own.is_empty() {
+        return None;
+    }
+    // The terms right after each demonstrative.
+    let mut pointed: HashSet<String> = HashSet::new();
+    for (i, w) in words.iter().enumerate() {
+        if EN_DEMONSTRATIVES.contains(w) {
+            let after = words[i + 1..].iter().take(POINTED_WORDS);
+            let span: Vec<&str> = after.copied().collect();
+            pointed.extend(
+                text::query_terms(&span.join(" "))
+                    .into_iter()
+                    .map(|t| t.text),
+            );
+        }
+    }
+    for m in ZH_MARKERS.iter().filter(|m| m.starts_with(['这', '那'])) {
+        for (at, _) in norm.match_indices(m) {
+            let after: String = norm[at + m.len()..].chars().take(POINTED_CHARS).collect();
+            let own_there = own.iter().filter(|t| after.contains(t.as_str()));
+            pointed.extend(own_there.cloned());
+        }
+    }
+    own.iter().all(|t| pointed.contains(t)).then_some(own)
+}
+
+/// Whether an exhibit's title holds every one of `terms` ([`pointed_at`]'s): "Vase with
+/// Apollo, a Nymph, and Cupid" holds `vase`, 清石鼓文拓本 holds 拓本.
+pub fn title_holds(title: &str, terms: &[String]) -> bool {
+    let norm = text::normalize(title);
+    let own: HashSet<String> = text::query_terms(&norm)
+        .into_iter()
+        .map(|t| t.text)
+        .collect();
+    terms
+        .iter()
+        .all(|t| own.contains(t) || (t.chars().any(text::is_cjk) && norm.contains(t.as_str())))
 }
 
 /// English pronouns that stand for the exhibit itself (not a person, not "this …" before a
@@ -431,6 +510,40 @@ mod tests {
         }
         let n = cases.len();
         assert!(n >= 30, "{n} cases");
+    }
+
+    #[test]
+    fn a_kind_pointed_at_is_told_from_a_question_that_names_more() {
+        let terms =
+            |v: &[&str]| -> Option<Vec<String>> { Some(v.iter().map(|t| t.to_string()).collect()) };
+        assert_eq!(pointed_at("When was this vase made?"), terms(&["vase"]));
+        assert_eq!(pointed_at("Who made this vase?"), terms(&["vase"]));
+        assert_eq!(pointed_at("这件拓本是什么年代的？"), terms(&["拓本"]));
+        assert_eq!(pointed_at("這件拓本是什麼年代的？"), terms(&["拓本"]));
+        assert!(pointed_at("Who made this lacquer box?").is_some());
+        for q in [
+            "Who painted this painting?",
+            "When was it made?",
+            "In that wild coastal painting with waves smashing on the rocks, what small detail shows a boat went down nearby?",
+            "Is the mummy of Pharaoh Ramesses II in this museum?",
+            "When was the Rubens Vase made?",
+            "那幅四川漢畫像磚拓片，雙闕中間站著的是什麼人？",
+        ] {
+            assert_eq!(pointed_at(q), None, "{q}");
+        }
+        assert!(title_holds(
+            "Vase with Apollo, a Nymph, and Cupid",
+            &["vase".into()]
+        ));
+        assert!(title_holds("清石鼓文拓本", &["拓本".into()]));
+        assert!(title_holds(
+            "清石鼓文拓本",
+            &text::query_terms("拓本")
+                .into_iter()
+                .map(|t| t.text)
+                .collect::<Vec<_>>()
+        ));
+        assert!(!title_holds("Toilet of Helen", &["vase".into()]));
     }
 
     #[test]

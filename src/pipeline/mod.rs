@@ -691,7 +691,15 @@ fn search_query(job: &Job, said: &str) -> Option<SearchQuery> {
     if ordinal.is_some_and(|n| n > 0) {
         return None;
     }
-    if ordinal.is_none() && !follow_up::is_follow_up(said) {
+    // "When was this vase made?": the exhibit of the conversation when its title says vase; at
+    // a fresh start, an exhibit the guide cannot see (asked which is meant, as for "it").
+    let pointed = follow_up::pointed_at(said).filter(|_| ordinal.is_none());
+    let about_the_last = match (&pointed, follow_up::last_answer_title(history.messages())) {
+        (Some(terms), Some(title)) => follow_up::title_holds(&title, terms),
+        (Some(_), None) if follow_up::anchor(history.messages()).is_none() => return None,
+        _ => false,
+    };
+    if ordinal.is_none() && !follow_up::is_follow_up(said) && !about_the_last {
         return Some(SearchQuery {
             query: said.to_string(),
             pinned: None,

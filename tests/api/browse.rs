@@ -881,4 +881,30 @@ async fn follow_ups_stay_on_the_exhibit_the_last_answer_named() {
         assert!(r.text.contains(want), "{q} → {}", r.text);
         assert!(!r.text.contains("also holds"), "{q} → {}", r.text);
     }
+    // The exhibit named by its kind ("this vase", 这件拓本) is the exhibit of the conversation
+    // when its title says so: searched alone, the first was the Rubens Vase, the second refused.
+    for (about, q, want) in [
+        (
+            "Tell me about the Vase with Apollo, a Nymph, and Cupid",
+            "When was this vase made?",
+            "“Vase with Apollo, a Nymph, and Cupid” is dated",
+        ),
+        (
+            "介绍一下清石鼓文拓本",
+            "这件拓本是什么年代的？",
+            "《清石鼓文拓本》的年代是清",
+        ),
+    ] {
+        let mut c = app.client().await;
+        c.text_request("a", about).await;
+        c.reply("a").await;
+        c.text_request("q", q).await;
+        let r = c.reply("q").await;
+        assert!(r.text.starts_with(want), "{q} → {}", r.text);
+        // At a fresh start it is an exhibit the guide cannot see.
+        let mut fresh = app.client().await;
+        fresh.text_request("q", q).await;
+        let r = fresh.reply("q").await;
+        assert_eq!(r.text, museum_agent::pipeline::follow_up::which_exhibit(q));
+    }
 }
