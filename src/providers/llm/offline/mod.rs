@@ -352,6 +352,9 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
     {
         return list;
     }
+    // "Tell me about the Rubens Vase": the visitor named the exhibit, so it is theirs, not "the
+    // closest match", and nothing else is suggested.
+    let picked = picked || names_title(question, &e.title);
     // "Do you have works by Degas?" answered by a Cassatt whose record names Degas: said to be
     // not his first (it read as if the closest match were his).
     let not_by = (a == Asks::General && !picked)
@@ -383,6 +386,37 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
         Some(m) => not_by_preface(question, &m) + &answer,
         None => answer,
     }
+}
+
+/// Whether `question` names the exhibit titled `title` by its title: the title's head (before a
+/// comma, colon, semicolon or bracket: "Toilet of Helen, La Belle Hélène"), without quotation
+/// marks and a leading "the", of two words or more (or four Chinese characters), stands in the
+/// question as whole words. "Tell me about the Rubens Vase" names “The "Rubens Vase"”; "Tell me
+/// about the mummy" names no “Unknown Woman Mummy”, nor "Do you have a vase?" a “Vase”.
+fn names_title(question: &str, title: &str) -> bool {
+    let head = title
+        .split([',', '(', ':', ';', '，', '（', '：', '；'])
+        .next()
+        .unwrap_or("");
+    let unquoted: String = head
+        .chars()
+        .filter(|c| !matches!(c, '"' | '“' | '”' | '《' | '》' | '「' | '」'))
+        .collect();
+    let norm = text::normalize(unquoted.trim());
+    let norm = norm.strip_prefix("the ").unwrap_or(&norm).trim();
+    let q = text::normalize(question);
+    if norm.chars().any(text::is_cjk) {
+        return norm.chars().count() >= 4 && q.contains(norm);
+    }
+    let words = |s: &str| -> Vec<String> {
+        s.split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let t = words(norm);
+    let qw = words(&q);
+    t.len() >= 2 && qw.windows(t.len()).any(|w| w == t.as_slice())
 }
 
 /// The maker the question asks for ("anything by Monet", 齐白石画的…: `text::named_makers`),
@@ -686,10 +720,16 @@ fn compose_zh(
                 "馆藏中最相关的是"
             };
             out.push_str(&format!("{}《{title}》", ours(lead)));
+            let mut details = false;
             for f in [&e.maker, &e.date, &e.period] {
                 if let Some(f) = field(f) {
                     out.push_str(&format!("，{}", q(f)));
+                    details = true;
                 }
+            }
+            // Named by the visitor with nothing to tell: not the title alone.
+            if picked && !details && sentence.text.is_empty() {
+                out.push_str(&ours("在馆藏之中，但资料没有更多记载"));
             }
             out.push('。');
             says(&mut out, "资料记载：");
@@ -793,6 +833,7 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
                 "The closest match in our collection is "
             };
             out.push_str(&format!("{lead}“{title}”"));
+            let before = out.len();
             if let Some(m) = field(&e.maker) {
                 out.push_str(&format!(", {}", by_maker(m)));
             }
@@ -801,6 +842,10 @@ fn compose_en(e: &Exhibit, a: Asks, sentence: &Quote, others: &[&str], picked: b
             }
             if let Some(p) = field(&e.period) {
                 out.push_str(&format!(", {}", period_en(p)));
+            }
+            // Named by the visitor with nothing to tell: not the title alone.
+            if picked && out.len() == before && quote.is_empty() {
+                out.push_str(" is in our collection, but its record gives no more details");
             }
             out.push('.');
             says(&mut out);
@@ -1119,8 +1164,17 @@ mod tests {
             "國立歷史博物館館藏《中山勳章》(館藏編號30088)",
         )];
         assert_eq!(
-            compose("Can you tell me about 中山勳章?", Some(&card)),
+            compose("Can you tell me about a medal?", Some(&card)),
             "The closest match in our collection is “中山勳章”."
+        );
+        // Named by its title: the visitor's exhibit, with nothing more to tell.
+        assert_eq!(
+            compose("Can you tell me about 中山勳章?", Some(&card)),
+            "“中山勳章” is in our collection, but its record gives no more details."
+        );
+        assert_eq!(
+            compose("介绍一下中山勋章", Some(&card)),
+            "《中山勋章》在馆藏之中，但资料没有更多记载。"
         );
     }
 
@@ -1191,11 +1245,9 @@ mod tests {
             "{general}"
         );
         assert!(general.contains("資料記載：此誌為唐代所刻"), "{general}");
+        // Named by its title: the visitor's exhibit, not the closest match.
         let general = compose("请介绍一下《唐人墓誌拓片》", Some(&hits));
-        assert!(
-            general.starts_with("馆藏中最相关的是《唐人墓志拓片》"),
-            "{general}"
-        );
+        assert!(general.starts_with("《唐人墓志拓片》，唐代。"), "{general}");
         assert!(
             general.contains("资料记载：此志为唐代所刻，出土于洛阳。"),
             "{general}"
@@ -1479,6 +1531,38 @@ mod tests {
         let about = text(Some("Inro"));
         assert!(about.starts_with("“Inro” is dated 1800."), "{about}");
         assert!(!about.contains("Netsuke"), "{about}");
+    }
+
+    #[test]
+    fn an_exhibit_named_by_its_title_is_not_the_closest_match() {
+        for (q, title, named) in [
+            ("Tell me about the Rubens Vase", "The \"Rubens Vase\"", true),
+            (
+                "Tell me about the Toilet of Helen",
+                "Toilet of Helen, La Belle Hélène",
+                true,
+            ),
+            ("介绍一下清石鼓文拓本", "清石鼓文拓本", true),
+            ("介紹一下清石鼓文拓本", "清石鼓文拓本", true),
+            ("Tell me about the mummy", "Unknown Woman Mummy", false),
+            ("Do you have a vase?", "Vase", false),
+            ("Tell me about the seated cats", "Seated Cat", false),
+            ("石鼓文", "清石鼓文拓本", false),
+        ] {
+            assert_eq!(names_title(q, title), named, "{q} / {title}");
+        }
+        let hits = vec![
+            hit("The \"Rubens Vase\"", "", "ca. 400", "Carved from agate."),
+            hit("Vase", "", "1800", "A vase."),
+        ];
+        let named = compose("Tell me about the Rubens Vase", Some(&hits));
+        assert!(
+            named.starts_with("“The \"Rubens Vase\"”, ca. 400."),
+            "{named}"
+        );
+        assert!(!named.contains("also holds"), "{named}");
+        let open = compose("Tell me about an agate vase", Some(&hits));
+        assert!(open.starts_with("The closest match"), "{open}");
     }
 
     fn futures_executor_block(s: SegmentStream) -> Vec<Segment> {
