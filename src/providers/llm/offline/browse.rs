@@ -625,12 +625,7 @@ fn list_answer(
     // (not quoted: a pick, "the first one", reads the answer's quoted titles).
     let mention = match kind {
         Some(b) if !b.qualifiers.is_empty() => {
-            let words: Vec<String> = b
-                .qualifiers
-                .iter()
-                .map(|w| as_written(question, w))
-                .collect();
-            format!(" that mention {}", words.join(" and "))
+            format!(" that mention {}", mentioned(question, &b.qualifiers))
         }
         _ => String::new(),
     };
@@ -915,12 +910,7 @@ fn age_answer(
     let mention = if b.qualifiers.is_empty() {
         String::new()
     } else {
-        let words: Vec<String> = b
-            .qualifiers
-            .iter()
-            .map(|w| as_written(question, w))
-            .collect();
-        format!(" that mention {}", words.join(" and "))
+        format!(" that mention {}", mentioned(question, &b.qualifiers))
     };
     // "dated exhibits in our collection", "dated Chinese exhibits", "dated exhibits in Arms &
     // Armor that mention Japanese".
@@ -1046,6 +1036,27 @@ fn english_adjective(words: &str) -> bool {
     !w.contains(" and ") && ENDINGS.iter().any(|e| w.ends_with(e))
 }
 
+/// The words that narrowed a kind, as the visitor wrote them, for "… that mention {}": words
+/// next to each other in the question are one phrase ("Alfred Jacob Miller", not "Alfred and
+/// Jacob and Miller"), phrases are joined by "and" ("Chinese and dragons").
+fn mentioned(question: &str, qualifiers: &[String]) -> String {
+    let lower = question.to_lowercase();
+    let mut phrases: Vec<String> = Vec::new();
+    let mut last: Option<&str> = None;
+    for w in qualifiers {
+        let next_to_last = last.is_some_and(|l| lower.contains(&format!("{l} {w}")));
+        match phrases.last_mut() {
+            Some(p) if next_to_last => {
+                p.push(' ');
+                p.push_str(&as_written(question, w));
+            }
+            _ => phrases.push(as_written(question, w)),
+        }
+        last = Some(w);
+    }
+    phrases.join(" and ")
+}
+
 /// `word` (normalised, lower case) as `question` writes it ("chinese" → "Chinese").
 pub(super) fn as_written(question: &str, word: &str) -> String {
     let lower = question.to_lowercase();
@@ -1060,6 +1071,26 @@ mod tests {
     use super::super::tests::hit;
     use super::super::{compose, compose_with};
     use super::*;
+
+    #[test]
+    fn words_next_to_each_other_are_mentioned_as_one_phrase() {
+        let q = |v: &[&str]| v.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            mentioned(
+                "Do you have any paintings by Alfred Jacob Miller?",
+                &q(&["alfred", "jacob", "miller"])
+            ),
+            "Alfred Jacob Miller"
+        );
+        assert_eq!(
+            mentioned(
+                "Any Chinese paintings of dragons?",
+                &q(&["chinese", "dragons"])
+            ),
+            "Chinese and dragons"
+        );
+        assert_eq!(mentioned("Japanese armor", &q(&["japanese"])), "Japanese");
+    }
 
     #[test]
     fn browse_questions_are_told_apart_from_questions_about_one_exhibit() {
