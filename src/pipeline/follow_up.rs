@@ -111,29 +111,39 @@ fn generic_terms() -> &'static HashSet<String> {
     })
 }
 
+/// The words of a normalised question (letters, digits and apostrophes).
+fn words_of(norm: &str) -> Vec<&str> {
+    norm.split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// The search terms of a normalised question that are its own: not a reference (它, 这件) nor
+/// a word any follow-up uses ([`generic_terms`]). The references go first: jieba would glue
+/// 这幅画 into 幅画.
+fn own_terms(norm: &str) -> Vec<String> {
+    let mut rest = norm.to_string();
+    for m in ZH_MARKERS {
+        rest = rest.replace(m, " ");
+    }
+    let generic = generic_terms();
+    text::query_terms(&rest)
+        .into_iter()
+        .map(|t| t.text)
+        .filter(|t| !generic.contains(t))
+        .collect()
+}
+
 /// Whether `question` asks about what was just discussed and names nothing of its own.
 pub fn is_follow_up(question: &str) -> bool {
     let norm = text::normalize(question);
-    let words: Vec<&str> = norm
-        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
-        .filter(|w| !w.is_empty())
-        .collect();
+    let words = words_of(&norm);
     let refers =
         words.iter().any(|w| EN_MARKERS.contains(w)) || ZH_MARKERS.iter().any(|m| norm.contains(m));
     if !refers {
         return false;
     }
-    // The references themselves go first: jieba would glue 这幅画 into 幅画.
-    let mut rest = norm.clone();
-    for m in ZH_MARKERS {
-        rest = rest.replace(m, " ");
-    }
-    let generic = generic_terms();
-    let own: Vec<String> = text::query_terms(&rest)
-        .into_iter()
-        .map(|t| t.text)
-        .filter(|t| !generic.contains(t))
-        .collect();
+    let own = own_terms(&norm);
     // "Who owned it?", "Is it gold?", 它被修复过吗？: the exhibit itself (it, 它) with one word of
     // its own asks about the exhibit of the conversation too. Searched alone it was refused
     // ("owned" names no record), and then stood as the topic of the next follow-up.
@@ -162,20 +172,8 @@ const POINTED_CHARS: usize = 4;
 /// Drum rubbing was refused.
 pub fn pointed_at(question: &str) -> Option<Vec<String>> {
     let norm = text::normalize(question);
-    let words: Vec<&str> = norm
-        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
-        .filter(|w| !w.is_empty())
-        .collect();
-    let mut rest = norm.clone();
-    for m in ZH_MARKERS {
-        rest = rest.replace(m, " ");
-    }
-    let generic = generic_terms();
-    let own: Vec<String> = text::query_terms(&rest)
-        .into_iter()
-        .map(|t| t.text)
-        .filter(|t| !generic.contains(t))
-        .collect();
+    let words = words_of(&norm);
+    let own = own_terms(&norm);
     if own.is_empty() {
         return None;
     }

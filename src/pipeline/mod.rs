@@ -238,14 +238,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
                 &said,
                 deps.llm_config.max_client_tools,
             );
-            let offered: Vec<ToolSpec> = client_tools
-                .iter()
-                .map(|f| ToolSpec {
-                    name: f.name.clone(),
-                    description: f.description.clone().unwrap_or_default(),
-                    parameters: f.json_schema(),
-                })
-                .collect();
+            let offered = tools::specs(&client_tools);
             let hit = Hit {
                 exhibit: e.clone(),
                 score: 1.0,
@@ -357,14 +350,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     let client_tools =
         tools::select_client_tools(&job.attrs.functions, &said, cfg.max_client_tools);
     let client_names: HashSet<String> = client_tools.iter().map(|f| f.name.clone()).collect();
-    let mut offered: Vec<ToolSpec> = client_tools
-        .iter()
-        .map(|f| ToolSpec {
-            name: f.name.clone(),
-            description: f.description.clone().unwrap_or_default(),
-            parameters: f.json_schema(),
-        })
-        .collect();
+    let mut offered = tools::specs(&client_tools);
     if deps.retriever.is_some() {
         offered.extend(tools::server_tool_specs());
     }
@@ -529,6 +515,15 @@ async fn show_mentioned(
         return;
     };
     tracing::debug!(exhibit = %hit.exhibit.id, "the model named an exhibit without showing it; showing it");
+    send_call(reply, &call).await;
+    if let Some(m) = turn.iter_mut().rev().find(|m| m.role == Role::Assistant) {
+        m.tool_calls.push(call);
+    }
+}
+
+/// Sends a client function call the server makes itself (an exhibit's card) as a FUNCTION_CALL
+/// frame of the reply.
+async fn send_call(reply: &mut ReplyStream, call: &ToolCall) {
     reply
         .push_function_call(FunctionCall {
             name: call.name.clone(),
@@ -536,9 +531,6 @@ async fn show_mentioned(
             call_id: Some(call.id.clone()),
         })
         .await;
-    if let Some(m) = turn.iter_mut().rev().find(|m| m.role == Role::Assistant) {
-        m.tool_calls.push(call);
-    }
 }
 
 /// Streams `text` as the whole reply and records it as the assistant's answer to `turn`.
@@ -563,13 +555,7 @@ async fn answer_and_show(
     reply.push_text(text).await;
     let mut m = ChatMessage::new(Role::Assistant, text.to_string());
     if let Some(call) = show {
-        reply
-            .push_function_call(FunctionCall {
-                name: call.name.clone(),
-                parameters: call.arguments.clone().unwrap_or_default(),
-                call_id: Some(call.id.clone()),
-            })
-            .await;
+        send_call(&mut reply, &call).await;
         m.tool_calls.push(call);
     }
     turn.push(m);

@@ -222,6 +222,19 @@ pub fn match_terms(text: &str) -> HashSet<String> {
     out
 }
 
+/// The tool specs the model is offered for the client's functions (`client_tools`, as
+/// [`select_client_tools`] chose them).
+pub fn specs(client_tools: &[&FunctionDef]) -> Vec<ToolSpec> {
+    client_tools
+        .iter()
+        .map(|f| ToolSpec {
+            name: f.name.clone(),
+            description: f.description.clone().unwrap_or_default(),
+            parameters: f.json_schema(),
+        })
+        .collect()
+}
+
 /// The client functions to offer: all of them up to `max`; beyond that the `max` whose name and
 /// description share the most terms with `input` (ties keep registration order).
 pub fn select_client_tools<'a>(

@@ -314,14 +314,19 @@ const DYNASTIES: &[(&str, i32)] = &[
     ("民国", 1912),
 ];
 
+/// A normalised period field without the words that say "dynasty" or "period" after a name
+/// (唐朝 → 唐, 清代 → 清, 战国时期 → 战国).
+fn dynasty_name(norm: &str) -> &str {
+    norm.trim_end_matches("时期")
+        .trim_end_matches("时代")
+        .trim_end_matches(['朝', '代'])
+}
+
 /// The first year of the dynasty a period field names (唐, 東漢, 唐朝, 清代), None for any other
 /// period.
 fn dynasty_start(period: &str) -> Option<i32> {
     let norm = text::normalize(period.trim());
-    let name = norm
-        .trim_end_matches("时期")
-        .trim_end_matches("时代")
-        .trim_end_matches(['朝', '代']);
+    let name = dynasty_name(&norm);
     DYNASTIES
         .iter()
         .find(|(d, _)| *d == name || *d == norm)
@@ -385,10 +390,7 @@ pub fn dynasty_in_english(period: &str) -> Option<&'static str> {
         return None;
     }
     let norm = text::normalize(p);
-    let name = norm
-        .trim_end_matches("时期")
-        .trim_end_matches("时代")
-        .trim_end_matches(['朝', '代']);
+    let name = dynasty_name(&norm);
     DYNASTIES_EN
         .iter()
         .find(|(d, _)| *d == name || *d == norm)
