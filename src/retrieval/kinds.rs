@@ -860,6 +860,14 @@ const WHERE_EN: &[&str] = &[
     "where would i find",
     "where will i find",
     "where should i go for",
+    "which room has",
+    "which rooms have",
+    "what room has",
+    "which gallery has",
+    "which galleries have",
+    "which floor has",
+    "in which room are",
+    "in which gallery are",
 ];
 
 /// Words closing such a question that say nothing of the kind ("Where are the paintings
@@ -1477,6 +1485,8 @@ mod tests {
             "Where is the Japanese section?",
             "Where can I see Chinese porcelain?",
             "Where are the swords located in the museum?",
+            "Which room has the Japanese art?",
+            "Which gallery has the Egyptian exhibits?",
             "埃及的展品在哪里？",
             "瓷器在哪个展厅？",
         ] {
@@ -1485,6 +1495,7 @@ mod tests {
         for q in [
             "Where is the armor?",
             "Where is the Rubens Vase?",
+            "Which room has the Rubens Vase?",
             "Where can I see the badger box?",
             "Where are the scarabs from?",
             "Where was the sword made?",
