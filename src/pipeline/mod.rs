@@ -231,20 +231,17 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         None => Vec::new(),
     };
     if let Some(f) = fact.as_ref().filter(|_| deps.facts_verbatim) {
-        let text = crate::providers::llm::offline::fact_answer_with(f, &said, &fact_exhibits);
-        let show = fact_exhibits.first().and_then(|e| {
+        let exhibits: Vec<crate::retrieval::Exhibit> =
+            fact_exhibits.iter().map(|h| h.exhibit.clone()).collect();
+        let text = crate::providers::llm::offline::fact_answer_with(f, &said, &exhibits);
+        let show = fact_exhibits.first().and_then(|hit| {
             let client_tools = tools::select_client_tools(
                 &job.attrs.functions,
                 &said,
                 deps.llm_config.max_client_tools,
             );
             let offered = tools::specs(&client_tools);
-            let hit = Hit {
-                exhibit: e.clone(),
-                score: 1.0,
-                passages: Vec::new(),
-            };
-            offline::show_call(&deps.llm_config.show_exhibit_function, &offered, &hit)
+            offline::show_call(&deps.llm_config.show_exhibit_function, &offered, hit)
         });
         return answer_and_show(job, reply, user_turn, &text, show).await;
     }
@@ -326,16 +323,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     };
     let retrieved = match (&fact, small_talk, query) {
         // A fact's exhibits are its passages for the model (and the cards it may show).
-        (Some(_), _, _) if !fact_exhibits.is_empty() => Some(
-            fact_exhibits
-                .iter()
-                .map(|e| Hit {
-                    exhibit: e.clone(),
-                    score: 1.0,
-                    passages: Vec::new(),
-                })
-                .collect(),
-        ),
+        (Some(_), _, _) if !fact_exhibits.is_empty() => Some(fact_exhibits.clone()),
         _ if browse.is_some() => browse.as_ref().map(|b| b.hits.clone()),
         _ if more.is_some() => more.as_ref().and_then(More::matches).map(<[Hit]>::to_vec),
         (None, None, Some((query, None))) => retrieve(job, deps, &query).await,
@@ -563,13 +551,9 @@ async fn answer_and_show(
 }
 
 /// The collection's exhibits a fact is about ([`crate::retrieval::facts::Fact::exhibits`]), in
-/// the file's order, each looked up under the search's bound and cancellation; an id the
-/// collection lacks is logged and left out.
-async fn fact_exhibits(
-    job: &Job,
-    deps: &Deps,
-    f: &crate::retrieval::facts::Fact,
-) -> Vec<crate::retrieval::Exhibit> {
+/// the file's order, as hits (the card and a model's passages read them), each looked up under
+/// the search's bound and cancellation; an id the collection lacks is logged and left out.
+async fn fact_exhibits(job: &Job, deps: &Deps, f: &crate::retrieval::facts::Fact) -> Vec<Hit> {
     let Some(r) = deps.retriever.as_ref() else {
         return Vec::new();
     };
@@ -584,7 +568,11 @@ async fn fact_exhibits(
         )
         .await
         {
-            Some(Some(e)) => out.push(e),
+            Some(Some(exhibit)) => out.push(Hit {
+                exhibit,
+                score: 1.0,
+                passages: Vec::new(),
+            }),
             Some(None) => tracing::warn!(
                 topic = %f.topic,
                 exhibit = %id,
