@@ -1501,7 +1501,8 @@ fn rank_in(
     dense: Option<Dense<'_>>,
 ) -> Result<Ranking, StoreError> {
     let query = text::clip(query, opts.max_query_chars);
-    let terms = text::query_terms_with(&query, &opts.dict());
+    let analysis = text::analyse_question(&query, &opts.dict());
+    let terms = joined_stop_words(store, analysis)?;
     if terms.is_empty() {
         return Ok(Ranking {
             terms: weigh(store, Vec::new())?,
@@ -1517,6 +1518,12 @@ fn rank_in(
     super::dictionary::drop_guessed_spellings(super::dictionary::dictionary(), &terms, &mut spelt);
     let mut w = weigh(store, terms)?;
     let (translated, synonyms) = bridges_by_meaning(store, &query, &w)?;
+    tracing::debug!(
+        terms = ?w.terms.iter().zip(&w.dfs).map(|((t, _), df)| (t.text.as_str(), *df)).collect::<Vec<_>>(),
+        spelt = ?spelt.iter().map(|b| &b.all_of).collect::<Vec<_>>(),
+        translated = ?translated.iter().map(|b| &b.all_of).collect::<Vec<_>>(),
+        "question analysed"
+    );
     w.bridges = spelt;
     w.bridges.extend(translated);
     let near = dense
@@ -1572,6 +1579,32 @@ fn rank_in(
         features: Some(f),
         terms: w,
     })
+}
+
+/// A question's terms with each [`text::StopJoin`] whose bigram the collection holds: the
+/// bigram joins the terms in place of the lone character's term.
+fn joined_stop_words(
+    store: &CollectionStore,
+    analysis: text::QuestionAnalysis,
+) -> Result<Vec<QueryTerm>, StoreError> {
+    let mut terms = analysis.terms;
+    for j in analysis.joins {
+        if store.doc_freq(&j.bigram, false)? == 0 {
+            continue;
+        }
+        let bigram = QueryTerm {
+            text: j.bigram,
+            prefix: false,
+        };
+        if terms.contains(&bigram) {
+            continue;
+        }
+        match j.lone.and_then(|l| terms.iter().position(|t| *t == l)) {
+            Some(i) => terms[i] = bigram,
+            None => terms.push(bigram),
+        }
+    }
+    Ok(terms)
 }
 
 /// The bridges by meaning of a question whose weighed terms are `w`: the dictionary's

@@ -720,6 +720,14 @@ const ZH_STOP: &[&str] = &[
     "总共",
     "讲的是",
     "讲",
+    // What a thing is for (是干什么用的, 有什么用, 用来做什么): the question's frame.
+    "干什么",
+    "做什么",
+    "干嘛",
+    "干啥",
+    "做啥",
+    "用来",
+    "用",
     "那种",
     "这种",
     "当初",
@@ -1053,11 +1061,37 @@ pub fn query_terms(query: &str) -> Vec<QueryTerm> {
 /// by jieba, so a character of it that is also a function word (于右任, 王之涣) still counts,
 /// and a name written in its other 玄/元 form is searched in the form the collection uses.
 pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
+    analyse_question(query, dict).terms
+}
+
+/// A question's terms ([`query_terms_with`]) and the words a stop character may have been cut
+/// from ([`StopJoin`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuestionAnalysis {
+    pub terms: Vec<QueryTerm>,
+    pub joins: Vec<StopJoin>,
+}
+
+/// A one-character stop word that jieba cut off the one character after it: 石头地券 is 石头 /
+/// 地 / 券 to jieba, which does not know 地券 (a land deed), and 地 is a particle as often as a
+/// word's first character (慢慢地走). The question's terms keep the particle reading; the
+/// ranking adds `bigram` (and drops the lone character's term, `lone`) when the collection holds
+/// the bigram, so 慢慢地走 is read as before and 石头地券 finds the deed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StopJoin {
+    pub bigram: String,
+    /// The character after the stop word, when it is a term of its own (a span of one).
+    pub lone: Option<QueryTerm>,
+}
+
+/// [`query_terms_with`] and the question's [`StopJoin`]s.
+pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
     // "Who is X": only the name is searched (是什么人, "Who was" add nothing).
     let subject = who_is_subject(query);
     let norm = normalize(subject.as_deref().unwrap_or(query));
     let zh_stop = &stop_sets().1;
     let mut terms: Vec<QueryTerm> = Vec::new();
+    let mut joins: Vec<StopJoin> = Vec::new();
     // Until the question's first content word, words that only ask to be shown something
     // ("Show me", "I want to see", 我想看, 带我去) are frames, not content.
     let mut leading = true;
@@ -1106,9 +1140,26 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
                             continue;
                         }
                         if zh_stop.contains(w)
+                            && let Some(n) = next
+                            && w.chars().count() == 1
+                            && n.chars().count() == 1
+                            && !zh_stop.contains(n)
+                            && is_cjk_word(n)
+                        {
+                            let lone = words.get(i + 2).is_none_or(|a| zh_stop.contains(a));
+                            joins.push(StopJoin {
+                                bigram: format!("{w}{n}"),
+                                lone: lone.then(|| QueryTerm {
+                                    text: n.to_string(),
+                                    prefix: true,
+                                }),
+                            });
+                        }
+                        if zh_stop.contains(w)
                             || (ZH_LOOK.contains(w) && (first || last()))
                             || (first && ZH_REQUEST.contains(w))
                             || is_making_frame(after_who, w, next)
+                            || is_measure_frame(i.checked_sub(1).map(|p| words[p]), w)
                         {
                             if !cur.is_empty() {
                                 spans.push(std::mem::take(&mut cur));
@@ -1143,7 +1194,13 @@ pub fn query_terms_with(query: &str, dict: &UserDict) -> Vec<QueryTerm> {
     let mut seen = HashSet::new();
     terms.retain(|t| seen.insert(t.clone()));
     terms.truncate(MAX_QUERY_TERMS);
-    terms
+    joins.retain(|j| j.lone.as_ref().is_none_or(|l| terms.contains(l)));
+    QuestionAnalysis { terms, joins }
+}
+
+/// Whether a jieba word is all CJK ideographs.
+fn is_cjk_word(w: &str) -> bool {
+    w.chars().all(is_cjk)
 }
 
 /// Chinese words for exhibits in general (stop words, like "exhibit" in English), which jieba
@@ -1223,7 +1280,29 @@ const MAKING_VERBS: &[&str] = &["写", "画", "做", "烧", "作", "造", "书"]
 /// Whether a one-character making verb is part of a question frame: right after 谁/是谁 ("是谁写的")
 /// or right before 的 ("康熙年间烧的那种"), where it says how the thing came to be, not what it is.
 fn is_making_frame(after_who: bool, word: &str, next: Option<&str>) -> bool {
-    MAKING_VERBS.contains(&word) && (after_who || next == Some("的"))
+    (MAKING_VERBS.contains(&word) || word == "干")
+        && (after_who || next == Some("的") || next.is_some_and(|n| ZH_WHAT.contains(&n)))
+}
+
+/// Words for "what" after which a verb asks what a thing is for (干什么用的, 做啥的).
+const ZH_WHAT: &[&str] = &["什么", "啥", "嘛"];
+
+/// Measure words (这**块**石头, 那**枚**勋章, 哪**尊**佛像): after a demonstrative or a number
+/// they are the question's way of pointing, not content. jieba cuts 那块 as 那 / 块, and the
+/// measure word then made a bigram with the noun after it (块宋, 座塔): "那座塔" searched 座塔
+/// only and lost the pagoda.
+const MEASURE_WORDS: &[&str] = &[
+    "个", "件", "幅", "张", "位", "块", "枚", "尊", "座", "只", "把", "套", "副", "条", "面", "片",
+    "颗", "支", "根", "双", "卷", "册", "台", "架", "艘", "匹", "盏", "顶", "串", "首", "篇", "封",
+    "份", "批", "组", "种", "款", "方", "对",
+];
+
+/// Words a [`MEASURE_WORDS`] word is a frame after.
+const POINTING: &[&str] = &["这", "那", "哪", "每", "一", "几", "两", "某"];
+
+/// Whether `word` is a measure word right after a demonstrative or number (`prev`).
+fn is_measure_frame(prev: Option<&str>, word: &str) -> bool {
+    prev.is_some_and(|p| POINTING.contains(&p)) && MEASURE_WORDS.contains(&word)
 }
 
 /// The character the Qing dynasty's taboo on the Kangxi emperor's personal name (玄燁) put in
@@ -2417,6 +2496,34 @@ mod tests {
         );
     }
 
+    /// A one-character stop word jieba cut off the character after it is offered as a bigram
+    /// (地券 in 石头地券), with the lone character's term it would replace; the terms keep the
+    /// particle reading, and a character followed by more of its span is not lone.
+    #[test]
+    fn a_stop_character_cut_from_a_word_is_offered_joined() {
+        let a = analyse_question("宋代的石头地券", &UserDict::default());
+        assert_eq!(texts(&a.terms), ["宋代", "石头", "券"]);
+        assert_eq!(
+            a.joins,
+            [StopJoin {
+                bigram: "地券".into(),
+                lone: Some(QueryTerm {
+                    text: "券".into(),
+                    prefix: true,
+                }),
+            }]
+        );
+        // 的 before a word of two characters, and a particle before a verb of one that jieba
+        // leaves in a span: nothing lone to replace, or nothing offered.
+        assert!(
+            analyse_question("宋代的石头", &UserDict::default())
+                .joins
+                .is_empty()
+        );
+        let slow = analyse_question("他慢慢地走过来", &UserDict::default());
+        assert!(slow.joins.iter().all(|j| j.lone.is_none()), "{slow:?}");
+    }
+
     /// The question frames of issue 17 add no term: framed and bare questions search alike.
     #[test]
     fn question_frames_add_no_terms() {
@@ -2447,6 +2554,12 @@ mod tests {
             ),
             ("溥心畬是谁？", "溥心畬"),
             ("溥心畬是什么人", "溥心畬"),
+            // Pointing (a measure word after 这/那) and asking what a thing is for.
+            ("那座塔", "塔"),
+            ("那枚勋章是干什么用的？", "勋章"),
+            ("这只碗有什么用", "碗"),
+            ("这套瓷器用来干嘛", "瓷器"),
+            ("這把劍是做什麼的？", "剑"),
             ("請問溥心畬是誰", "溥心畬"),
             ("Who was Shibata Zeshin?", "Shibata Zeshin"),
             // Requests to be shown something (a kiosk visitor's way of asking).
