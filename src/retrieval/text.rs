@@ -1084,6 +1084,12 @@ pub struct StopJoin {
     pub lone: Option<QueryTerm>,
 }
 
+/// The stop words a [`StopJoin`] is offered for: the particles after a verb or an adjective
+/// (慢慢地, 走着, 跑得, 看过), which are also the first character of words jieba does not know
+/// (地券). Not 的, 有, 和, 在: before a one-character word they are the particle, and the
+/// bigram is in the collection by chance (有没有吴昌硕画的画 searched 的画 for 画).
+const JOINABLE_STOPS: &[&str] = &["地", "着", "得", "过"];
+
 /// [`query_terms_with`] and the question's [`StopJoin`]s.
 pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
     // "Who is X": only the name is searched (是什么人, "Who was" add nothing).
@@ -1139,9 +1145,8 @@ pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
                             after_who = false;
                             continue;
                         }
-                        if zh_stop.contains(w)
+                        if JOINABLE_STOPS.contains(w)
                             && let Some(n) = next
-                            && w.chars().count() == 1
                             && n.chars().count() == 1
                             && !zh_stop.contains(n)
                             && is_cjk_word(n)
@@ -2522,6 +2527,9 @@ mod tests {
         );
         let slow = analyse_question("他慢慢地走过来", &UserDict::default());
         assert!(slow.joins.iter().all(|j| j.lone.is_none()), "{slow:?}");
+        // 的 is a particle before a word of one character.
+        let painted = analyse_question("有没有吴昌硕画的画？", &UserDict::default());
+        assert!(painted.joins.is_empty(), "{painted:?}");
     }
 
     /// The question frames of issue 17 add no term: framed and bare questions search alike.
