@@ -64,9 +64,21 @@ fn browse_total_of_kind(b: &crate::retrieval::Browse) -> String {
         } else {
             format!("the exhibits in {}", b.label)
         };
+        use crate::retrieval::ordering::Order;
         let order = match age {
-            crate::retrieval::dating::Age::Oldest => "oldest first",
-            crate::retrieval::dating::Age::Newest => "most recent first",
+            Order::Oldest => "oldest first",
+            Order::Newest => "most recent first",
+            Order::Largest => "largest first",
+            Order::Smallest => "smallest first",
+        };
+        // What the records must give to be compared, and what to say of the first.
+        let (given, value) = if age.by_size() {
+            (
+                "measurements",
+                "its measurements (the largest one compared)",
+            )
+        } else {
+            ("a date", "its date")
         };
         let listed = if b.shown > 0 {
             "the next ones in that order, after those you listed (none: say there are no more to list)"
@@ -74,11 +86,11 @@ fn browse_total_of_kind(b: &crate::retrieval::Browse) -> String {
             "the first in that order"
         };
         return format!(
-            "\n\nThe visitor asks for the {order} of {what}. Of its {} exhibits, {} have a date \
+            "\n\nThe visitor asks for the {order} of {what}. Of its {} exhibits, {} have {given} \
              in their records; the exhibits above are {listed}, {order}. Say which is first and \
-             give its date, list the others briefly, say that only dated records were compared, \
-             and invite the visitor to ask about one.\n",
-            b.total, b.dated
+             give {value}, list the others briefly, say that only records with {given} were \
+             compared, and invite the visitor to ask about one.\n",
+            b.total, b.compared
         );
     }
     if b.origin {

@@ -450,7 +450,7 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
         return None;
     }
     // "thanks, bye" is a goodbye; "hi, who are you?" asks for help.
-    [
+    let kind = [
         SmallTalk::Goodbye,
         SmallTalk::Thanks,
         SmallTalk::Overview,
@@ -459,7 +459,12 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
         SmallTalk::Reaction,
     ]
     .into_iter()
-    .find(|k| found.contains(k))
+    .find(|k| found.contains(k));
+    // "What is the biggest thing here?" asks for the collection in an order the search lists
+    // (`retrieval::ordering`); "What is your largest collection?" is still the overview.
+    kind.filter(|k| {
+        *k != SmallTalk::Overview || crate::retrieval::ordering::asks_order(utterance).is_none()
+    })
 }
 
 /// `phrases`, then each of `words` as a [`SmallTalk::Reaction`] (the reactions the search

@@ -10,24 +10,14 @@
 //! part's. A record it cannot read (no date, "n.d.", "modern") has no year: answers say "the
 //! oldest dated", since a collection without dates for some records cannot say more.
 //!
-//! [`asks_age`] tells a question about the oldest or newest exhibits from other superlatives;
+//! [`asks_age`] tells a question about the oldest or newest exhibits from other superlatives
+//! ([`super::ordering`] holds the orders a visitor can ask for);
 //! [`without_age_words`] leaves the rest for the kind lookup (`embedded::browse_blocking`), so
 //! "the oldest painting" is the painting kind ordered by year and "the oldest thing here" the
 //! whole collection.
 
-use std::collections::HashMap;
-
-use serde::{Deserialize, Serialize};
-
+use super::ordering::{Order, Ranked};
 use super::text;
-
-/// The order an age question asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Age {
-    Oldest,
-    Newest,
-}
 
 /// English phrases that ask for the oldest exhibits.
 const OLDEST_EN: &[&str] = &["oldest", "earliest", "most ancient"];
@@ -64,54 +54,32 @@ const NOT_OURS_ZH: &[&str] = &[
 
 /// Whether `question` asks for the oldest or newest exhibits (of the museum, of a kind or an
 /// origin: the rest of the question decides which).
-pub fn asks_age(question: &str) -> Option<Age> {
+pub fn asks_age(question: &str) -> Option<Order> {
     let norm = text::normalize(question);
-    let words: Vec<&str> = norm
-        .split(|c: char| !c.is_alphanumeric() && c != '\'')
-        .filter(|w| !w.is_empty())
-        .collect();
-    let has_en = |phrase: &str| {
-        let p: Vec<&str> = phrase.split(' ').collect();
-        words.windows(p.len()).any(|w| w == p.as_slice())
-    };
-    if words.iter().any(|w| NOT_OURS_EN.contains(w)) || NOT_OURS_ZH.iter().any(|w| norm.contains(w))
-    {
+    let words = super::ordering::words_of(&norm);
+    let has_en = |phrase: &str| super::ordering::has_phrase(&words, phrase);
+    if not_ours(&norm, &words) {
         return None;
     }
     if OLDEST_EN.iter().any(|p| has_en(p)) || OLDEST_ZH.iter().any(|p| norm.contains(p)) {
-        Some(Age::Oldest)
+        Some(Order::Oldest)
     } else if NEWEST_EN.iter().any(|p| has_en(p)) || NEWEST_ZH.iter().any(|p| norm.contains(p)) {
-        Some(Age::Newest)
+        Some(Order::Newest)
     } else {
         None
     }
 }
 
+/// Whether a normalised question (and its words) makes a superlative about the world or one
+/// exhibit in view ([`NOT_OURS_EN`], [`NOT_OURS_ZH`]).
+pub(super) fn not_ours(norm: &str, words: &[&str]) -> bool {
+    words.iter().any(|w| NOT_OURS_EN.contains(w)) || NOT_OURS_ZH.iter().any(|w| norm.contains(w))
+}
+
 /// `question` (normalised) without the words that asked for an order ([`asks_age`]), for the
 /// kind lookup: "what is the oldest painting" → "what is the  painting".
 pub fn without_age_words(question: &str) -> String {
-    let norm = text::normalize(question);
-    let mut words: Vec<String> = norm.split(' ').map(str::to_string).collect();
-    for phrase in OLDEST_EN.iter().chain(NEWEST_EN) {
-        let p: Vec<&str> = phrase.split(' ').collect();
-        let mut i = 0;
-        while i + p.len() <= words.len() {
-            let hit = words[i..i + p.len()]
-                .iter()
-                .zip(&p)
-                .all(|(w, p)| w.trim_matches(|c: char| !c.is_alphanumeric()) == *p);
-            if hit {
-                words.drain(i..i + p.len());
-            } else {
-                i += 1;
-            }
-        }
-    }
-    let mut out = words.join(" ");
-    for phrase in OLDEST_ZH.iter().chain(NEWEST_ZH) {
-        out = out.replace(phrase, " ");
-    }
-    out
+    super::ordering::without_phrases(question, &[OLDEST_EN, NEWEST_EN], &[OLDEST_ZH, NEWEST_ZH])
 }
 
 /// The year an exhibit was made, earliest reading: from its `date` field, else from a Chinese
@@ -397,39 +365,14 @@ pub fn dynasty_in_english(period: &str) -> Option<&'static str> {
         .map(|(_, en)| *en)
 }
 
-/// Every dated exhibit's start year, read once a collection generation
-/// (`embedded::EmbeddedRetriever`'s cache): `by_pk` for a kind's members, `order` (oldest
-/// first, then by pk) for the whole collection.
-#[derive(Debug, Default)]
-pub struct Years {
-    pub by_pk: HashMap<i64, i32>,
-    pub order: Vec<(i32, i64)>,
-}
-
-impl Years {
-    /// From (pk, date, period) rows.
-    pub fn read(rows: impl IntoIterator<Item = (i64, String, String)>) -> Years {
-        let by_pk: HashMap<i64, i32> = rows
-            .into_iter()
-            .filter_map(|(pk, date, period)| start_year(&date, &period).map(|y| (pk, y)))
-            .collect();
-        let mut order: Vec<(i32, i64)> = by_pk.iter().map(|(pk, y)| (*y, *pk)).collect();
-        order.sort_unstable();
-        Years { by_pk, order }
-    }
-
-    /// `pks` ordered by `age` (oldest first, or newest first), those without a year dropped.
-    pub fn ordered(&self, pks: impl IntoIterator<Item = i64>, age: Age) -> Vec<i64> {
-        let mut dated: Vec<(i32, i64)> = pks
-            .into_iter()
-            .filter_map(|pk| self.by_pk.get(&pk).map(|y| (*y, pk)))
-            .collect();
-        dated.sort_unstable();
-        if age == Age::Newest {
-            dated.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        }
-        dated.into_iter().map(|(_, pk)| pk).collect()
-    }
+/// Every dated exhibit's start year ([`start_year`]) from (pk, date, period) rows, read once a
+/// collection generation (`embedded::EmbeddedRetriever`'s cache).
+pub fn years(rows: impl IntoIterator<Item = (i64, String, String)>) -> Ranked {
+    Ranked::new(
+        rows.into_iter().filter_map(|(pk, date, period)| {
+            start_year(&date, &period).map(|y| (pk, i64::from(y)))
+        }),
+    )
 }
 
 #[cfg(test)]
@@ -511,18 +454,18 @@ mod tests {
     #[test]
     fn questions_about_the_oldest_or_newest_exhibits_are_told_apart() {
         for (q, age) in [
-            ("What is the oldest thing here?", Some(Age::Oldest)),
-            ("What's your oldest painting?", Some(Age::Oldest)),
+            ("What is the oldest thing here?", Some(Order::Oldest)),
+            ("What's your oldest painting?", Some(Order::Oldest)),
             (
                 "Which is the most ancient object in the museum?",
-                Some(Age::Oldest),
+                Some(Order::Oldest),
             ),
-            ("Show me the earliest Japanese prints", Some(Age::Oldest)),
-            ("What is the newest exhibit?", Some(Age::Newest)),
-            ("最古老的文物是什么？", Some(Age::Oldest)),
-            ("年代最早的瓷器是哪件？", Some(Age::Oldest)),
-            ("馆里最老的东西是什么", Some(Age::Oldest)),
-            ("年代最晚的展品", Some(Age::Newest)),
+            ("Show me the earliest Japanese prints", Some(Order::Oldest)),
+            ("What is the newest exhibit?", Some(Order::Newest)),
+            ("最古老的文物是什么？", Some(Order::Oldest)),
+            ("年代最早的瓷器是哪件？", Some(Order::Oldest)),
+            ("馆里最老的东西是什么", Some(Order::Oldest)),
+            ("年代最晚的展品", Some(Order::Newest)),
             // Not the museum's list.
             ("What is the oldest painting in the world?", None),
             ("Is this the oldest vase?", None),
@@ -558,14 +501,13 @@ mod tests {
 
     #[test]
     fn years_order_a_kind_and_drop_the_undated() {
-        let years = Years::read([
+        let years = years([
             (1, "1858".to_string(), String::new()),
             (2, "ca. 540 BC".to_string(), String::new()),
             (3, String::new(), String::new()),
             (4, String::new(), "唐".to_string()),
         ]);
         assert_eq!(years.order, [(-540, 2), (618, 4), (1858, 1)]);
-        assert_eq!(years.ordered([1, 2, 3, 4], Age::Oldest), [2, 4, 1]);
-        assert_eq!(years.ordered([1, 3, 4], Age::Newest), [1, 4]);
+        assert_eq!(years.ordered([1, 2, 3, 4], Order::Oldest), [2, 4, 1]);
     }
 }

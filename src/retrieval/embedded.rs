@@ -30,6 +30,7 @@ use super::abstain::{self, AbstentionModel, Features};
 use super::dating;
 use super::embeddings::{Embedder, VectorSet, dense_rankings, fuse_lists};
 use super::ingest::{FileRows, Rejected};
+use super::ordering::{Order, Ranked};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
 use super::translit::{self, BridgeKind};
@@ -228,25 +229,48 @@ pub struct EmbeddedRetriever {
     /// The collection's overview and the generation it was read at (a scan of every row: once
     /// a generation).
     overview: Arc<Mutex<Option<(i64, Overview)>>>,
-    /// Every dated exhibit's start year and the generation it was read at (a scan of every
-    /// row, once a generation, when a visitor first asks for the oldest or newest).
-    years: Arc<YearsCache>,
+    /// Every dated exhibit's start year and every measured one's size, each with the generation
+    /// it was read at (a scan of every row, once a generation, when a visitor first asks for
+    /// such an order).
+    orders: Arc<OrderCaches>,
 }
 
-/// [`dating::Years`] with the collection generation they were read at.
-pub type YearsCache = Mutex<Option<(i64, Arc<dating::Years>)>>;
+/// A [`Ranked`] with the collection generation it was read at.
+type RankCache = Mutex<Option<(i64, Arc<Ranked>)>>;
 
-/// The collection's [`dating::Years`], from `cache` when it was read at this generation.
-fn years_of(store: &CollectionStore, cache: &YearsCache) -> Result<Arc<dating::Years>, StoreError> {
+/// The values the collection is ordered by when a visitor asks ([`Order`]): start years and
+/// sizes.
+#[derive(Debug, Default)]
+pub struct OrderCaches {
+    years: RankCache,
+    sizes: RankCache,
+}
+
+/// The collection's values for `order` (start years or sizes), from `caches` when they were
+/// read at this generation.
+fn ranked_of(
+    store: &CollectionStore,
+    caches: &OrderCaches,
+    order: Order,
+) -> Result<Arc<Ranked>, StoreError> {
     let generation = store.collection_generation()?;
-    if let Some((g, y)) = &*cache.lock().unwrap_or_else(|p| p.into_inner())
+    let cache = if order.by_size() {
+        &caches.sizes
+    } else {
+        &caches.years
+    };
+    if let Some((g, r)) = &*cache.lock().unwrap_or_else(|p| p.into_inner())
         && *g == generation
     {
-        return Ok(y.clone());
+        return Ok(r.clone());
     }
-    let years = Arc::new(dating::Years::read(store.dates()?));
-    *cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, years.clone()));
-    Ok(years)
+    let ranked = Arc::new(if order.by_size() {
+        super::sizing::sizes(store.dimensions()?)
+    } else {
+        dating::years(store.dates()?)
+    });
+    *cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, ranked.clone()));
+    Ok(ranked)
 }
 
 impl Drop for EmbeddedRetriever {
@@ -1720,27 +1744,20 @@ pub fn fuse_ranked<T: Clone + Eq + std::hash::Hash>(
 /// Rows of the collection read to choose the exhibits a [`Browse`] lists, per exhibit listed.
 const BROWSE_READ_PER_LISTED: usize = 6;
 
-/// Rows of the collection read per exhibit listed in age order ([`dating::Age`]): one per
-/// title is listed, and a few titles repeat ("Cylinder Seal").
-const BROWSE_READ_BY_AGE: usize = 3;
+/// Rows of the collection read per exhibit listed in an [`Order`]: one per title is listed, and
+/// a few titles repeat ("Cylinder Seal").
+const BROWSE_READ_IN_ORDER: usize = 3;
 
-/// The whole collection's oldest or newest dated exhibits ([`browse_blocking`]): at most `k`,
-/// one per title.
-fn collection_by_age(
+/// The whole collection's first exhibits in `order` (oldest, largest, ...) among those whose
+/// records give the value compared ([`browse_blocking`]): at most `k`, one per title.
+fn collection_in_order(
     store: &CollectionStore,
-    age: dating::Age,
+    order: Order,
     k: usize,
-    cache: &YearsCache,
+    caches: &OrderCaches,
 ) -> Result<Browse, StoreError> {
-    let years = years_of(store, cache)?;
-    let in_order: Box<dyn Iterator<Item = &(i32, i64)>> = match age {
-        dating::Age::Oldest => Box::new(years.order.iter()),
-        dating::Age::Newest => Box::new(years.order.iter().rev()),
-    };
-    let read: Vec<i64> = in_order
-        .take(k * BROWSE_READ_BY_AGE)
-        .map(|(_, pk)| *pk)
-        .collect();
+    let ranked = ranked_of(store, caches, order)?;
+    let read: Vec<i64> = ranked.all(order).take(k * BROWSE_READ_IN_ORDER).collect();
     let hits = one_per_title(
         store
             .exhibits_by_pk(&read)?
@@ -1750,8 +1767,8 @@ fn collection_by_age(
     );
     Ok(Browse {
         total: usize::try_from(store.exhibit_count()?).unwrap_or(0),
-        order: Some(age),
-        dated: years.order.len(),
+        order: Some(order),
+        compared: ranked.order.len(),
         hits,
         ..Browse::default()
     })
@@ -1865,14 +1882,15 @@ const BROWSE_TITLE_LOOKUP: usize = 64;
 /// fully described records (longest in the index: a curator wrote most about them), one per
 /// title and, while there are enough, one per maker.
 ///
-/// A question for the oldest or newest ([`dating::asks_age`]) lists the kind, or the whole
-/// collection when the rest of the question names nothing ("What is the oldest thing here?"),
-/// in that order by [`dating::start_year`]; its `years` are read once a generation.
+/// A question for an order ([`super::ordering::asks_order`]: the oldest, the biggest, ...)
+/// lists the kind, or the whole collection when the rest of the question names nothing ("What
+/// is the oldest thing here?"), in that order by [`dating::start_year`] or
+/// [`super::sizing::size_of`]; the values are read once a generation into `orders`.
 pub fn browse_blocking(
     store: &CollectionStore,
     question: &str,
     k: usize,
-    years: &YearsCache,
+    orders: &OrderCaches,
 ) -> Result<Option<Browse>, StoreError> {
     use super::kinds;
     if k == 0 {
@@ -1882,10 +1900,10 @@ pub fn browse_blocking(
         return most_works(store, k);
     }
     let dict = super::dictionary::dictionary();
-    let age = dating::asks_age(question);
+    let age = super::ordering::asks_order(question);
     let where_kept = kinds::asks_where_kept(question);
     let asked = match age {
-        Some(_) => dating::without_age_words(question),
+        Some(_) => super::ordering::without_order_words(question),
         None if kinds::asks_taste(question) => kinds::without_taste_words(question),
         None => question.to_string(),
     };
@@ -1899,7 +1917,7 @@ pub fn browse_blocking(
     if let Some(age) = age
         && plain.is_empty()
     {
-        return collection_by_age(store, age, k, years).map(Some);
+        return collection_in_order(store, age, k, orders).map(Some);
     }
     let mut members_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
         let mut rows = store.rows_holding(&format!("{}{t}", kinds::DEPARTMENT))?;
@@ -2121,15 +2139,16 @@ pub fn browse_blocking(
         }
         members = turns;
     }
-    // Oldest or newest: the dated members in that order, listed as they come.
+    // An order (oldest, largest, ...): the members with a value in that order, listed as they
+    // come.
     let by_age = match age {
-        Some(age) => Some(years_of(store, years)?.ordered(members.iter().map(|m| m.0), age)),
+        Some(age) => Some(ranked_of(store, orders, age)?.ordered(members.iter().map(|m| m.0), age)),
         None => None,
     };
     let read: Vec<i64> = match &by_age {
         Some(ordered) => ordered
             .iter()
-            .take(k * BROWSE_READ_BY_AGE)
+            .take(k * BROWSE_READ_IN_ORDER)
             .copied()
             .collect(),
         None => members
@@ -2243,7 +2262,7 @@ pub fn browse_blocking(
         origin,
         shown: 0,
         order: age,
-        dated: by_age.as_ref().map_or(0, Vec::len),
+        compared: by_age.as_ref().map_or(0, Vec::len),
         places,
         makers: Vec::new(),
         hits: listed
@@ -2314,7 +2333,7 @@ impl EmbeddedRetriever {
             fitted: Arc::new(Mutex::new(None)),
             fitted_semantic: Arc::new(Mutex::new(None)),
             overview: Arc::new(Mutex::new(None)),
-            years: Arc::new(Mutex::new(None)),
+            orders: Arc::new(OrderCaches::default()),
         }
     }
 
@@ -2646,9 +2665,9 @@ impl Retriever for EmbeddedRetriever {
     fn browse<'a>(&'a self, question: &'a str, k: usize) -> RetrievalFuture<'a, Option<Browse>> {
         Box::pin(async move {
             let q = text::clip(question, self.opts.max_query_chars);
-            let years = self.years.clone();
+            let orders = self.orders.clone();
             self.store
-                .call(move |s| browse_blocking(s, &q, k, &years))
+                .call(move |s| browse_blocking(s, &q, k, &orders))
                 .await
                 .map_err(|e| RetrievalError::Failed(e.to_string()))
         })

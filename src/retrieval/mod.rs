@@ -30,7 +30,9 @@
 //! translit.rs    pinyin bridge between the scripts (康熙 ↔ Kangxi): Bridge, coverage credit
 //! dictionary.rs  dictionary bridge (CC-CEDICT, compiled in from cedict/): 义和团 ↔ Boxers
 //! thesaurus.rs   English synonym bridge (WordNet 3.0, compiled in from wordnet/): timepiece → watch
+//! ordering.rs    the orders a visitor asks for (oldest, newest, largest, smallest); Ranked. Pure
 //! dating.rs      start years from date and dynasty fields; "the oldest …" questions. Pure
+//! sizing.rs      sizes from dimensions fields; "the biggest …" questions. Pure
 //! kinds.rs       kinds of object (department, medium and Chinese title heads): "Do you have any ceramics?". Pure
 //! ```
 //!
@@ -48,8 +50,10 @@ pub mod facts;
 pub mod ingest;
 pub mod kinds;
 pub mod local_e5;
+pub mod ordering;
 pub mod remote;
 pub mod semantic;
+pub mod sizing;
 pub mod text;
 pub mod thesaurus;
 pub mod translit;
@@ -197,15 +201,16 @@ pub struct Browse {
     /// first list.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub shown: usize,
-    /// The visitor asked for the oldest or newest ("What is the oldest painting?",
-    /// [`dating::asks_age`]): [`Self::hits`] are then in that order, of the [`Self::dated`]
-    /// whose records give a date. With no [`Self::words`] the kind is the whole collection.
+    /// The visitor asked for an order ("What is the oldest painting?", "the biggest vase",
+    /// [`ordering::asks_order`]): [`Self::hits`] are then in that order, of the
+    /// [`Self::compared`] whose records give the value compared (a date, measurements). With no
+    /// [`Self::words`] the kind is the whole collection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub order: Option<dating::Age>,
-    /// Of [`Self::total`], those whose records give a date ([`dating::start_year`]); 0 unless
-    /// [`Self::order`] is set.
+    pub order: Option<ordering::Order>,
+    /// Of [`Self::total`], those whose records give the value [`Self::order`] compares
+    /// ([`dating::start_year`], [`sizing::size_of`]); 0 unless [`Self::order`] is set.
     #[serde(default, skip_serializing_if = "is_zero")]
-    pub dated: usize,
+    pub compared: usize,
     /// Where the kind is kept, when the visitor asked ("Where are the Egyptian exhibits?",
     /// [`kinds::asks_where_kept`]): its departments with their numbers of its exhibits,
     /// largest first ([`kinds::departments`]); empty otherwise.

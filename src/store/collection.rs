@@ -783,6 +783,16 @@ impl CollectionStore {
         })
     }
 
+    /// Every exhibit's pk with its `dimensions` field (one scan of the table, kept per
+    /// generation as [`Self::dates`] is, by `retrieval::sizing`'s caller).
+    pub fn dimensions(&self) -> Result<Vec<(i64, String)>, StoreError> {
+        self.with_read(|c| {
+            let mut st = c.prepare_cached("SELECT pk, dimensions FROM exhibits")?;
+            let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
     /// Number of exhibits. Read on every question (IDF), so it is kept in `collection_meta`
     /// (`exhibit_count`, raised in the transaction that inserts rows) instead of counting 500,000
     /// rows each time; a database without the key counts once and stores it, in one statement.

@@ -849,6 +849,87 @@ async fn the_oldest_exhibits_are_listed_by_date() {
     );
 }
 
+/// "What is the biggest thing here?" lists the measured exhibits largest first with their
+/// measurements, saying how many the comparison counted; 最小的展品是什么？ the smallest;
+/// "Any more?" goes on by size; a model is told the order. Before: "What's the biggest
+/// painting?" got a painting whose record says "the biggest sort of a crowd".
+#[tokio::test]
+async fn the_largest_exhibits_are_listed_by_size() {
+    use museum_agent::pipeline::follow_up::quoted_titles;
+    use museum_agent::retrieval::sizing::size_of;
+    let text = std::fs::read_to_string(demo()).unwrap();
+    let mut sized: Vec<(f64, String)> = text
+        .lines()
+        .filter_map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).ok()?;
+            let s = size_of(v["dimensions"].as_str()?)?;
+            Some((s.largest(), v["title"].as_str()?.to_string()))
+        })
+        .collect();
+    sized.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(
+        sized[0].0 < sized[1].0 && sized[sized.len() - 2].0 < sized[sized.len() - 1].0,
+        "the demo's smallest and largest are ties: pick other assertions"
+    );
+    let total = text.lines().count();
+    let records = records();
+
+    let app = demo_app(LlmProviderKind::Offline).await;
+    let mut c = app.client().await;
+    c.text_request("big", "What is the biggest thing here?")
+        .await;
+    let r = c.reply("big").await;
+    let largest = &sized[sized.len() - 1].1;
+    let head = format!(
+        "Of the {} measured exhibits in our collection, the largest is “{largest}” (",
+        museum_agent::util::thousands(sized.len()),
+    );
+    assert!(r.text.starts_with(&head), "{}", r.text);
+    assert!(r.text.contains(" cm)"), "{}", r.text);
+    let first = quoted_titles(&r.text);
+    let shown = r.calls[0]["parameters"]["exhibit_id"].as_str().unwrap();
+    assert_eq!(records[shown].0, first[0]);
+    c.text_request("more", "Any more?").await;
+    let r = c.reply("more").await;
+    assert!(r.text.starts_with("Next, by size: “"), "{}", r.text);
+    let next = quoted_titles(&r.text);
+    assert!(
+        !next.is_empty() && next.iter().all(|t| !first.contains(t)),
+        "{}",
+        r.text
+    );
+
+    let mut zh = app.client().await;
+    zh.text_request("zh", "最小的展品是什么？").await;
+    let r = zh.reply("zh").await;
+    assert!(
+        r.text.starts_with(&format!(
+            "馆藏中有尺寸记载的{}件展品里，最小的是《{}》",
+            sized.len(),
+            sized[0].1
+        )),
+        "{}",
+        r.text
+    );
+
+    // A model gets the order and the counts.
+    let app = demo_app(LlmProviderKind::Openai).await;
+    let mut c = app.client().await;
+    app.llm.push(text_reply(&["The largest is a handscroll."]));
+    c.text_request("m", "What's the largest object in the museum?")
+        .await;
+    c.reply("m").await;
+    let sys = system_prompt(&app.llm.requests()[0]);
+    assert!(
+        sys.contains(&format!(
+            "The visitor asks for the largest first of the collection. Of its {total} \
+             exhibits, {} have measurements",
+            sized.len()
+        )),
+        "{sys}"
+    );
+}
+
 /// Follow-ups stay on the exhibit the guide's last answer named first, even when the words
 /// of the first question rank other records above it ("Who made it?", the fourth question
 /// about the mummy, was answered about a mummy mask, and 这件有多大？ about a scarab), and

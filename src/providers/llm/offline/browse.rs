@@ -3,7 +3,8 @@
 //! by the kind's total when the catalogue names the kind. Pure.
 
 use super::{clip, is_chinese, visitor_script, zh_in};
-use crate::retrieval::dating::Age;
+use crate::retrieval::ordering::Order;
+use crate::retrieval::sizing::size_of;
 use crate::retrieval::text::{self, Script, normalize};
 use crate::retrieval::{Exhibit, Hit};
 use crate::util::thousands;
@@ -175,13 +176,13 @@ fn asks_what_is_shown(norm: &str) -> bool {
 }
 
 /// Whether `question` may name a kind of object for the kind path ([`crate::retrieval::Retriever::browse`]):
-/// a browse question ([`is_browse`]), a topic ([`is_kind_topic`]) or a question for the oldest
-/// or newest ([`crate::retrieval::dating::asks_age`]: of a kind, or of the whole
-/// collection). The server and the CLI's `search` ask this one question.
+/// a browse question ([`is_browse`]), a topic ([`is_kind_topic`]) or a question for an order
+/// (the oldest, the biggest: [`crate::retrieval::ordering::asks_order`], of a kind or of the
+/// whole collection). The server and the CLI's `search` ask this one question.
 pub fn may_name_a_kind(question: &str) -> bool {
     is_browse(question)
         || is_kind_topic(question)
-        || crate::retrieval::dating::asks_age(question).is_some()
+        || crate::retrieval::ordering::asks_order(question).is_some()
         || crate::retrieval::kinds::asks_taste(question)
         || crate::retrieval::kinds::asks_where_kept(question)
         || crate::retrieval::kinds::asks_most_works(question)
@@ -505,9 +506,9 @@ fn list_answer(
         };
     }
     if let Some(b) = kind
-        && let Some(age) = b.order
+        && let Some(order) = b.order
     {
-        return age_answer(question, listed, b, age, more);
+        return order_answer(question, listed, b, order, more);
     }
     let details = |e: &Exhibit| -> Vec<String> {
         [field_head(&e.maker), when_made(e)]
@@ -832,23 +833,31 @@ fn when_made(e: &Exhibit) -> Option<String> {
     date.or_else(|| field_head(&e.period))
 }
 
-/// The answer to "What is the oldest …?" / "the newest …" ([`crate::retrieval::Browse::order`]):
-/// the dated exhibits of the kind (or of the whole collection) in that order, each with its
-/// date, and how many the comparison could not count because their records give no date.
-fn age_answer(
+/// The answer to "What is the oldest …?" / "the biggest …" ([`crate::retrieval::Browse::order`]):
+/// the exhibits of the kind (or of the whole collection) whose records give a date (or
+/// measurements) in that order, each with its date (or measurements), and how many the
+/// comparison could not count because their records give none.
+fn order_answer(
     question: &str,
     listed: &[&Exhibit],
     b: &crate::retrieval::Browse,
-    age: Age,
+    order: Order,
     more: bool,
 ) -> String {
-    let undated = b.total.saturating_sub(b.dated);
+    let uncompared = b.total.saturating_sub(b.compared);
+    let value = |e: &Exhibit| {
+        if order.by_size() {
+            size_of(&e.dimensions).map(|s| s.display())
+        } else {
+            when_made(e)
+        }
+    };
     if is_chinese(question) {
         let script = visitor_script(question);
         let q = |s: &str| text::in_script(s, script);
         let items: Vec<String> = listed
             .iter()
-            .map(|e| match when_made(e) {
+            .map(|e| match value(e) {
                 Some(d) => format!("《{}》（{}）", q(e.title.trim()), q(&d)),
                 None => format!("《{}》", q(e.title.trim())),
             })
@@ -868,31 +877,34 @@ fn age_answer(
                 format!("{words}（{}）", b.label)
             }
         };
-        let superlative = match age {
-            Age::Oldest => "最古老的",
-            Age::Newest => "年代最晚的",
+        let superlative = match order {
+            Order::Oldest => "最古老的",
+            Order::Newest => "年代最晚的",
+            Order::Largest => "最大的",
+            Order::Smallest => "最小的",
         };
-        let out = if b.dated == 0 {
+        let by = if order.by_size() { "尺寸" } else { "年代" };
+        let out = if b.compared == 0 {
             format!(
-                "馆藏的{}件{what}都没有年代记载，我无法判断哪一件{}。",
+                "馆藏的{}件{what}都没有{by}记载，我无法判断哪一件{}。",
                 b.total,
                 superlative.trim_end_matches('的')
             )
         } else if more {
             format!(
-                "按年代排，接下来是：{}。想了解哪一件，可以继续问我。",
+                "按{by}排，接下来是：{}。想了解哪一件，可以继续问我。",
                 items.join("、")
             )
         } else {
             let (first, then) = first_then(&items, |rest| format!("，其次是{}", rest.join("、")));
-            let note = if undated > 0 {
-                format!("（另有{undated}件没有年代记载，未计入。）")
+            let note = if uncompared > 0 {
+                format!("（另有{uncompared}件没有{by}记载，未计入。）")
             } else {
                 String::new()
             };
             format!(
-                "馆藏中有年代记载的{}件{what}里，{superlative}是{first}{then}。{note}想了解哪一件，可以继续问我，比如：介绍一下第一件。",
-                b.dated
+                "馆藏中有{by}记载的{}件{what}里，{superlative}是{first}{then}。{note}想了解哪一件，可以继续问我，比如：介绍一下第一件。",
+                b.compared
             )
         };
         return match script {
@@ -902,7 +914,7 @@ fn age_answer(
     }
     let items: Vec<String> = listed
         .iter()
-        .map(|e| match when_made(e) {
+        .map(|e| match value(e) {
             Some(d) => format!("“{}” ({d})", e.title.trim()),
             None => format!("“{}”", e.title.trim()),
         })
@@ -912,53 +924,61 @@ fn age_answer(
     } else {
         format!(" that mention {}", mentioned(question, &b.qualifiers))
     };
-    // "dated exhibits in our collection", "dated Chinese exhibits", "dated exhibits in Arms &
-    // Armor that mention Japanese".
+    // "dated exhibits in our collection", "dated Chinese exhibits", "measured exhibits in Arms
+    // & Armor that mention Japanese".
+    let (adjective, given, by) = if order.by_size() {
+        ("measured", "measurements", "size")
+    } else {
+        ("dated", "date", "date")
+    };
     let what = if b.words.is_empty() {
-        "dated exhibits in our collection".to_string()
+        "exhibits in our collection".to_string()
     } else if b.origin {
         let words = origin_words(b, question, " and ");
         if english_adjective(&words) {
-            format!("dated {words} exhibits")
+            format!("{words} exhibits")
         } else {
-            format!("dated exhibits from {words}")
+            format!("exhibits from {words}")
         }
     } else if b.label.is_empty() {
-        format!("dated exhibits of this kind{mention}")
+        format!("exhibits of this kind{mention}")
     } else {
-        format!("dated exhibits in {}{mention}", b.label)
+        format!("exhibits in {}{mention}", b.label)
     };
-    let superlative = match age {
-        Age::Oldest => "oldest",
-        Age::Newest => "most recent",
+    let superlative = match order {
+        Order::Oldest => "oldest",
+        Order::Newest => "most recent",
+        Order::Largest => "largest",
+        Order::Smallest => "smallest",
     };
-    if b.dated == 0 {
-        let what = what.trim_start_matches("dated ");
+    if b.compared == 0 {
         return format!(
-            "Our records give no date for any of the {} {what}, so I can't tell which is the \
+            "Our records give no {given} for any of the {} {what}, so I can't tell which is the \
              {superlative}.",
             thousands(b.total)
         );
     }
     if more {
         return format!(
-            "Next, by date: {}. Ask me about any of them.",
+            "Next, by {by}: {}. Ask me about any of them.",
             and_list(&items)
         );
     }
     let (first, then) = first_then(&items, |rest| format!("; then {}", and_list(rest)));
-    let note = if undated > 0 {
+    let note = if uncompared > 0 {
         format!(
-            " ({} more have no date in their records, so they are not compared.)",
-            thousands(undated)
+            " ({} more {} no {given} in their records, so {} not compared.)",
+            thousands(uncompared),
+            if uncompared == 1 { "has" } else { "have" },
+            if uncompared == 1 { "it is" } else { "they are" },
         )
     } else {
         String::new()
     };
     format!(
-        "Of the {} {what}, the {superlative} is {first}{then}.{note} Ask me about any of them, \
-         for example: Tell me about the first one.",
-        thousands(b.dated)
+        "Of the {} {adjective} {what}, the {superlative} is {first}{then}.{note} Ask me about any \
+         of them, for example: Tell me about the first one.",
+        thousands(b.compared)
     )
 }
 
@@ -1335,7 +1355,7 @@ mod tests {
             origin: false,
             shown: 0,
             order: None,
-            dated: 0,
+            compared: 0,
             places: Vec::new(),
             makers: Vec::new(),
             hits: vec![
@@ -1388,7 +1408,7 @@ mod tests {
 
     #[test]
     fn the_oldest_are_listed_with_their_dates_and_the_undated_are_counted_out() {
-        let by_age = |words: &[&str], label: &str, age, dated| crate::retrieval::Browse {
+        let by_age = |words: &[&str], label: &str, age, compared| crate::retrieval::Browse {
             total: 2700,
             label: label.into(),
             words: words.iter().map(|w| w.to_string()).collect(),
@@ -1397,7 +1417,7 @@ mod tests {
             origin: false,
             shown: 0,
             order: Some(age),
-            dated,
+            compared,
             places: Vec::new(),
             makers: Vec::new(),
             hits: vec![
@@ -1406,7 +1426,7 @@ mod tests {
                 hit("唐金剛邑會碑拓本", "", "", "拓本。"),
             ],
         };
-        let mut whole = by_age(&[], "", Age::Oldest, 1959);
+        let mut whole = by_age(&[], "", Order::Oldest, 1959);
         whole.hits[2].exhibit.period = "唐".into();
         assert_eq!(
             kind_answer("What is the oldest thing here?", &whole),
@@ -1417,7 +1437,7 @@ mod tests {
             kind_answer("最古老的文物是什么？", &whole),
             "馆藏中有年代记载的1959件展品里，最古老的是《Armlet》（ca. 6000-3000 BC），其次是《Figurine》（5000-4000 BC）、《唐金刚邑会碑拓本》（唐）。（另有741件没有年代记载，未计入。）想了解哪一件，可以继续问我，比如：介绍一下第一件。"
         );
-        let newest = by_age(&["painting"], "Painting & Drawing", Age::Newest, 2700);
+        let newest = by_age(&["painting"], "Painting & Drawing", Order::Newest, 2700);
         assert!(
             kind_answer("What is your newest painting?", &newest).starts_with(
                 "Of the 2,700 dated exhibits in Painting & Drawing, the most recent is “Armlet”"
@@ -1425,24 +1445,66 @@ mod tests {
         );
         assert!(!kind_answer("What is your newest painting?", &newest).contains("no date"));
         // No member dated: said, not guessed.
-        let mut none = by_age(&["clock"], "", Age::Oldest, 0);
+        let mut none = by_age(&["clock"], "", Order::Oldest, 0);
         none.hits.clear();
         assert_eq!(
             kind_answer("What is the oldest clock?", &none),
             "Our records give no date for any of the 2,700 exhibits of this kind, so I can't tell which is the oldest."
         );
-        let mut none_zh = by_age(&["钟"], "", Age::Oldest, 0);
+        let mut none_zh = by_age(&["钟"], "", Order::Oldest, 0);
         none_zh.hits.clear();
         assert_eq!(
             kind_answer("最古老的钟是哪件？", &none_zh),
             "馆藏的2700件钟都没有年代记载，我无法判断哪一件最古老。"
         );
         // "Any more?": the next by date.
-        let mut more = by_age(&[], "", Age::Oldest, 1959);
+        let mut more = by_age(&[], "", Order::Oldest, 1959);
         more.shown = 3;
         assert!(
             kind_answer("What is the oldest thing here?", &more)
                 .starts_with("Next, by date: “Armlet” (ca. 6000-3000 BC), ")
+        );
+    }
+
+    #[test]
+    fn the_largest_are_listed_with_their_measurements_and_the_unmeasured_are_counted_out() {
+        let mut hits = vec![
+            hit("Eight Views", "", "", "A handscroll."),
+            hit("碑拓", "", "", "拓本。"),
+        ];
+        hits[0].exhibit.dimensions = "12 x 275 1/2 in. (30.5 x 700.3 cm)".into();
+        hits[1].exhibit.dimensions = "縱145 橫67".into();
+        let b = crate::retrieval::Browse {
+            total: 2700,
+            order: Some(Order::Largest),
+            compared: 2699,
+            hits,
+            ..crate::retrieval::Browse::default()
+        };
+        assert_eq!(
+            kind_answer("What is the biggest thing here?", &b),
+            "Of the 2,699 measured exhibits in our collection, the largest is “Eight Views” (30.5 × 700.3 cm); then “碑拓” (145 × 67 cm). (1 more has no measurements in their records, so it is not compared.) Ask me about any of them, for example: Tell me about the first one."
+        );
+        assert_eq!(
+            kind_answer("馆里最大的展品是什么？", &b),
+            "馆藏中有尺寸记载的2699件展品里，最大的是《Eight Views》（30.5 × 700.3 cm），其次是《碑拓》（145 × 67 cm）。（另有1件没有尺寸记载，未计入。）想了解哪一件，可以继续问我，比如：介绍一下第一件。"
+        );
+        let mut more = b.clone();
+        more.shown = 2;
+        more.order = Some(Order::Smallest);
+        assert!(
+            kind_answer("What is the smallest thing here?", &more)
+                .starts_with("Next, by size: “Eight Views” (30.5 × 700.3 cm) and ")
+        );
+        let none = crate::retrieval::Browse {
+            total: 12,
+            words: vec!["clock".into()],
+            order: Some(Order::Largest),
+            ..crate::retrieval::Browse::default()
+        };
+        assert_eq!(
+            kind_answer("What is the biggest clock?", &none),
+            "Our records give no measurements for any of the 12 exhibits of this kind, so I can't tell which is the largest."
         );
     }
 }
