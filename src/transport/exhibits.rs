@@ -3,7 +3,8 @@
 //!
 //! - `GET /api/exhibits/{id}`: one record's published fields plus `display_description` (the
 //!   description without its registration clause and accession numbers, cut at a sentence end,
-//!   with an ellipsis when cut).
+//!   with an ellipsis when cut) and `display_size` (its measurements, "31 × 700.3 cm", when it
+//!   gives any).
 //! - `GET /api/exhibits?q=…&k=…`: the same search the WebSocket pipeline runs (the one
 //!   [`Retriever`](crate::retrieval::Retriever) of the server, embedded or remote).
 //! - Both take `script=simplified|traditional` (also `zh-Hans`/`zh-Hant`): Chinese text written
@@ -51,6 +52,10 @@ pub struct PublishedExhibit {
     #[serde(flatten)]
     pub exhibit: Exhibit,
     pub display_description: String,
+    /// The record's measurements in centimetres, short ("31 × 700.3 cm": the first part's
+    /// metric figures, [`crate::retrieval::sizing::size_of`]); absent when it gives none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_size: Option<String>,
 }
 
 impl From<Exhibit> for PublishedExhibit {
@@ -61,9 +66,12 @@ impl From<Exhibit> for PublishedExhibit {
             &crate::retrieval::text::without_registration(&exhibit.description),
             DISPLAY_CHARS,
         );
+        let display_size =
+            crate::retrieval::sizing::size_of(&exhibit.dimensions).map(|s| s.display());
         PublishedExhibit {
             exhibit,
             display_description,
+            display_size,
         }
     }
 }

@@ -27,7 +27,7 @@ const I18N = {
     voiceQuestion: '🎤 语音提问', voiceTooShort: '录音太短，请按住按钮说话。',
     noKey: '缺少 API 密钥：请用 ?key=mak_… 打开本页。',
     micDenied: '无法使用麦克风：', sessionWarn: '会话即将超时。', shutdown: '服务器结束了会话：',
-    maker: '作者', date: '年代', material: '材质', gallery: '展区', directions: '前往', galleryHere: '这里的展品：',
+    maker: '作者', date: '年代', material: '材质', size: '尺寸', gallery: '展区', directions: '前往', galleryHere: '这里的展品：',
     unknownExhibit: '馆藏中没有这件展品的资料。', cardUnavailable: '暂时无法读取展品资料。',
     close: '关闭', exhibits: '展品', earlier: '之前的展品', error: '出错了', errorRetry: '请稍后再试。', noSpeech: '没有听清，请再说一次。',
     welcome: '欢迎！我是本馆的导览助手。', suggest: '您可以问：', newVisitor: '新访客',
@@ -54,7 +54,7 @@ const I18N = {
     voiceQuestion: '🎤 Spoken question', voiceTooShort: 'Too short: hold the button while you speak.',
     noKey: 'No API key: open this page with ?key=mak_….',
     micDenied: 'Microphone unavailable: ', sessionWarn: 'The session will expire soon.', shutdown: 'The server ended the session: ',
-    maker: 'Maker', date: 'Date', material: 'Material', gallery: 'Gallery', directions: 'Go to', galleryHere: 'On show here:',
+    maker: 'Maker', date: 'Date', material: 'Material', size: 'Size', gallery: 'Gallery', directions: 'Go to', galleryHere: 'On show here:',
     unknownExhibit: 'The collection has no record of this exhibit.', cardUnavailable: 'The exhibit’s details cannot be loaded right now.',
     close: 'Close', exhibits: 'Exhibits', earlier: 'Earlier', error: 'Something went wrong', errorRetry: 'Please try again in a moment.', noSpeech: 'Sorry, I did not catch that. Please say it again.',
     welcome: 'Welcome! I am the museum’s guide.', suggest: 'You could ask:', newVisitor: 'New visitor',
@@ -264,6 +264,7 @@ function showExhibit({ exhibit_id: raw }) {
     field(c, 'maker', ex?.maker);
     field(c, 'date', [ex?.date, ex?.period].filter(Boolean).join(' · '));
     field(c, 'material', ex?.medium);
+    field(c, 'size', ex?.display_size);
     field(c, 'gallery', ex?.gallery);
     c.querySelector('.description').textContent = ex
       ? ex.display_description

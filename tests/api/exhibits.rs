@@ -69,6 +69,7 @@ async fn get(
 async fn exhibit_by_id_with_etag_cache_control_and_a_display_description() {
     let (app, rows) = app_with_collection(|_| {}).await;
     let key = app.api_key.clone();
+    let mut sized = 0;
     for row in &rows {
         let id = row["id"].as_str().unwrap();
         let path = format!("/api/exhibits/{}", museum_agent::util::urlencode(id));
@@ -96,11 +97,22 @@ async fn exhibit_by_id_with_etag_cache_control_and_a_display_description() {
                 "a cut description ends with an ellipsis: {short}"
             );
         }
+        // The measurements a card shows, when the record gives any.
+        let size =
+            museum_agent::retrieval::sizing::size_of(row["dimensions"].as_str().unwrap_or(""));
+        match size {
+            Some(s) => {
+                assert_eq!(v["display_size"], s.display().as_str(), "{id}");
+                sized += 1;
+            }
+            None => assert!(v.get("display_size").is_none(), "{id}: {v}"),
+        }
         // Same content, same tag: 304 without a body.
         let again = get(&app, &path, Some(&key), Some(&etag)).await;
         assert_eq!(again.status(), 304);
         assert!(again.bytes().await.unwrap().is_empty());
     }
+    assert!(sized > 0, "no record of the sample gives measurements");
     let r = get(&app, "/api/exhibits/no-such-exhibit", Some(&key), None).await;
     assert_eq!(r.status(), 404);
     assert_eq!(r.json::<Value>().await.unwrap()["error"], "not_found");

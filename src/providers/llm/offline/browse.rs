@@ -966,11 +966,14 @@ fn order_answer(
     }
     let (first, then) = first_then(&items, |rest| format!("; then {}", and_list(rest)));
     let note = if uncompared > 0 {
+        let (has, records, are) = if uncompared == 1 {
+            ("has", "its record", "it is")
+        } else {
+            ("have", "their records", "they are")
+        };
         format!(
-            " ({} more {} no {given} in their records, so {} not compared.)",
-            thousands(uncompared),
-            if uncompared == 1 { "has" } else { "have" },
-            if uncompared == 1 { "it is" } else { "they are" },
+            " ({} more {has} no {given} in {records}, so {are} not compared.)",
+            thousands(uncompared)
         )
     } else {
         String::new()
@@ -1483,7 +1486,7 @@ mod tests {
         };
         assert_eq!(
             kind_answer("What is the biggest thing here?", &b),
-            "Of the 2,699 measured exhibits in our collection, the largest is “Eight Views” (30.5 × 700.3 cm); then “碑拓” (145 × 67 cm). (1 more has no measurements in their records, so it is not compared.) Ask me about any of them, for example: Tell me about the first one."
+            "Of the 2,699 measured exhibits in our collection, the largest is “Eight Views” (30.5 × 700.3 cm); then “碑拓” (145 × 67 cm). (1 more has no measurements in its record, so it is not compared.) Ask me about any of them, for example: Tell me about the first one."
         );
         assert_eq!(
             kind_answer("馆里最大的展品是什么？", &b),
