@@ -693,9 +693,86 @@ fn asked_for_zh(q: &str) -> Option<String> {
     None
 }
 
+/// Whether a question asks how many ("How many dragons pull the chariot?", 有几条龙？,
+/// 一共多少个字？): its answer is the passage that gives a number, not the best-matching one.
+pub fn asks_count(question: &str) -> bool {
+    let q = normalize(question);
+    q.contains("how many")
+        || q.contains("多少")
+        || q.char_indices().any(|(i, c)| {
+            c == '几'
+                && q[i + c.len_utf8()..]
+                    .chars()
+                    .next()
+                    .is_some_and(|n| COUNTED.contains(n))
+        })
+}
+
+/// Characters that follow a number when something is counted: measure words and the things
+/// counted without one (字, 人, 行).
+const COUNTED: &str =
+    "条个件位幅张块枚尊座只把套副面片颗支根双卷册台架艘匹盏顶串首篇封份批组种款方对字人行层次";
+
+/// Whether `passage` gives a number: a Chinese numeral or digits before a [`COUNTED`]
+/// character (三條螭龍, 十个字, 12件), an English number word or a number of one to three digits
+/// ("two dragons", "18 figures"; not a year). A registration clause's numbers do not count.
+pub fn gives_count(passage: &str) -> bool {
+    let p = normalize(&super::quote::without_registration(passage));
+    let numerals = "一二三四五六七八九十两百千万0123456789";
+    let chars: Vec<char> = p.chars().collect();
+    chars
+        .windows(2)
+        .any(|w| numerals.contains(w[0]) && COUNTED.contains(w[1]))
+        || p.split(|c: char| !c.is_alphanumeric()).any(|w| {
+            (!w.is_empty() && w.len() <= 3 && w.chars().all(|c| c.is_ascii_digit()))
+                || matches!(
+                    w,
+                    "two"
+                        | "three"
+                        | "four"
+                        | "five"
+                        | "six"
+                        | "seven"
+                        | "eight"
+                        | "nine"
+                        | "ten"
+                        | "eleven"
+                        | "twelve"
+                        | "dozen"
+                        | "hundred"
+                        | "hundreds"
+                )
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_count_question_wants_a_passage_that_gives_a_number() {
+        for q in [
+            "龍車畫像磚上是幾條龍在拉車？",
+            "峄山刻石一共有几个字？",
+            "这套书有多少册？",
+            "How many dragons pull the chariot?",
+        ] {
+            assert!(asks_count(q), "{q}");
+        }
+        for q in ["这是几几年的？", "Who made it?", "几时做的？"] {
+            assert!(!asks_count(q), "{q}");
+        }
+        assert!(gives_count(
+            "圖中畫三條螭龍拉一車，車上前為馭者，後為神人。"
+        ));
+        assert!(gives_count("Two dragons pull the chariot."));
+        assert!(gives_count("It shows 18 figures."));
+        // Registration numbers and years are no count.
+        assert!(!gives_count(
+            "國立歷史博物館藏《漢代畫像磚龍車拓本》（館藏編號78-00049），此拓本為拓印漢墓畫像磚表面的圖像。"
+        ));
+        assert!(!gives_count("It was made in 1874."));
+    }
 
     #[test]
     fn question_kinds() {

@@ -285,9 +285,13 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
         };
     };
     let e = &top.exhibit;
-    let passage = top
-        .passages
-        .first()
+    // "How many …?": the passage that gives a number, when one does (龍車: 圖中畫三條螭龍拉一車,
+    // not the opening that matched more of the question's words).
+    let counted = asks::asks_count(question)
+        .then(|| top.passages.iter().find(|p| asks::gives_count(p)))
+        .flatten();
+    let passage = counted
+        .or(top.passages.first())
         .map(String::as_str)
         .filter(|p| !p.trim().is_empty())
         .unwrap_or(e.description.as_str());
