@@ -1302,6 +1302,12 @@ const MEASURE_WORDS: &[&str] = &[
     "份", "批", "组", "种", "款", "方", "对",
 ];
 
+/// Whether `c` is one of [`MEASURE_WORDS`] (Simplified).
+pub fn is_measure_word(c: char) -> bool {
+    let mut buf = [0u8; 4];
+    MEASURE_WORDS.contains(&&*c.encode_utf8(&mut buf))
+}
+
 /// Words a [`MEASURE_WORDS`] word is a frame after.
 const POINTING: &[&str] = &["这", "那", "哪", "每", "一", "几", "两", "某"];
 

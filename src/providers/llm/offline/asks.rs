@@ -699,21 +699,17 @@ pub fn asks_count(question: &str) -> bool {
     let q = normalize(question);
     q.contains("how many")
         || q.contains("多少")
-        || q.char_indices().any(|(i, c)| {
-            c == '几'
-                && q[i + c.len_utf8()..]
-                    .chars()
-                    .next()
-                    .is_some_and(|n| COUNTED.contains(n))
-        })
+        || q.char_indices()
+            .any(|(i, c)| c == '几' && q[i + c.len_utf8()..].chars().next().is_some_and(counted))
 }
 
-/// Characters that follow a number when something is counted: measure words and the things
-/// counted without one (字, 人, 行).
-const COUNTED: &str =
-    "条个件位幅张块枚尊座只把套副面片颗支根双卷册台架艘匹盏顶串首篇封份批组种款方对字人行层次";
+/// Whether `c` follows a number when something is counted: a measure word
+/// ([`text::is_measure_word`]) or a thing counted without one (字, 人, 行, 层, 次).
+fn counted(c: char) -> bool {
+    text::is_measure_word(c) || "字人行层次".contains(c)
+}
 
-/// Whether `passage` gives a number: a Chinese numeral or digits before a [`COUNTED`]
+/// Whether `passage` gives a number: a Chinese numeral or digits before a [`counted`]
 /// character (三條螭龍, 十个字, 12件), an English number word or a number of one to three digits
 /// ("two dragons", "18 figures"; not a year). A registration clause's numbers do not count.
 pub fn gives_count(passage: &str) -> bool {
@@ -722,7 +718,7 @@ pub fn gives_count(passage: &str) -> bool {
     let chars: Vec<char> = p.chars().collect();
     chars
         .windows(2)
-        .any(|w| numerals.contains(w[0]) && COUNTED.contains(w[1]))
+        .any(|w| numerals.contains(w[0]) && counted(w[1]))
         || p.split(|c: char| !c.is_alphanumeric()).any(|w| {
             (!w.is_empty() && w.len() <= 3 && w.chars().all(|c| c.is_ascii_digit()))
                 || matches!(
