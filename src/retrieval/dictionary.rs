@@ -58,6 +58,17 @@ const HEADWORDS_TRIED: usize = 24;
 /// "made", "back" gave dozens of Chinese tokens). Chosen for cost; recall and abstention were
 /// the same under 5-fold CV with every term translated (retrieval README).
 pub const COMMON_SHARE: f64 = 0.1;
+/// Headwords whose sense is a kind of an English term ([`Dictionary::heads_whose_sense_is_a`])
+/// looked up in the collection, in dictionary order: each costs a document-frequency lookup
+/// per bigram, on every question.
+pub const KINDS_TRIED: usize = 8;
+/// Senses of a one-character headword read for a calque ([`Dictionary::characters_glossed`]):
+/// a character's later senses are its rarer readings.
+pub const CALQUE_SENSES: usize = 4;
+/// One-character headwords one English word may stand for in a calque.
+pub const CALQUE_CHARACTERS: usize = 3;
+/// Calques (bigrams the collection holds) one pair of English words bridges to.
+pub const CALQUES_PER_PAIR: usize = 2;
 /// Longest Chinese word looked up, in characters.
 const MAX_WORD_CHARS: usize = 8;
 
@@ -404,6 +415,35 @@ impl Dictionary {
             .unwrap_or_default()
     }
 
+    /// The one-character headwords whose sense is the one index token `token` ("stone": 石),
+    /// among their first [`CALQUE_SENSES`] senses, not a verb's, at most [`CALQUE_CHARACTERS`]
+    /// in dictionary order.
+    pub fn characters_glossed(&self, token: &str) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for &(id, i) in self
+            .by_token
+            .get(token)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            let e = &self.entries[id as usize];
+            let (sense, verb, phrase) = &e.phrases[i as usize];
+            if !e.proper
+                && !verb
+                && (*sense as usize) < CALQUE_SENSES
+                && phrase.len() == 1
+                && e.head.chars().count() == 1
+                && !out.contains(&&*e.head)
+            {
+                out.push(&e.head);
+                if out.len() == CALQUE_CHARACTERS {
+                    break;
+                }
+            }
+        }
+        out
+    }
+
     /// Phrases all of whose tokens are in `terms`, each with the headwords it is a sense of (in
     /// dictionary order, one-character headwords left out).
     pub fn chinese_of<'a>(&'a self, terms: &[&str]) -> Vec<(Vec<&'a str>, Vec<&'a str>)> {
@@ -584,7 +624,78 @@ pub fn bridges_with(
             BridgeKind::Translated,
         );
     }
+    // English kinds → the Chinese words for kinds of them ("rubbing": 拓本, 拓片).
+    for t in &latin {
+        let mut found: Vec<Held> = Vec::new();
+        for head in dict.heads_whose_sense_is_a(t).into_iter().take(KINDS_TRIED) {
+            let chars: Vec<char> = head.chars().collect();
+            let bigrams = chars.windows(2).map(|w| w.iter().collect::<String>());
+            found.extend(held(bigrams, &mut df_of)?);
+        }
+        let sources: Vec<usize> = term_index(terms, t).into_iter().collect();
+        push_most_used(
+            &mut out,
+            found,
+            &sources,
+            HEADWORDS_PER_PHRASE,
+            BridgeKind::Translated,
+        );
+    }
+    // Two English words as the two characters that gloss them ("war elephant": 战象).
+    for (a, b) in adjacent_words(query) {
+        let (Some(sa), Some(sb)) = (term_index(terms, &a), term_index(terms, &b)) else {
+            continue;
+        };
+        let mut found: Vec<Held> = Vec::new();
+        for ca in dict.characters_glossed(&a) {
+            for cb in dict.characters_glossed(&b) {
+                found.extend(held([format!("{ca}{cb}")], &mut df_of)?);
+            }
+        }
+        push_most_used(
+            &mut out,
+            found,
+            &[sa, sb],
+            CALQUES_PER_PAIR,
+            BridgeKind::Translated,
+        );
+    }
     Ok(out)
+}
+
+/// Pairs of index tokens of words next to each other in an English question, with nothing
+/// between them but a space or a hyphen ("a war elephant" → `war`, `eleph`; "Jordan, showing"
+/// is no pair, nor is a pair across a stop word).
+fn adjacent_words(query: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut prev: Option<String> = None;
+    for piece in query.split_whitespace() {
+        let toks: Vec<String> = piece
+            .split('-')
+            .map(|w| {
+                let t = text::latin_tokens(w);
+                (t.len() == 1
+                    && w.chars()
+                        .all(|c| c.is_alphanumeric() || c.is_ascii_punctuation()))
+                .then(|| t.into_iter().next())
+                .flatten()
+            })
+            .collect::<Option<Vec<String>>>()
+            .unwrap_or_default();
+        let Some(first) = toks.first() else {
+            prev = None;
+            continue;
+        };
+        if let Some(p) = prev.take() {
+            out.push((p, first.clone()));
+        }
+        for w in toks.windows(2) {
+            out.push((w[0].clone(), w[1].clone()));
+        }
+        let ends_open = piece.chars().last().is_some_and(char::is_alphanumeric);
+        prev = ends_open.then(|| toks[toks.len() - 1].clone());
+    }
+    out
 }
 
 /// Tokens every one of which the collection holds, as a bridge's clauses, with their largest and
@@ -663,6 +774,15 @@ mod tests {
 戴 戴 [Dai4] /surname Dai/\n\
 鋼鐵廠 钢铁厂 [gang1 tie3 chang3] /iron and steel works/steelworks/\n";
 
+    /// Entries for calques and kinds (see the tests that use it).
+    const CALQUES: &str = "# CC-CEDICT\n\
+石 石 [shi2] /rock/stone/stone inscription/\n\
+鼓 鼓 [gu3] /drum/CL:通[tong4],面[mian4]/to drum/\n\
+鼗 鼗 [tao2] /hand drum used by peddlers/a kind of rattle/old/ancient/drum/\n\
+敲 敲 [qiao1] /to hit/to strike/to tap/to drum/\n\
+拓本 拓本 [ta4 ben3] /rubbing of inscription/\n\
+拓片 拓片 [ta4 pian4] /rubbings from a tablet/\n";
+
     #[test]
     fn a_sense_of_a_thing_of_something_names_its_head_noun() {
         assert_eq!(head_noun("rubbing of inscription").as_deref(), Some("rub"));
@@ -677,6 +797,73 @@ mod tests {
             heads.contains(&"拓本") && heads.contains(&"拓片"),
             "{heads:?}"
         );
+    }
+
+    #[test]
+    fn adjacent_english_words_pair_as_written() {
+        let pairs = adjacent_words("Is there a war elephant, or stone drums from Jordan?");
+        let want = [("war", "eleph"), ("stone", "drum")];
+        assert_eq!(
+            pairs,
+            want.map(|(a, b)| (a.to_string(), b.to_string())).to_vec()
+        );
+        // A hyphen joins; a comma or a stop word parts.
+        let pairs = adjacent_words("a paper-cut artist, gift of Jordan");
+        assert_eq!(pairs[0], ("paper".to_string(), "cut".to_string()));
+        assert_eq!(pairs[1], ("cut".to_string(), "artist".to_string()));
+        assert!(
+            !pairs.iter().any(|(a, _)| a == "artist" || a == "gift"),
+            "{pairs:?}"
+        );
+    }
+
+    #[test]
+    fn two_english_words_bridge_as_the_characters_that_gloss_them() {
+        let d = Dictionary::parse(CALQUES);
+        let q = "Do you have the Stone Drum inscriptions?";
+        let t = text::query_terms(q);
+        assert_eq!(d.characters_glossed("stone"), vec!["石"]);
+        // 鼗's "drum" is a later sense than CALQUE_SENSES; 敲's is a verb's.
+        assert_eq!(d.characters_glossed("drum"), vec!["鼓"]);
+        let have = ["石鼓"];
+        let mut df = |s: &str| Ok(if have.contains(&s) { 2.0 } else { 0.0 });
+        let b = bridges_with(&d, q, &t, 100.0, &mut df).unwrap();
+        let drum = b
+            .iter()
+            .find(|b| b.all_of == [["石鼓"]])
+            .expect("stone drum");
+        let mut src = vec![
+            term_index(&t, "stone").unwrap(),
+            term_index(&t, "drum").unwrap(),
+        ];
+        src.sort_unstable();
+        let mut got = drum.sources.clone();
+        got.sort_unstable();
+        assert_eq!(got, src);
+        // Only as written next to each other, and only a bigram the collection holds.
+        for q in ["a drum of stone", "a stone, a drum"] {
+            let t = text::query_terms(q);
+            let b = bridges_with(&d, q, &t, 100.0, &mut df).unwrap();
+            assert!(b.is_empty(), "{q}: {b:?}");
+        }
+        let mut none = |_: &str| Ok(0.0);
+        let b = bridges_with(&d, q, &t, 100.0, &mut none).unwrap();
+        assert!(b.is_empty(), "{b:?}");
+    }
+
+    #[test]
+    fn an_english_kind_bridges_to_the_chinese_words_for_kinds_of_it() {
+        let d = Dictionary::parse(CALQUES);
+        let q = "Is there a rubbing from Jordan?";
+        let t = text::query_terms(q);
+        let have = ["拓本", "拓片"];
+        let mut df = |s: &str| Ok(if have.contains(&s) { 3.0 } else { 0.0 });
+        let b = bridges_with(&d, q, &t, 100.0, &mut df).unwrap();
+        let rub = term_index(&t, "rub").unwrap();
+        for head in have {
+            let kind = b.iter().find(|b| b.all_of == [[head]]).expect(head);
+            assert_eq!(kind.sources, vec![rub]);
+        }
     }
 
     #[test]
