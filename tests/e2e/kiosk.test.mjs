@@ -217,6 +217,16 @@ for (const [w, h] of SIZES) {
         await card.waitFor({ state: 'visible', timeout: 10000 });
         const cardText = await card.innerText();
         assert.ok(cardText.includes(rec.title.trim()), cardText);
+        // Its size as the API gives it ('7.4 × 4.4 × 2.5 cm', not the raw dimensions text),
+        // under the page's label; no row at all for a record with no measurements.
+        const shown = await (await fetch(`${baseUrl}/api/exhibits/${encodeURIComponent(rec.id)}`, { headers: { Authorization: `Bearer ${apiKey}` } })).json();
+        if (shown.display_size) {
+          assert.equal(await card.locator('dd.size').innerText(), shown.display_size);
+          assert.equal(await card.locator('.l-size').innerText(), lang === 'zh' ? '尺寸' : 'Size');
+        } else {
+          assert.equal(await card.locator('dd.size').isVisible(), false, 'an empty size row');
+          assert.equal(await card.locator('.l-size').isVisible(), false, 'a size label with no size');
+        }
         if (lang === 'zh') {
           assert.doesNotMatch(cardText, TRADITIONAL_ONLY, `a Traditional card on the Simplified page: ${cardText}`);
           assert.doesNotMatch(end.text, TRADITIONAL_ONLY, `a Traditional answer to a Simplified question: ${end.text}`);
