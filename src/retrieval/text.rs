@@ -1225,8 +1225,29 @@ fn exhibit_tail_head(word: &str) -> Option<&str> {
 /// vases", "Where can I see …", "I'm looking for …"): dropped from a question while no content
 /// word precedes them, so they neither dilute the match nor find records that say "see
 /// Walters 44.375". Later in a question they are content ("a picture that shows a ruler").
+/// Words of a visitor's taste ("I love cats", "I'm interested in armor", "I'm a fan of
+/// Hokusai") are frames in the same place: "interested" made the cats' records cover half of
+/// "I'm interested in cats", which was refused.
 const EN_REQUEST: &[&str] = &[
-    "see", "show", "find", "look", "looking", "want", "wanna", "take", "bring", "id", "im",
+    "see",
+    "show",
+    "find",
+    "look",
+    "looking",
+    "want",
+    "wanna",
+    "take",
+    "bring",
+    "id",
+    "im",
+    "love",
+    "adore",
+    "enjoy",
+    "interested",
+    "fan",
+    "fond",
+    "keen",
+    "really",
 ];
 
 /// Words of measure after "how" ("How old is the mummy?", "How tall is the statue?"): the
@@ -1248,7 +1269,17 @@ fn is_request_word(lower: &str) -> bool {
 /// Chinese words of looking (我想看瓷器, 给我看看青铜器, 有什么瓷器可以看到): frames before the
 /// question's first content word or with only stop words after them; between content words
 /// they are content (于右任站在讲台后面看文件的那张照片).
+///
+/// A visitor's taste is framed the same way (我喜欢猫, 我对瓷器感兴趣: 喜欢 and 感兴趣 are no
+/// record's words; 我喜欢猫 was refused).
 const ZH_LOOK: &[&str] = &[
+    "喜欢",
+    "喜爱",
+    "爱看",
+    "感兴趣",
+    "很感兴趣",
+    "特别感兴趣",
+    "有兴趣",
     "看",
     "看看",
     "看一看",

@@ -139,6 +139,84 @@ pub fn is_browse(question: &str) -> bool {
         || opens_on(&norm, BROWSE_OPENINGS)
         || asks_what_is_shown(&norm)
         || zh_has_question(bare.trim())
+        || (!question.contains(['“', '”', '"', '《', '》', '「'])
+            && (opens_on(&norm, WISH_OPENINGS) || zh_wishes(bare.trim())))
+}
+
+/// Openings of a wish to see things of a kind or of a taste for them ("Show me swords", "I want
+/// to see swords", "I love cats", "I'm interested in armor"): a list, as "Do you have swords?"
+/// is. As topics they were answered with the one closest match ("Show me swords": one short
+/// sword), or refused ("I'm interested in cats"). A quoted title is one exhibit, not a kind.
+const WISH_OPENINGS: &[&str] = &[
+    "show me",
+    "can you show me",
+    "could you show me",
+    "please show me",
+    "i want to see",
+    "i wanna see",
+    "i'd like to see",
+    "i would like to see",
+    "let me see",
+    "we want to see",
+    "we'd like to see",
+    "i like",
+    "i love",
+    "i really like",
+    "i really love",
+    "i adore",
+    "i enjoy",
+    "we like",
+    "we love",
+    "my kids love",
+    "my kids like",
+    "i'm interested in",
+    "i am interested in",
+    "we're interested in",
+    "we are interested in",
+    "i'm into",
+    "i'm a fan of",
+    "i am a fan of",
+    "i'm fond of",
+];
+
+/// Whether a Chinese question wishes to see things of a kind or likes them (我想看看剑,
+/// 我喜欢猫, 我对瓷器感兴趣, 给我看看青铜器): a wish or a taste, then a short object of CJK
+/// characters only ([`MAX_KIND_CHARS`]).
+fn zh_wishes(bare: &str) -> bool {
+    const OPENINGS: &[&str] = &[
+        "我想看看",
+        "我想看",
+        "我要看",
+        "想看看",
+        "想看",
+        "给我看看",
+        "给我看",
+        "我喜欢",
+        "我很喜欢",
+        "我特别喜欢",
+        "我爱看",
+        "我喜爱",
+        "我们想看看",
+        "我们想看",
+        "我们喜欢",
+    ];
+    let bare = bare.strip_prefix("请").unwrap_or(bare);
+    let object = OPENINGS
+        .iter()
+        .find_map(|o| bare.strip_prefix(o))
+        .map(|r| r.trim_start_matches(['一', '下']))
+        .or_else(|| {
+            ["我对", "我们对", "对"].iter().find_map(|o| {
+                bare.strip_prefix(o).and_then(|r| {
+                    ["很感兴趣", "特别感兴趣", "感兴趣", "有兴趣"]
+                        .iter()
+                        .find_map(|e| r.strip_suffix(e))
+                })
+            })
+        });
+    object.is_some_and(|r| {
+        r.chars().all(text::is_cjk) && (1..=MAX_KIND_CHARS).contains(&r.chars().count())
+    })
 }
 
 /// Endings of a question about what is shown ("What jewelry is on display?").
@@ -1141,6 +1219,17 @@ mod tests {
             "Anything from Japan?",
             "Do you have objects from ancient Egypt?",
             "Is there anything from the Renaissance?",
+            "Show me swords",
+            "I want to see swords",
+            "I'm interested in cats",
+            "I love Japanese prints!",
+            "我想看看剑",
+            "我喜欢猫",
+            "我对瓷器感兴趣",
+            "请给我看看青铜器",
+            "Show me armor",
+            "I'd like to see Japanese prints",
+            "我想看瓷器",
         ] {
             assert!(is_browse(q), "{q}");
         }
@@ -1165,6 +1254,14 @@ mod tests {
             "Which room is the armor displayed in?",
             "Anything else?",
             "Do you have a letter from the president?",
+            // A wish for one exhibit, or a taste for something that is not a kind.
+            "Show me the Peach Bloom Vase",
+            "I want to see “Dragons”",
+            "I like this one",
+            "I love it",
+            "I like your museum",
+            "我想看看《清明上河图》",
+            "我喜欢这件",
         ] {
             assert!(!is_browse(q), "{q}");
         }
@@ -1174,9 +1271,6 @@ mod tests {
             "What about Japanese armor?",
             "介绍一下青铜器",
             "请给我讲讲瓷器",
-            "Show me armor",
-            "I'd like to see Japanese prints",
-            "我想看瓷器",
             // Bare keywords, as typed on a kiosk.
             "ivory",
             "Japanese armor",
