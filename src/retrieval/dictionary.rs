@@ -227,6 +227,18 @@ fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
         if (1..=MAX_PHRASE_TOKENS).contains(&toks.len()) && !out.contains(&toks) {
             out.push(toks);
         }
+        // A noun after a hyphenated modifier is the thing itself ("double-edged sword": 剑 is
+        // a sword; a record that says "sword" never says "double-edged", and 有没有剑？ found
+        // only the one goblet whose text does).
+        if let [modifier, noun] = piece.split_whitespace().collect::<Vec<_>>()[..]
+            && !proper
+            && modifier.contains('-')
+        {
+            let head = text::latin_tokens(noun);
+            if head.len() == 1 && !out.contains(&head) {
+                out.push(head);
+            }
+        }
     }
     out
 }
@@ -879,6 +891,11 @@ mod tests {
             sense_phrases("the Boxers (history)"),
             vec![vec!["boxer".to_string()]]
         );
+        // After a hyphenated modifier the noun alone is a phrase too: 剑 is a sword.
+        let sword = sense_phrases("double-edged sword");
+        assert_eq!(sword.len(), 2, "{sword:?}");
+        assert_eq!(sword[1], vec!["sword".to_string()]);
+        assert_eq!(sense_phrases("long sword").len(), 1);
         assert!(sense_phrases("surname Dai").is_empty());
         assert!(sense_phrases("CL:面[mian4]").is_empty());
         assert!(sense_phrases("variant of 旗[qi2]").is_empty());
