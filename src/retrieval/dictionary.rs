@@ -58,10 +58,6 @@ const HEADWORDS_TRIED: usize = 24;
 /// "made", "back" gave dozens of Chinese tokens). Chosen for cost; recall and abstention were
 /// the same under 5-fold CV with every term translated (retrieval README).
 pub const COMMON_SHARE: f64 = 0.1;
-/// Headwords whose sense is a kind of an English term ([`Dictionary::heads_whose_sense_is_a`])
-/// looked up in the collection, in dictionary order: each costs a document-frequency lookup
-/// per bigram, on every question.
-pub const KINDS_TRIED: usize = 8;
 /// Senses of a one-character headword read for a calque ([`Dictionary::characters_glossed`]):
 /// a character's later senses are its rarer readings.
 pub const CALQUE_SENSES: usize = 4;
@@ -226,18 +222,6 @@ fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
         let toks = text::latin_tokens(piece);
         if (1..=MAX_PHRASE_TOKENS).contains(&toks.len()) && !out.contains(&toks) {
             out.push(toks);
-        }
-        // A noun after a hyphenated modifier is the thing itself ("double-edged sword": 剑 is
-        // a sword; a record that says "sword" never says "double-edged", and 有没有剑？ found
-        // only the one goblet whose text does).
-        if let [modifier, noun] = piece.split_whitespace().collect::<Vec<_>>()[..]
-            && !proper
-            && modifier.contains('-')
-        {
-            let head = text::latin_tokens(noun);
-            if head.len() == 1 && !out.contains(&head) {
-                out.push(head);
-            }
         }
     }
     out
@@ -636,23 +620,6 @@ pub fn bridges_with(
             BridgeKind::Translated,
         );
     }
-    // English kinds → the Chinese words for kinds of them ("rubbing": 拓本, 拓片).
-    for t in &latin {
-        let mut found: Vec<Held> = Vec::new();
-        for head in dict.heads_whose_sense_is_a(t).into_iter().take(KINDS_TRIED) {
-            let chars: Vec<char> = head.chars().collect();
-            let bigrams = chars.windows(2).map(|w| w.iter().collect::<String>());
-            found.extend(held(bigrams, &mut df_of)?);
-        }
-        let sources: Vec<usize> = term_index(terms, t).into_iter().collect();
-        push_most_used(
-            &mut out,
-            found,
-            &sources,
-            HEADWORDS_PER_PHRASE,
-            BridgeKind::Translated,
-        );
-    }
     // Two English words as the two characters that gloss them ("war elephant": 战象).
     for (a, b) in adjacent_words(query) {
         let (Some(sa), Some(sb)) = (term_index(terms, &a), term_index(terms, &b)) else {
@@ -786,14 +753,12 @@ mod tests {
 戴 戴 [Dai4] /surname Dai/\n\
 鋼鐵廠 钢铁厂 [gang1 tie3 chang3] /iron and steel works/steelworks/\n";
 
-    /// Entries for calques and kinds (see the tests that use it).
+    /// Entries for calques (see the test that uses it).
     const CALQUES: &str = "# CC-CEDICT\n\
 石 石 [shi2] /rock/stone/stone inscription/\n\
 鼓 鼓 [gu3] /drum/CL:通[tong4],面[mian4]/to drum/\n\
 鼗 鼗 [tao2] /hand drum used by peddlers/a kind of rattle/old/ancient/drum/\n\
-敲 敲 [qiao1] /to hit/to strike/to tap/to drum/\n\
-拓本 拓本 [ta4 ben3] /rubbing of inscription/\n\
-拓片 拓片 [ta4 pian4] /rubbings from a tablet/\n";
+敲 敲 [qiao1] /to hit/to strike/to tap/to drum/\n";
 
     #[test]
     fn a_sense_of_a_thing_of_something_names_its_head_noun() {
@@ -864,21 +829,6 @@ mod tests {
     }
 
     #[test]
-    fn an_english_kind_bridges_to_the_chinese_words_for_kinds_of_it() {
-        let d = Dictionary::parse(CALQUES);
-        let q = "Is there a rubbing from Jordan?";
-        let t = text::query_terms(q);
-        let have = ["拓本", "拓片"];
-        let mut df = |s: &str| Ok(if have.contains(&s) { 3.0 } else { 0.0 });
-        let b = bridges_with(&d, q, &t, 100.0, &mut df).unwrap();
-        let rub = term_index(&t, "rub").unwrap();
-        for head in have {
-            let kind = b.iter().find(|b| b.all_of == [[head]]).expect(head);
-            assert_eq!(kind.sources, vec![rub]);
-        }
-    }
-
-    #[test]
     fn senses_become_phrases_of_index_tokens() {
         assert_eq!(
             sense_phrases("calabash or bottle gourd (Lagenaria siceraria)"),
@@ -891,11 +841,6 @@ mod tests {
             sense_phrases("the Boxers (history)"),
             vec![vec!["boxer".to_string()]]
         );
-        // After a hyphenated modifier the noun alone is a phrase too: 剑 is a sword.
-        let sword = sense_phrases("double-edged sword");
-        assert_eq!(sword.len(), 2, "{sword:?}");
-        assert_eq!(sword[1], vec!["sword".to_string()]);
-        assert_eq!(sense_phrases("long sword").len(), 1);
         assert!(sense_phrases("surname Dai").is_empty());
         assert!(sense_phrases("CL:面[mian4]").is_empty());
         assert!(sense_phrases("variant of 旗[qi2]").is_empty());
