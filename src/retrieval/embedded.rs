@@ -925,6 +925,78 @@ fn prefer_keyword_held(
     Ok(())
 }
 
+/// Openings before a title typed as the question's whole object ("Tell me about Dragons").
+const TITLE_OPENINGS: &[&str] = &[
+    "tell me about ",
+    "tell me more about ",
+    "what about ",
+    "how about ",
+    "show me ",
+    "i want to see ",
+    "i'd like to see ",
+    "what is ",
+    "what's ",
+    "介绍一下",
+    "讲讲",
+];
+
+/// The question's object when it may be a title typed whole: the question without a
+/// [`TITLE_OPENINGS`] opening, an article and its end punctuation, normalised ("Tell me about
+/// Dragons" → `dragons`).
+fn typed_title(query: &str) -> String {
+    let norm = text::normalize(query);
+    let mut t = norm
+        .trim()
+        .trim_end_matches(['?', '？', '.', '。', '!', '！'])
+        .trim();
+    if let Some(rest) = TITLE_OPENINGS.iter().find_map(|o| t.strip_prefix(o)) {
+        t = rest.trim_start();
+    }
+    for article in ["the ", "a ", "an "] {
+        t = t.strip_prefix(article).unwrap_or(t);
+    }
+    t.to_string()
+}
+
+/// Hits of the first [`KEYWORD_DEPTH`] whose title is the question's object as typed
+/// ([`typed_title`]) go first, in their order: "Tell me about Dragons" listed four sword
+/// fittings with dragons before the border ornament titled "Dragons", whose record says the
+/// word once. Scores are unchanged, as with [`prefer_keyword_held`], and it runs after the
+/// signals.
+fn prefer_exact_title(
+    store: &CollectionStore,
+    query: &str,
+    lex: &mut [Lexical],
+) -> Result<(), StoreError> {
+    let typed = typed_title(query);
+    if typed.is_empty() {
+        return Ok(());
+    }
+    let depth = lex
+        .iter()
+        .take(KEYWORD_DEPTH)
+        .take_while(|l| l.score > 0.0)
+        .count();
+    if depth < 2 {
+        return Ok(());
+    }
+    let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
+    let titled: Vec<i64> = store
+        .exhibits_by_pk(&pks)?
+        .into_iter()
+        .filter_map(|(pk, r)| {
+            let title = text::normalize(&Exhibit::from(r).title);
+            let title = title.trim().trim_end_matches(['.', '。']);
+            (title == typed).then_some(pk)
+        })
+        .collect();
+    if titled.is_empty() || titled.contains(&lex[0].pk) {
+        return Ok(());
+    }
+    lex[..depth].sort_by_key(|l| !titled.contains(&l.pk));
+    Ok(())
+}
+
 /// 1 when every proper name the question gives ([`text::proper_names`]) is held by the best
 /// hit's maker field: the question asks for that maker's work and this is one ("And what about
 /// the Cassatt?" was refused: one term, and the model refuses one-term questions it has never
@@ -1577,6 +1649,7 @@ fn rank_in(
     if bare.is_none() {
         prefer_keyword_held(store, &query, asked, &mut lex)?;
     }
+    prefer_exact_title(store, &query, &mut lex)?;
     // The thesaurus's synonyms reorder the answer, not the no-answer decision: the signals above
     // are those of the question's own words. Fed to the signals, the synonyms' extra matches
     // moved the refitted thresholds for every question (3 more answerable questions refused on
@@ -1589,6 +1662,7 @@ fn rank_in(
         prefer_biographies(store, who.as_deref(), &mut lex)?;
         prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
         prefer_keyword_held(store, &query, asked, &mut lex)?;
+        prefer_exact_title(store, &query, &mut lex)?;
     }
     Ok(Ranking {
         lexical: lex
@@ -2705,6 +2779,19 @@ mod tests {
             threshold_across: None,
             fitted_on: "test".into(),
         }
+    }
+
+    #[test]
+    fn a_typed_title_is_the_object_without_its_opening_and_article() {
+        assert_eq!(typed_title("Tell me about Dragons"), "dragons");
+        assert_eq!(typed_title("What is the Seated Cat?"), "seated cat");
+        assert_eq!(typed_title("Book of Hours"), "book of hours");
+        assert_eq!(
+            typed_title("介绍一下中华粥会八十纪念册"),
+            "中华粥会八十纪念册"
+        );
+        assert_eq!(typed_title("Tell me about the"), "the");
+        assert_eq!(typed_title("?"), "");
     }
 
     #[test]

@@ -658,15 +658,7 @@ const EN_FRAME: &[&str] = &[
     "display",
     "view",
     "like",
-    // A visitor's taste ("I love porcelain", "I'm interested in armor"): see `offline::browse`.
-    "love",
-    "adore",
-    "enjoy",
-    "interested",
-    "fan",
-    "fond",
-    "keen",
-    "really",
+    // "My kids love cats" (the taste words themselves: `text::EN_TASTE`).
     "kids",
     "want",
     "got",
@@ -719,7 +711,7 @@ const EN_FRAME: &[&str] = &[
 /// Whether an English word of a question says nothing about the kind: [`EN_FRAME`] or a class
 /// noun ([`WHERE_CLASS`]: "Egyptian art", "the Japanese section").
 fn is_frame_word(w: &str) -> bool {
-    EN_FRAME.contains(&w) || WHERE_CLASS.contains(&w)
+    EN_FRAME.contains(&w) || WHERE_CLASS.contains(&w) || text::EN_TASTE.contains(&w)
 }
 
 /// Superlatives of taste ("What is the prettiest vase?", 哪件瓷器最好看？): no catalogue ranks

@@ -1108,7 +1108,7 @@ pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
             Run::Word(w) => {
                 let after_how = prev == Some("how");
                 prev = Some(w);
-                if leading && EN_REQUEST.contains(&w) {
+                if leading && (EN_REQUEST.contains(&w) || EN_TASTE.contains(&w)) {
                     continue;
                 }
                 if after_how && HOW_MEASURE.contains(&w) {
@@ -1225,21 +1225,15 @@ fn exhibit_tail_head(word: &str) -> Option<&str> {
 /// vases", "Where can I see …", "I'm looking for …"): dropped from a question while no content
 /// word precedes them, so they neither dilute the match nor find records that say "see
 /// Walters 44.375". Later in a question they are content ("a picture that shows a ruler").
-/// Words of a visitor's taste ("I love cats", "I'm interested in armor", "I'm a fan of
-/// Hokusai") are frames in the same place: "interested" made the cats' records cover half of
-/// "I'm interested in cats", which was refused.
 const EN_REQUEST: &[&str] = &[
-    "see",
-    "show",
-    "find",
-    "look",
-    "looking",
-    "want",
-    "wanna",
-    "take",
-    "bring",
-    "id",
-    "im",
+    "see", "show", "find", "look", "looking", "want", "wanna", "take", "bring", "id", "im",
+];
+
+/// Words of a visitor's taste ("I love cats", "I'm interested in armor", "I'm a fan of
+/// Hokusai"): frames where [`EN_REQUEST`] words are ("interested" made the cats' records cover
+/// half of "I'm interested in cats", which was refused), and for the kind lookup
+/// (`kinds::is_frame_word`).
+pub const EN_TASTE: &[&str] = &[
     "love",
     "adore",
     "enjoy",
@@ -1259,11 +1253,13 @@ const HOW_MEASURE: &[&str] = &[
 ];
 
 /// Whether a lower-case word (apostrophes kept) only asks to be shown something: one of
-/// [`EN_REQUEST`] or a contraction of "I" ("I'd", "I'm", "I've", "I'll"). "Show me armor" names
+/// [`EN_REQUEST`] or [`EN_TASTE`], or a contraction of "I" ("I'd", "I'm", "I've", "I'll"). "Show me armor" names
 /// nothing, though "Show" is capitalised.
 fn is_request_word(lower: &str) -> bool {
     let bare = lower.replace(['\'', '’'], "");
-    EN_REQUEST.contains(&bare.as_str()) || (bare != lower && matches!(bare.as_str(), "ive" | "ill"))
+    EN_REQUEST.contains(&bare.as_str())
+        || EN_TASTE.contains(&bare.as_str())
+        || (bare != lower && matches!(bare.as_str(), "ive" | "ill"))
 }
 
 /// Chinese words of looking (我想看瓷器, 给我看看青铜器, 有什么瓷器可以看到): frames before the
