@@ -25,6 +25,12 @@
 //!   holds a character inside a longer run only as bigrams, and one character reads too many
 //!   ways.
 //!
+//! - **Calques, English question → Chinese records**: two English words written next to each
+//!   other ("Stone Drum", "war elephant") bridge as the bigram of their one-character glosses
+//!   (石 + 鼓, 战 + 象: [`Dictionary::characters_glossed`]) when the collection holds it, both
+//!   words its sources. Many Chinese names of things are such pairs, and CC-CEDICT lists them
+//!   under another sense (石鼓, a district) or not at all (战象).
+//!
 //! Cost bounds: a question term in over [`COMMON_SHARE`] of the collection is not translated,
 //! and `embedded::lexical` puts the translations in a MATCH of their own within a budget.
 //!
