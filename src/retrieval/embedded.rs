@@ -902,6 +902,19 @@ fn prefer_keyword_held(
     let Some(keyword) = keyword else {
         return Ok(());
     };
+    move_first(store, lex, |e| {
+        keyword_held(query, keyword, &exhibit_text(e))
+    })
+}
+
+/// Moves the hits of the first [`KEYWORD_DEPTH`] (with a score) for which `wanted` holds first,
+/// in their order, unless the best hit is one of them or none is (scores unchanged): the
+/// shared step of [`prefer_keyword_held`] and [`prefer_exact_title`].
+fn move_first(
+    store: &CollectionStore,
+    lex: &mut [Lexical],
+    wanted: impl Fn(&Exhibit) -> bool,
+) -> Result<(), StoreError> {
     let depth = lex
         .iter()
         .take(KEYWORD_DEPTH)
@@ -911,17 +924,15 @@ fn prefer_keyword_held(
         return Ok(());
     }
     let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
-    let rows = store.exhibits_by_pk(&pks)?;
-    let held: Vec<i64> = rows
+    let first: Vec<i64> = store
+        .exhibits_by_pk(&pks)?
         .into_iter()
-        .filter_map(|(pk, r)| {
-            keyword_held(query, keyword, &exhibit_text(&Exhibit::from(r))).then_some(pk)
-        })
+        .filter_map(|(pk, r)| wanted(&Exhibit::from(r)).then_some(pk))
         .collect();
-    if held.is_empty() || held.contains(&lex[0].pk) {
+    if first.is_empty() || first.contains(&lex[0].pk) {
         return Ok(());
     }
-    lex[..depth].sort_by_key(|l| !held.contains(&l.pk));
+    lex[..depth].sort_by_key(|l| !first.contains(&l.pk));
     Ok(())
 }
 
@@ -972,29 +983,12 @@ fn prefer_exact_title(
     if typed.is_empty() {
         return Ok(());
     }
-    let depth = lex
-        .iter()
-        .take(KEYWORD_DEPTH)
-        .take_while(|l| l.score > 0.0)
-        .count();
-    if depth < 2 {
-        return Ok(());
-    }
-    let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
-    let titled: Vec<i64> = store
-        .exhibits_by_pk(&pks)?
-        .into_iter()
-        .filter_map(|(pk, r)| {
-            let title = text::normalize(&Exhibit::from(r).title);
-            let title = title.trim().trim_end_matches(['.', '。']);
-            (title == typed).then_some(pk)
-        })
-        .collect();
-    if titled.is_empty() || titled.contains(&lex[0].pk) {
-        return Ok(());
-    }
-    lex[..depth].sort_by_key(|l| !titled.contains(&l.pk));
-    Ok(())
+    move_first(store, lex, |e| {
+        text::normalize(&e.title)
+            .trim()
+            .trim_end_matches(['.', '。'])
+            == typed
+    })
 }
 
 /// 1 when every proper name the question gives ([`text::proper_names`]) is held by the best
