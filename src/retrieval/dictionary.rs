@@ -64,6 +64,10 @@ const HEADWORDS_TRIED: usize = 24;
 /// "made", "back" gave dozens of Chinese tokens). Chosen for cost; recall and abstention were
 /// the same under 5-fold CV with every term translated (retrieval README).
 pub const COMMON_SHARE: f64 = 0.1;
+/// Headwords whose sense is a kind of an English term ([`Dictionary::heads_whose_sense_is_a`])
+/// looked up in the collection, in dictionary order: each costs a document-frequency lookup
+/// per bigram, on every question.
+pub const KINDS_TRIED: usize = 8;
 /// Senses of a one-character headword read for a calque ([`Dictionary::characters_glossed`]):
 /// a character's later senses are its rarer readings.
 pub const CALQUE_SENSES: usize = 4;
@@ -97,6 +101,9 @@ pub struct Dictionary {
     /// The head noun of a sense written "X of …" / "X from …" → the entries of two or more
     /// characters with such a sense ("rubbing of inscription": 拓本; [`Dictionary::heads_whose_sense_is_a`]).
     by_head_noun: HashMap<Box<str>, Vec<u32>>,
+    /// Entry → the nouns of its first [`SENSES_PER_WORD`] senses written after a hyphenated
+    /// modifier ("double-edged sword": 剑 → `sword`; [`Dictionary::loose_english_of`]).
+    hyphen_nouns: HashMap<u32, Vec<Box<str>>>,
 }
 
 /// The dictionary (parsed at the first call).
@@ -252,6 +259,25 @@ fn head_noun(sense: &str) -> Option<String> {
     (toks.len() == 1).then(|| toks.pop()).flatten()
 }
 
+/// The nouns of a sense written as a hyphenated modifier and a noun ("double-edged sword" →
+/// `sword`, as an index token): the thing itself, which a record names without the modifier
+/// (a record that says "sword" never says "double-edged"). None for a verb's sense or a note.
+fn hyphened_nouns(sense: &str) -> Vec<String> {
+    if is_note(sense) || sense.trim_start().starts_with("to ") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for piece in strip_notes(sense).split([';', ',']) {
+        if let [modifier, noun] = piece.split_whitespace().collect::<Vec<_>>()[..]
+            && modifier.contains('-')
+            && let [head] = &text::latin_tokens(noun)[..]
+        {
+            out.push(head.clone());
+        }
+    }
+    out
+}
+
 impl Dictionary {
     /// Parses CC-CEDICT's text format (`TRAD SIMP [pinyin] /sense/sense/`; `#` comments).
     pub fn parse(raw: &str) -> Dictionary {
@@ -260,6 +286,7 @@ impl Dictionary {
             by_head: HashMap::new(),
             by_token: HashMap::new(),
             by_head_noun: HashMap::new(),
+            hyphen_nouns: HashMap::new(),
         };
         for line in raw.lines() {
             if line.starts_with('#') {
@@ -307,6 +334,22 @@ impl Dictionary {
                     if !list.contains(&id) {
                         list.push(id);
                     }
+                }
+            }
+            if !proper {
+                let mut nouns: Vec<Box<str>> = Vec::new();
+                for noun in senses
+                    .trim_end_matches('/')
+                    .split('/')
+                    .take(SENSES_PER_WORD)
+                    .flat_map(hyphened_nouns)
+                {
+                    if !nouns.iter().any(|n| **n == noun) {
+                        nouns.push(noun.into());
+                    }
+                }
+                if !nouns.is_empty() {
+                    d.hyphen_nouns.insert(id, nouns);
                 }
             }
             for (i, (_, _, p)) in phrases.iter().enumerate() {
@@ -377,6 +420,30 @@ impl Dictionary {
     /// entry of the word in turn.
     pub fn english_of(&self, word: &str) -> Vec<&[Box<str>]> {
         self.senses_of(word, true)
+    }
+
+    /// The looser English of a (normalised) Chinese word: the nouns its senses name after a
+    /// hyphenated modifier ([`hyphened_nouns`]), each entry of the word in turn.
+    pub fn loose_english_of(&self, word: &str) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for id in self
+            .by_head
+            .get(word)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            for n in self
+                .hyphen_nouns
+                .get(id)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                if !out.contains(&&**n) {
+                    out.push(n);
+                }
+            }
+        }
+        out
     }
 
     /// [`Dictionary::english_of`] without the senses of a verb ("to carve" for 雕塑): what a
@@ -599,6 +666,19 @@ pub fn bridges_with(
                         push(&mut out, all_of, &sources, most, BridgeKind::Translated);
                     }
                 }
+                // The noun after a hyphenated modifier (剑: "double-edged sword" → sword).
+                for noun in dict.loose_english_of(&word) {
+                    let d = df_of(noun)?;
+                    if d > 0.0 {
+                        push(
+                            &mut out,
+                            vec![vec![noun.to_string()]],
+                            &sources,
+                            d,
+                            BridgeKind::Loose,
+                        );
+                    }
+                }
             }
         }
     }
@@ -624,6 +704,23 @@ pub fn bridges_with(
             &sources,
             HEADWORDS_PER_PHRASE,
             BridgeKind::Translated,
+        );
+    }
+    // English kinds → the Chinese words for kinds of them ("rubbing": 拓本, 拓片).
+    for t in &latin {
+        let mut found: Vec<Held> = Vec::new();
+        for head in dict.heads_whose_sense_is_a(t).into_iter().take(KINDS_TRIED) {
+            let chars: Vec<char> = head.chars().collect();
+            let bigrams = chars.windows(2).map(|w| w.iter().collect::<String>());
+            found.extend(held(bigrams, &mut df_of)?);
+        }
+        let sources: Vec<usize> = term_index(terms, t).into_iter().collect();
+        push_most_used(
+            &mut out,
+            found,
+            &sources,
+            HEADWORDS_PER_PHRASE,
+            BridgeKind::Loose,
         );
     }
     // Two English words as the two characters that gloss them ("war elephant": 战象).
@@ -731,6 +828,10 @@ fn push(
     kind: BridgeKind,
 ) {
     if let Some(old) = out.iter_mut().find(|o| o.all_of == all_of) {
+        // A translation made loosely and strictly is a strict one.
+        if old.kind == BridgeKind::Loose {
+            old.kind = kind;
+        }
         for s in sources {
             if !old.sources.contains(s) {
                 old.sources.push(*s);
@@ -764,7 +865,62 @@ mod tests {
 石 石 [shi2] /rock/stone/stone inscription/\n\
 鼓 鼓 [gu3] /drum/CL:通[tong4],面[mian4]/to drum/\n\
 鼗 鼗 [tao2] /hand drum used by peddlers/a kind of rattle/old/ancient/drum/\n\
-敲 敲 [qiao1] /to hit/to strike/to tap/to drum/\n";
+敲 敲 [qiao1] /to hit/to strike/to tap/to drum/\n\
+拓本 拓本 [ta4 ben3] /rubbing of inscription/\n\
+拓片 拓片 [ta4 pian4] /rubbings from a tablet/\n\
+劍 剑 [jian4] /double-edged sword/CL:口[kou3],把[ba3]/classifier for blows of a sword/\n\
+磨 磨 [mo2] /to rub/to grind/to wear down/\n";
+
+    #[test]
+    fn an_english_kind_bridges_loosely_to_the_chinese_words_for_kinds_of_it() {
+        let d = Dictionary::parse(CALQUES);
+        let q = "Is there a rubbing from Jordan?";
+        let t = text::query_terms(q);
+        let have = ["拓本", "拓片"];
+        let mut df = |s: &str| Ok(if have.contains(&s) { 3.0 } else { 0.0 });
+        let b = bridges_with(&d, q, &t, 100.0, &mut df).unwrap();
+        let rub = term_index(&t, "rub").unwrap();
+        for head in have {
+            let kind = b.iter().find(|b| b.all_of == [[head]]).expect(head);
+            assert_eq!(kind.sources, vec![rub]);
+            // A kind of the thing, not the thing: it reorders the answer only.
+            assert_eq!(kind.kind, BridgeKind::Loose);
+        }
+        // A verb's sense ("to rub") names no kind.
+        assert!(b.iter().all(|b| b.all_of != [["磨"]]));
+    }
+
+    #[test]
+    fn the_noun_after_a_hyphenated_modifier_is_a_loose_translation() {
+        assert_eq!(
+            hyphened_nouns("double-edged sword"),
+            vec!["sword".to_string()]
+        );
+        assert!(hyphened_nouns("long sword").is_empty());
+        assert!(hyphened_nouns("to double-check things").is_empty());
+        let d = Dictionary::parse(CALQUES);
+        assert_eq!(d.loose_english_of("剑"), vec!["sword"]);
+        // The strict phrase stays as it was ("double-edged sword" needs all three tokens).
+        assert!(d.english_of("剑").iter().any(|p| p.len() == 3));
+        let q = "有没有剑？";
+        let t = text::query_terms(q);
+        let mut df = |s: &str| {
+            Ok(if ["sword", "doubl", "edg"].contains(&s) {
+                5.0
+            } else {
+                0.0
+            })
+        };
+        let b = bridges_with(&d, q, &t, 100.0, &mut df).unwrap();
+        let sword = b.iter().find(|b| b.all_of == [["sword"]]).expect("sword");
+        assert_eq!(sword.kind, BridgeKind::Loose);
+        assert_eq!(sword.sources, vec![term_index(&t, "剑").unwrap()]);
+        let strict = b
+            .iter()
+            .find(|b| b.all_of.len() == 3)
+            .expect("double-edged sword");
+        assert_eq!(strict.kind, BridgeKind::Translated);
+    }
 
     #[test]
     fn a_sense_of_a_thing_of_something_names_its_head_noun() {

@@ -1440,9 +1440,10 @@ fn add_scores(cands: &mut Vec<(i64, f64)>, more: Vec<(i64, f64)>, n: usize) {
     cands.truncate(n);
 }
 
-/// The thesaurus's synonyms of `w` ([`BridgeKind::Synonym`]) in a MATCH of their own, within a
-/// budget of their own (so they never crowd out a translation), added to the candidates of
-/// [`candidates`]: one more BM25 query, not the whole stage again.
+/// The thesaurus's synonyms of `w` ([`BridgeKind::Synonym`]) and the dictionary's looser
+/// translations ([`BridgeKind::Loose`]) in a MATCH of their own, each kind within a budget of
+/// its own (so they never crowd out a translation), added to the candidates of [`candidates`]:
+/// one more BM25 query, not the whole stage again.
 fn add_synonyms(
     store: &CollectionStore,
     w: &WeightedTerms,
@@ -1450,7 +1451,12 @@ fn add_synonyms(
     cands: &mut Vec<(i64, f64)>,
 ) -> Result<(), StoreError> {
     let own: Vec<QueryTerm> = w.terms.iter().map(|(t, _)| t.clone()).collect();
-    let tokens = budgeted_tokens(w, BridgeKind::Synonym, &own);
+    let mut tokens = budgeted_tokens(w, BridgeKind::Synonym, &own);
+    for t in budgeted_tokens(w, BridgeKind::Loose, &own) {
+        if !tokens.contains(&t) {
+            tokens.push(t);
+        }
+    }
     if !tokens.is_empty() {
         let more = store.candidates(&match_terms(&tokens), &WEIGHTS, opts.candidates)?;
         add_scores(cands, more, opts.candidates);
@@ -1607,13 +1613,19 @@ fn rank_in(
     let mut spelt = translit::bridges(store, &query, &terms)?;
     super::dictionary::drop_guessed_spellings(super::dictionary::dictionary(), &terms, &mut spelt);
     let mut w = weigh(store, terms)?;
-    let (translated, synonyms) = bridges_by_meaning(store, &query, &w)?;
+    let (translated, mut synonyms) = bridges_by_meaning(store, &query, &w)?;
+    // The looser translations reorder the answer with the synonyms, after the signals.
+    let (loose, translated): (Vec<_>, Vec<_>) = translated
+        .into_iter()
+        .partition(|b| b.kind == BridgeKind::Loose);
     tracing::debug!(
         terms = ?w.terms.iter().zip(&w.dfs).map(|((t, _), df)| (t.text.as_str(), *df)).collect::<Vec<_>>(),
         spelt = ?spelt.iter().map(|b| &b.all_of).collect::<Vec<_>>(),
         translated = ?translated.iter().map(|b| &b.all_of).collect::<Vec<_>>(),
+        loose = ?loose.iter().map(|b| &b.all_of).collect::<Vec<_>>(),
         "question analysed"
     );
+    synonyms.extend(loose);
     w.bridges = spelt;
     w.bridges.extend(translated);
     let near = dense
@@ -1644,8 +1656,8 @@ fn rank_in(
         prefer_keyword_held(store, &query, asked, &mut lex)?;
     }
     prefer_exact_title(store, &query, &mut lex)?;
-    // The thesaurus's synonyms reorder the answer, not the no-answer decision: the signals above
-    // are those of the question's own words. Fed to the signals, the synonyms' extra matches
+    // The thesaurus's synonyms (and the dictionary's looser translations) reorder the answer,
+    // not the no-answer decision: the signals above are those of the question's own words. Fed to the signals, the synonyms' extra matches
     // moved the refitted thresholds for every question (3 more answerable questions refused on
     // the fixed CV split): retrieval README, "English thesaurus".
     let own_words: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).map(|l| l.pk).collect();

@@ -59,6 +59,10 @@ pub enum BridgeKind {
     Translated,
     /// A synonym or more specific word of the question's own language ([`super::thesaurus`]).
     Synonym,
+    /// A looser translation ([`super::dictionary`]): the noun a sense names after a hyphenated
+    /// modifier (剑 → sword), the Chinese words for kinds of an English term (rubbing → 拓本).
+    /// Like a synonym, it reorders the answer and never reaches the no-answer signals.
+    Loose,
 }
 
 /// Readings of one character tried (the first ones the table lists).
