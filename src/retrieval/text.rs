@@ -1648,6 +1648,16 @@ const NOT_KEYWORDS: &[&str] = &[
     "haha",
     "please",
     "pardon",
+    // The visitor or the guide: a keyword names a thing ("Show me swords", "I love cats" are
+    // wishes whose object is the keyword, `asked_keyword`).
+    "i",
+    "me",
+    "my",
+    "we",
+    "us",
+    "our",
+    "you",
+    "your",
 ];
 
 /// A visitor's reaction to an answer, typed alone ("cool", "sorry"): said to the guide, not a
@@ -1739,6 +1749,14 @@ const HAVE_FRAMES_EN: &[&str] = &[
     "are there any ",
     "show me some ",
     "show me ",
+    // Wishes and tastes ask for the thing as "Do you have" does (`offline::browse` lists them).
+    "i want to see ",
+    "i'd like to see ",
+    "i would like to see ",
+    "i love ",
+    "i like ",
+    "i'm interested in ",
+    "i am interested in ",
 ];
 
 /// Words before 有没有 / 有 in a Chinese "do you have" question.
@@ -2312,6 +2330,11 @@ mod tests {
             ("Is there any maiolica here?", Some("maiolica")),
             ("有没有康熙年间烧的那种豇豆红釉的瓷器？", None),
             ("What is this?", None),
+            // A wish's object, not the wish ("show me swords" was a bare keyword whole).
+            ("Show me swords", Some("swords")),
+            ("I'm interested in armor", Some("armor")),
+            ("I love cats", Some("cats")),
+            ("I like your museum", None),
         ];
         for (q, want) in cases {
             let norm = normalize(q);
@@ -2785,6 +2808,8 @@ mod tests {
             "你好",
             "康熙年间烧的豇豆红釉瓷器",
             "badger 鼎",
+            "show me swords",
+            "i love cats",
         ] {
             assert!(!is_bare_keyword(q), "{q}");
         }
