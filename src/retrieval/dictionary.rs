@@ -31,6 +31,13 @@
 //!   words its sources. Many Chinese names of things are such pairs, and CC-CEDICT lists them
 //!   under another sense (石鼓, a district) or not at all (战象).
 //!
+//! - **Looser translations** ([`BridgeKind::Loose`]): the noun a sense names after a hyphenated
+//!   modifier (剑, "double-edged sword" → `sword`: [`Dictionary::loose_english_of`]) and the
+//!   Chinese words whose sense is a kind of an English term ("rubbing of inscription": rubbing →
+//!   拓本, 拓片; [`Dictionary::heads_whose_sense_is_a`]). They reorder the answer with the
+//!   thesaurus's synonyms and never reach the no-answer signals: fed to the signals, each moved
+//!   a fold's refit (retrieval README, "Two bridges that reorder the answer only").
+//!
 //! Cost bounds: a question term in over [`COMMON_SHARE`] of the collection is not translated,
 //! and `embedded::lexical` puts the translations in a MATCH of their own within a budget.
 //!
