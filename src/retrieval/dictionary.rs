@@ -31,8 +31,10 @@
 //!   words its sources. Many Chinese names of things are such pairs, and CC-CEDICT lists them
 //!   under another sense (石鼓, a district) or not at all (战象).
 //!
-//! - **Looser translations** ([`BridgeKind::Loose`]): the noun a sense names after a hyphenated
-//!   modifier (剑, "double-edged sword" → `sword`: [`Dictionary::loose_english_of`]) and the
+//! - **Looser translations** ([`BridgeKind::Loose`]): the noun a sense of a one-character word
+//!   names after a hyphenated modifier (剑, "double-edged sword" → `sword`:
+//!   [`Dictionary::loose_english_of`]; a compound's is a kind of the noun: 豇豆, "black-eyed
+//!   bean") and the
 //!   Chinese words whose sense is a kind of an English term ("rubbing of inscription": rubbing →
 //!   拓本, 拓片; [`Dictionary::heads_whose_sense_is_a`]). They reorder the answer with the
 //!   thesaurus's synonyms and never reach the no-answer signals: fed to the signals, each moved
@@ -343,7 +345,10 @@ impl Dictionary {
                     }
                 }
             }
-            if !proper {
+            // One character only: it names the thing itself (剑, "double-edged sword"), where a
+            // compound names a kind of it (豇豆, "black-eyed bean", is no bean in general: as
+            // `bean` it moved beans ahead of the peach-bloom porcelains of 豇豆红).
+            if !proper && head.chars().count() == 1 {
                 let mut nouns: Vec<Box<str>> = Vec::new();
                 for noun in senses
                     .trim_end_matches('/')
@@ -903,6 +908,9 @@ mod tests {
             hyphened_nouns("double-edged sword"),
             vec!["sword".to_string()]
         );
+        // Of a one-character word only: a compound names a kind of the noun.
+        let beans = Dictionary::parse("豇豆 豇豆 [jiang1 dou4] /cowpea/black-eyed bean/\n");
+        assert!(beans.loose_english_of("豇豆").is_empty());
         assert!(hyphened_nouns("long sword").is_empty());
         assert!(hyphened_nouns("to double-check things").is_empty());
         let d = Dictionary::parse(CALQUES);
