@@ -34,9 +34,8 @@
 //! - **Looser translations** ([`BridgeKind::Loose`]): the noun a sense of a one-character word
 //!   names after a hyphenated modifier (剑, "double-edged sword" → `sword`:
 //!   [`Dictionary::loose_english_of`]; a compound's is a kind of the noun: 豇豆, "black-eyed
-//!   bean") and the
-//!   Chinese words whose sense is a kind of an English term ("rubbing of inscription": rubbing →
-//!   拓本, 拓片; [`Dictionary::heads_whose_sense_is_a`]). They reorder the answer with the
+//!   bean") and the Chinese words whose sense is a kind of an English term ("rubbing of
+//!   inscription": rubbing → 拓本, 拓片; [`Dictionary::heads_whose_sense_is_a`]). They reorder the answer with the
 //!   thesaurus's synonyms and never reach the no-answer signals: fed to the signals, each moved
 //!   a fold's refit (retrieval README, "Two bridges that reorder the answer only").
 //!
@@ -255,10 +254,7 @@ fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
 /// loosely ("piece of cake" → piece): only the kind lookup reads these, where a headword
 /// counts only as the last word of a catalogue's titles (`kinds`).
 fn head_noun(sense: &str) -> Option<String> {
-    if is_note(sense) || sense.trim_start().starts_with("to ") {
-        return None;
-    }
-    let plain = strip_notes(sense);
+    let plain = thing_sense(sense)?;
     let mut words = plain.split_whitespace();
     let (first, prep) = (words.next()?, words.next()?);
     if !matches!(prep, "of" | "from") || words.next().is_none() {
@@ -268,15 +264,22 @@ fn head_noun(sense: &str) -> Option<String> {
     (toks.len() == 1).then(|| toks.pop()).flatten()
 }
 
+/// A sense that may name a thing, without its notes ([`strip_notes`]): None for a
+/// cross-reference or note ([`is_note`]) and for a verb's sense ("to rub"). The shared first
+/// step of [`head_noun`] and [`hyphened_nouns`].
+fn thing_sense(sense: &str) -> Option<String> {
+    (!is_note(sense) && !sense.trim_start().starts_with("to ")).then(|| strip_notes(sense))
+}
+
 /// The nouns of a sense written as a hyphenated modifier and a noun ("double-edged sword" →
 /// `sword`, as an index token): the thing itself, which a record names without the modifier
 /// (a record that says "sword" never says "double-edged"). None for a verb's sense or a note.
 fn hyphened_nouns(sense: &str) -> Vec<String> {
-    if is_note(sense) || sense.trim_start().starts_with("to ") {
+    let Some(plain) = thing_sense(sense) else {
         return Vec::new();
-    }
+    };
     let mut out = Vec::new();
-    for piece in strip_notes(sense).split([';', ',']) {
+    for piece in plain.split([';', ',']) {
         if let [modifier, noun] = piece.split_whitespace().collect::<Vec<_>>()[..]
             && modifier.contains('-')
             && let [head] = &text::latin_tokens(noun)[..]

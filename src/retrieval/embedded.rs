@@ -1657,9 +1657,10 @@ fn rank_in(
     }
     prefer_exact_title(store, &query, &mut lex)?;
     // The thesaurus's synonyms (and the dictionary's looser translations) reorder the answer,
-    // not the no-answer decision: the signals above are those of the question's own words. Fed to the signals, the synonyms' extra matches
-    // moved the refitted thresholds for every question (3 more answerable questions refused on
-    // the fixed CV split): retrieval README, "English thesaurus".
+    // not the no-answer decision: the signals above are those of the question's own words. Fed
+    // to the signals, the synonyms' extra matches moved the refitted thresholds for every
+    // question (3 more answerable questions refused on the fixed CV split): retrieval README,
+    // "English thesaurus".
     let own_words: Vec<i64> = lex.iter().filter(|l| l.score > 0.0).map(|l| l.pk).collect();
     if !synonyms.is_empty() {
         w.bridges.extend(synonyms);
