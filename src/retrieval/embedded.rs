@@ -882,6 +882,48 @@ fn typed_as_name(query: &str, keyword: &str) -> bool {
         })
 }
 
+/// Records read for one that writes the question's opening word in lower case
+/// ([`names_query`]).
+const CAPITAL_DEPTH: usize = 10;
+
+/// The question as it is read: as typed, or with its first letter in lower case when that
+/// capital is only the sentence's: a lone capitalised word opening the question
+/// ([`text::opening_capital`]) that one of the [`CAPITAL_DEPTH`] records BM25 ranks best for the
+/// word writes in lower case ([`text::written_lowercase`]; the bronze "Seated Cat" says "Cat"
+/// in its title only). Typed on a phone, "Cats" was a name the cat records do not hold whole
+/// (they say "cat") and was refused; "Swords" listed a vase whose record says "swords" before
+/// the swords. "Vermeer pearl earring" keeps its name: no record writes "vermeer". Every step
+/// after reads this question: the names, the thesaurus ("the Boxers" are not paraphrased), the
+/// signals.
+fn names_query(store: &CollectionStore, query: &str) -> Result<String, StoreError> {
+    let Some(word) = text::opening_capital(query) else {
+        return Ok(query.to_string());
+    };
+    let Some(token) = text::latin_tokens(word).pop() else {
+        return Ok(query.to_string());
+    };
+    let term = [MatchTerm {
+        text: &token,
+        prefix: false,
+    }];
+    let pks: Vec<i64> = store
+        .candidates(&term, &WEIGHTS, CAPITAL_DEPTH)?
+        .into_iter()
+        .map(|c| c.0)
+        .collect();
+    let common = store.exhibits_by_pk(&pks)?.into_iter().any(|(_, r)| {
+        let e = Exhibit::from(r);
+        [&e.title, &e.medium, &e.description]
+            .iter()
+            .any(|f| text::written_lowercase(f, word))
+    });
+    Ok(if common {
+        text::lower_opening(query)
+    } else {
+        query.to_string()
+    })
+}
+
 /// Hits of the first [`KEYWORD_DEPTH`] read for one holding a bare keyword as written.
 const KEYWORD_DEPTH: usize = 50;
 
@@ -1597,6 +1639,8 @@ fn rank_in(
     dense: Option<Dense<'_>>,
 ) -> Result<Ranking, StoreError> {
     let query = text::clip(query, opts.max_query_chars);
+    // Read with a keyboard's capital undone (a common word opening the question is no name).
+    let query = names_query(store, &query)?;
     let analysis = text::analyse_question(&query, &opts.dict());
     let terms = joined_stop_words(store, analysis)?;
     if terms.is_empty() {
@@ -1652,6 +1696,7 @@ fn rank_in(
     let (bare, asked) = (text::bare_keyword(&norm), text::asked_keyword(&norm));
     prefer_keyword_held(store, &query, bare, &mut lex)?;
     let f = features(store, &query, who.as_deref(), &w, &lex, &opts.dict())?;
+    tracing::trace!(signals = ?f, query = %query, "no-answer signals");
     if bare.is_none() {
         prefer_keyword_held(store, &query, asked, &mut lex)?;
     }

@@ -2086,6 +2086,60 @@ pub fn named_phrases(query: &str) -> Vec<String> {
     out
 }
 
+/// The question's first word when its capital may be only the sentence's: a capitalised Latin
+/// word that opens the question alone (the next word is not capitalised; not a possessive, a
+/// stop or a request word), as typed ("Cats", "Swords?", "Swords from Japan"). Phones and kiosk
+/// keyboards capitalise the first letter of what is typed, so such a word may be a name
+/// ("Vermeer pearl earring") or a common word ([`written_lowercase`] tells them apart in a
+/// record). None otherwise ("Mona Lisa", "Rembrandt's Night Watch", "Do you have cats?").
+pub fn opening_capital(query: &str) -> Option<&str> {
+    let mut words = query
+        .split(|c: char| !(c.is_alphanumeric() || matches!(c, '\'' | '’' | '-')) || is_cjk(c))
+        .filter(|w| !w.is_empty());
+    let first = query.split_whitespace().next()?;
+    let word = words.next()?;
+    // The word must open the question: nothing but spaces before it.
+    if !first.starts_with(word) || word.ends_with("'s") || word.ends_with("’s") {
+        return None;
+    }
+    let lower = word.to_lowercase();
+    let capital = word.chars().next().is_some_and(char::is_uppercase)
+        && word.chars().skip(1).all(|c| !c.is_uppercase());
+    if !capital || stop_sets().0.contains(lower.as_str()) || is_request_word(&lower) {
+        return None;
+    }
+    let next_capital = words
+        .next()
+        .and_then(|w| w.chars().next())
+        .is_some_and(char::is_uppercase);
+    (!next_capital).then_some(word)
+}
+
+/// Whether `text` writes `word` in lower case: a word of it that starts with a lower-case letter
+/// has `word`'s index token ("a cat lapping its food" writes "Cats"; a record that writes
+/// "Vermeer" only so does not).
+pub fn written_lowercase(text: &str, word: &str) -> bool {
+    let Some(want) = latin_tokens(word).pop() else {
+        return false;
+    };
+    let prefix: String = want.chars().take(2).collect();
+    text.split(|c: char| !c.is_alphanumeric() || is_cjk(c))
+        .filter(|w| w.chars().next().is_some_and(char::is_lowercase) && w.starts_with(&prefix))
+        .any(|w| latin_tokens(w).first() == Some(&want))
+}
+
+/// `query` with the first letter of [`opening_capital`]'s word in lower case.
+pub fn lower_opening(query: &str) -> String {
+    let start = query.len() - query.trim_start().len();
+    let mut out = query[..start].to_string();
+    let mut rest = query[start..].chars();
+    if let Some(c) = rest.next() {
+        out.extend(c.to_lowercase());
+    }
+    out.extend(rest);
+    out
+}
+
 /// Chinese frames after a maker's name ("吴昌硕亲笔画的", "郎世宁画的", "王羲之《兰亭序》",
 /// "苏轼的《寒食帖》"), in Simplified (the question is normalised first).
 const ZH_MAKER_FRAMES: &[&str] = &[
@@ -2752,6 +2806,38 @@ mod tests {
         assert_eq!(s.len(), 2, "{s:?}");
         assert!(s[0].ends_with("2. Night Rain."), "{s:?}");
         assert!(s[1].starts_with("It was made around 1564. Later"), "{s:?}");
+    }
+
+    #[test]
+    fn an_opening_capital_may_be_the_keyboards() {
+        for (q, want) in [
+            ("Cats", Some("Cats")),
+            ("  Swords?", Some("Swords")),
+            ("Swords from Japan", Some("Swords")),
+            ("Vermeer pearl earring", Some("Vermeer")),
+            ("Mona Lisa", None),
+            ("Rembrandt's Night Watch", None),
+            ("Do you have cats?", None),
+            ("Show me swords", None),
+            ("cats", None),
+            ("“Cats”", None),
+            ("NASA", None),
+        ] {
+            assert_eq!(opening_capital(q), want, "{q}");
+        }
+        assert_eq!(lower_opening("  Swords?"), "  swords?");
+    }
+
+    #[test]
+    fn a_word_written_in_lower_case_is_common() {
+        let rec = "An old woman asleep. Beside her is a cat lapping its food.";
+        assert!(written_lowercase(rec, "Cats"));
+        assert!(!written_lowercase(
+            "A portrait by Vermeer of Delft.",
+            "Vermeer"
+        ));
+        assert!(!written_lowercase("Two Cats Playing", "Cats"));
+        assert!(!written_lowercase("a catalogue", "Cats"));
     }
 
     #[test]

@@ -140,7 +140,28 @@ pub fn is_browse(question: &str) -> bool {
         || asks_what_is_shown(&norm)
         || zh_has_question(bare.trim())
         || (!question.contains(['“', '”', '"', '《', '》', '「'])
-            && (opens_on(&norm, WISH_OPENINGS) || zh_wishes(bare.trim())))
+            && (opens_on(&norm, WISH_OPENINGS)
+                || zh_wishes(bare.trim())
+                || plural_keyword(bare.trim())))
+}
+
+/// Whether `bare` (normalised, end punctuation off) is a bare keyword ([`is_bare_keyword`])
+/// whose last word is an English plural ("swords", "cats", "Japanese prints"): things of a
+/// kind, listed as "Do you have swords?" is. Typed alone, "swords" was answered with the one
+/// closest match. A plural is a word in -s that the index's stemmer shortens, not one in -ss,
+/// -us or -is ("glass", "Hercules"'s -es is a stem, so a name in -s may list: its records).
+fn plural_keyword(bare: &str) -> bool {
+    let Some(last) = bare.split_whitespace().last() else {
+        return false;
+    };
+    is_bare_keyword(bare)
+        && last.chars().all(|c| c.is_ascii_lowercase())
+        && last.len() > 3
+        && last.ends_with('s')
+        && !["ss", "us", "is"].iter().any(|e| last.ends_with(e))
+        && text::latin_tokens(last)
+            .first()
+            .is_some_and(|t| t.len() < last.len())
 }
 
 /// Openings of a wish to see things of a kind or of a taste for them ("Show me swords", "I want
@@ -1230,6 +1251,11 @@ mod tests {
             "Show me armor",
             "I'd like to see Japanese prints",
             "我想看瓷器",
+            // A bare plural is things of a kind, as typed on a kiosk or a phone.
+            "swords",
+            "Cats",
+            "Swords?",
+            "Japanese prints",
         ] {
             assert!(is_browse(q), "{q}");
         }
@@ -1262,6 +1288,11 @@ mod tests {
             "I like your museum",
             "我想看看《清明上河图》",
             "我喜欢这件",
+            // A bare singular, or a word in -s that is no plural.
+            "sword",
+            "glass",
+            "Venus",
+            "“Dragons”",
         ] {
             assert!(!is_browse(q), "{q}");
         }
