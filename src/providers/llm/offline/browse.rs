@@ -146,22 +146,35 @@ pub fn is_browse(question: &str) -> bool {
 }
 
 /// Whether `bare` (normalised, end punctuation off) is a bare keyword ([`is_bare_keyword`])
-/// whose last word is an English plural ("swords", "cats", "Japanese prints"): things of a
+/// whose last word is an English plural ("swords", "cats", "Japanese prints"), or a plural and
+/// what they show, a word or two ("paintings of horses", as after "Do you have"): things of a
 /// kind, listed as "Do you have swords?" is. Typed alone, "swords" was answered with the one
 /// closest match. A plural is a word in -s that the index's stemmer shortens, not one in -ss,
-/// -us or -is ("glass", "Hercules"'s -es is a stem, so a name in -s may list: its records).
+/// -us or -is ("glass", "Venus"; "Hercules"'s -es is cut, so its records are listed).
 fn plural_keyword(bare: &str) -> bool {
-    let Some(last) = bare.split_whitespace().last() else {
-        return false;
-    };
-    is_bare_keyword(bare)
-        && last.chars().all(|c| c.is_ascii_lowercase())
-        && last.len() > 3
-        && last.ends_with('s')
-        && !["ss", "us", "is"].iter().any(|e| last.ends_with(e))
-        && text::latin_tokens(last)
+    let words: Vec<&str> = bare.split_whitespace().collect();
+    match words.as_slice() {
+        [head, "of" | "showing" | "depicting", shown @ ..] => {
+            (1..=2).contains(&shown.len())
+                && is_plural(head)
+                && !shown
+                    .iter()
+                    .any(|w| NOT_A_KIND.contains(w) || DESCRIBING.contains(w))
+        }
+        [.., last] => is_bare_keyword(bare) && is_plural(last),
+        [] => false,
+    }
+}
+
+/// Whether an English word (normalised) reads as a plural ([`plural_keyword`]).
+fn is_plural(word: &str) -> bool {
+    word.chars().all(|c| c.is_ascii_lowercase())
+        && word.len() > 3
+        && word.ends_with('s')
+        && !["ss", "us", "is"].iter().any(|e| word.ends_with(e))
+        && text::latin_tokens(word)
             .first()
-            .is_some_and(|t| t.len() < last.len())
+            .is_some_and(|t| t.len() < word.len())
 }
 
 /// Openings of a wish to see things of a kind or of a taste for them ("Show me swords", "I want
@@ -1256,6 +1269,8 @@ mod tests {
             "Cats",
             "Swords?",
             "Japanese prints",
+            "Paintings of horses",
+            "prints showing cats",
         ] {
             assert!(is_browse(q), "{q}");
         }
@@ -1293,6 +1308,8 @@ mod tests {
             "glass",
             "Venus",
             "“Dragons”",
+            "paintings of a woman hunting buffalo on horseback",
+            "painting of horses",
         ] {
             assert!(!is_browse(q), "{q}");
         }
