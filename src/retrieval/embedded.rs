@@ -915,7 +915,7 @@ fn names_query(store: &CollectionStore, query: &str) -> Result<String, StoreErro
         let e = Exhibit::from(r);
         [&e.title, &e.medium, &e.description]
             .iter()
-            .any(|f| text::written_lowercase(f, word))
+            .any(|f| text::written_lowercase(f, &token))
     });
     Ok(if common {
         text::lower_opening(query)
