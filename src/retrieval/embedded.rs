@@ -30,6 +30,7 @@ use super::abstain::{self, AbstentionModel, Features};
 use super::dating;
 use super::embeddings::{Embedder, VectorSet, dense_rankings, fuse_lists};
 use super::ingest::{FileRows, Rejected};
+use super::openings;
 use super::ordering::{Order, Ranked};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
@@ -978,20 +979,12 @@ fn move_first(
     Ok(())
 }
 
-/// Openings before a title typed as the question's whole object ("Tell me about Dragons").
-const TITLE_OPENINGS: &[&str] = &[
-    "tell me about ",
-    "tell me more about ",
-    "what about ",
-    "how about ",
-    "show me ",
-    "i want to see ",
-    "i'd like to see ",
-    "what is ",
-    "what's ",
-    "介绍一下",
-    "讲讲",
-];
+/// Openings before a title typed as the question's whole object ("Tell me about Dragons"):
+/// a topic or a wish to see it ([`openings::TOPIC`], [`openings::SHOW`]), or "what is".
+const TITLE_OPENINGS: &[&[&str]] = &[openings::TOPIC, openings::SHOW, &["what is", "what's"]];
+
+/// Chinese openings before a title typed whole (介绍一下《…》).
+const ZH_TITLE_OPENINGS: &[&str] = &["介绍一下", "讲讲"];
 
 /// The question's object when it may be a title typed whole: the question without a
 /// [`TITLE_OPENINGS`] opening, an article and its end punctuation, normalised ("Tell me about
@@ -1002,7 +995,9 @@ fn typed_title(query: &str) -> String {
         .trim()
         .trim_end_matches(['?', '？', '.', '。', '!', '！'])
         .trim();
-    if let Some(rest) = TITLE_OPENINGS.iter().find_map(|o| t.strip_prefix(o)) {
+    if let Some(rest) = openings::strip(t, TITLE_OPENINGS)
+        .or_else(|| ZH_TITLE_OPENINGS.iter().find_map(|o| t.strip_prefix(o)))
+    {
         t = rest.trim_start();
     }
     for article in ["the ", "a ", "an "] {

@@ -1160,6 +1160,7 @@ const ZH_FRAME: &[&str] = &[
 /// written in Chinese). Empty when the question has no content word.
 pub fn subject<'a>(question: &str, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str>]>) -> Vec<Unit> {
     let norm = text::normalize(question);
+    let norm = text::unfold_contractions(&norm);
     let mut out: Vec<Unit> = Vec::new();
     // The part of the next word: a conjunction after a word starts the next one.
     let mut part = 0;

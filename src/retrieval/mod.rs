@@ -30,6 +30,7 @@
 //! translit.rs    pinyin bridge between the scripts (康熙 ↔ Kangxi): Bridge, coverage credit
 //! dictionary.rs  dictionary bridge (CC-CEDICT, compiled in from cedict/): 义和团 ↔ Boxers
 //! thesaurus.rs   English synonym bridge (WordNet 3.0, compiled in from wordnet/): timepiece → watch
+//! openings.rs   English openings of a question (show me, I love, tell me about, do you have). Pure
 //! ordering.rs    the orders a visitor asks for (oldest, newest, largest, smallest); Ranked. Pure
 //! dating.rs      start years from date and dynasty fields; "the oldest …" questions. Pure
 //! sizing.rs      sizes from dimensions fields; "the biggest …" questions. Pure
@@ -50,6 +51,7 @@ pub mod facts;
 pub mod ingest;
 pub mod kinds;
 pub mod local_e5;
+pub mod openings;
 pub mod ordering;
 pub mod remote;
 pub mod semantic;

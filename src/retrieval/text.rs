@@ -16,6 +16,7 @@
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
+use super::openings;
 use crate::util::ShortStr;
 use unicode_normalization::UnicodeNormalization;
 use unicode_normalization::char::is_combining_mark;
@@ -800,6 +801,49 @@ fn stop_sets() -> &'static (HashSet<&'static str>, HashSet<&'static str>) {
     })
 }
 
+/// A question (normalised) with its English contractions unfolded into the words they stand
+/// for, as far as the search cares: "we're", "I've", "they'll", "I'd" lose their tail ("re",
+/// "ve" and "ll" were content terms: "We're interested in armor" searched `re` and made
+/// "interested" content, as it is after a content word), and a word in "n't" ("don't",
+/// "isn't", "can't") is "not", a stop word (it searched `don`, `isn`). A possessive or "is"
+/// ("'s") and the rest of the text are kept. The index is not changed: its records are not
+/// questions, and a tail there is a term no question now asks for.
+pub fn unfold_contractions(norm: &str) -> std::borrow::Cow<'_, str> {
+    const TAILS: &[&str] = &["re", "ve", "ll", "d", "m"];
+    if !norm.contains(['\'', '’']) {
+        return std::borrow::Cow::Borrowed(norm);
+    }
+    let mut out = String::with_capacity(norm.len());
+    let mut rest = norm;
+    while let Some(i) = rest.find(['\'', '’']) {
+        let apos = rest[i..].chars().next().map_or(1, char::len_utf8);
+        let (head, after) = (&rest[..i], &rest[i + apos..]);
+        let tail_len = after
+            .find(|c: char| !c.is_ascii_alphabetic())
+            .unwrap_or(after.len());
+        let tail = &after[..tail_len];
+        let word_start = head
+            .rfind(|c: char| !c.is_ascii_alphabetic())
+            .map_or(0, |j| {
+                j + head[j..].chars().next().map_or(1, char::len_utf8)
+            });
+        let word = &head[word_start..];
+        if !word.is_empty() && tail == "t" && word.ends_with('n') {
+            out.push_str(&head[..word_start]);
+            out.push_str("not");
+            rest = &after[tail_len..];
+        } else if !word.is_empty() && TAILS.contains(&tail) {
+            out.push_str(head);
+            rest = &after[tail_len..];
+        } else {
+            out.push_str(&rest[..i + apos]);
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// The index term of one Latin/digit word, or None for stop words and single letters.
 fn word_token(w: &str) -> Option<String> {
     if stop_sets().0.contains(w) {
@@ -1095,6 +1139,7 @@ pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
     // "Who is X": only the name is searched (是什么人, "Who was" add nothing).
     let subject = who_is_subject(query);
     let norm = normalize(subject.as_deref().unwrap_or(query));
+    let norm = unfold_contractions(&norm);
     let zh_stop = &stop_sets().1;
     let mut terms: Vec<QueryTerm> = Vec::new();
     let mut joins: Vec<StopJoin> = Vec::new();
@@ -1738,27 +1783,6 @@ pub fn bare_keyword(norm: &str) -> Option<&str> {
     keyword.then_some(t)
 }
 
-/// Openings of a question that asks whether the collection has something ("Do you have …?",
-/// 有没有…？): what follows is the thing asked for.
-const HAVE_FRAMES_EN: &[&str] = &[
-    "do you have any ",
-    "do you have ",
-    "have you got any ",
-    "have you got ",
-    "is there any ",
-    "are there any ",
-    "show me some ",
-    "show me ",
-    // Wishes and tastes ask for the thing as "Do you have" does (`offline::browse` lists them).
-    "i want to see ",
-    "i'd like to see ",
-    "i would like to see ",
-    "i love ",
-    "i like ",
-    "i'm interested in ",
-    "i am interested in ",
-];
-
 /// Words before 有没有 / 有 in a Chinese "do you have" question.
 const HAVE_LEADS_ZH: &[&str] = &[
     "请问",
@@ -1788,7 +1812,10 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
         .trim()
         .trim_end_matches(['?', '？', '.', '。', '!', '！'])
         .trim_end();
-    if let Some(rest) = HAVE_FRAMES_EN.iter().find_map(|f| t.strip_prefix(f)) {
+    // What follows whether the collection has it, or a wish or a taste for it, is the thing
+    // asked for (`offline::browse` lists the wishes and tastes as it lists "Do you have").
+    let frames: &[&[&str]] = &[openings::HAVE, openings::SHOW, openings::TASTE];
+    if let Some(rest) = openings::strip(t, frames) {
         let rest = rest
             .trim_end_matches(" here")
             .trim_end_matches(" in the collection")
@@ -2386,6 +2413,11 @@ mod tests {
             ("I'm interested in armor", Some("armor")),
             ("I love cats", Some("cats")),
             ("I like your museum", None),
+            // Every wish and taste the offline answerer lists (`openings`): these were listed
+            // with no keyword read.
+            ("Can you show me swords?", Some("swords")),
+            ("I really love cats", Some("cats")),
+            ("Show me some vases", Some("vases")),
         ];
         for (q, want) in cases {
             let norm = normalize(q);
@@ -2588,6 +2620,37 @@ mod tests {
         assert!(t.contains(&"脚踏".to_string()) && t.contains(&"踏车".to_string()));
         assert!(t.contains(&"脚踏车".to_string()), "{t:?}");
         assert_eq!(index_tokens("鼎"), vec!["鼎"]);
+    }
+
+    #[test]
+    fn contractions_unfold_into_the_words_they_stand_for() {
+        for (q, want) in [
+            ("we're interested in armor", "we interested in armor"),
+            ("i’ve seen it, they'll come", "i seen it, they come"),
+            (
+                "don't you have swords? isn't it",
+                "not you have swords? not it",
+            ),
+            ("i'm into jade", "i into jade"),
+            // Possessives, elisions and a quote mark stay as written.
+            (
+                "rembrandt's o'clock d'este 'the vase'",
+                "rembrandt's o'clock d'este 'the vase'",
+            ),
+        ] {
+            assert_eq!(unfold_contractions(q), want, "{q}");
+        }
+        let terms = |q: &str| {
+            query_terms(q)
+                .into_iter()
+                .map(|t| t.text)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            terms("We're interested in Japanese armor"),
+            ["japanes", "armor"]
+        );
+        assert_eq!(terms("Don't you have swords?"), ["sword"]);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! by the kind's total when the catalogue names the kind. Pure.
 
 use super::{clip, is_chinese, visitor_script, zh_in};
+use crate::retrieval::openings;
 use crate::retrieval::ordering::Order;
 use crate::retrieval::sizing::size_of;
 use crate::retrieval::text::{self, Script, normalize};
@@ -51,6 +52,7 @@ const POINTING: &[&str] = &[
 /// a clock?"; not "Do you have the Peach Bloom Vase?").
 const BROWSE_OPENINGS: &[&str] = &[
     "do you have",
+    "don't you have",
     "do you guys have",
     "do you own",
     "do you hold",
@@ -136,7 +138,7 @@ pub fn is_browse(question: &str) -> bool {
         || ["do you have", "are there", "is there"]
             .iter()
             .any(|e| bare.ends_with(e))
-        || opens_on(&norm, BROWSE_OPENINGS)
+        || opens_on(&norm, &[BROWSE_OPENINGS])
         || asks_what_is_shown(&norm)
         || zh_has_question(bare.trim())
         || (!question.contains(['“', '”', '"', '《', '》', '「'])
@@ -178,40 +180,11 @@ fn is_plural(word: &str) -> bool {
 }
 
 /// Openings of a wish to see things of a kind or of a taste for them ("Show me swords", "I want
-/// to see swords", "I love cats", "I'm interested in armor"): a list, as "Do you have swords?"
-/// is. As topics they were answered with the one closest match ("Show me swords": one short
-/// sword), or refused ("I'm interested in cats"). A quoted title is one exhibit, not a kind.
-const WISH_OPENINGS: &[&str] = &[
-    "show me",
-    "can you show me",
-    "could you show me",
-    "please show me",
-    "i want to see",
-    "i wanna see",
-    "i'd like to see",
-    "i would like to see",
-    "let me see",
-    "we want to see",
-    "we'd like to see",
-    "i like",
-    "i love",
-    "i really like",
-    "i really love",
-    "i adore",
-    "i enjoy",
-    "we like",
-    "we love",
-    "my kids love",
-    "my kids like",
-    "i'm interested in",
-    "i am interested in",
-    "we're interested in",
-    "we are interested in",
-    "i'm into",
-    "i'm a fan of",
-    "i am a fan of",
-    "i'm fond of",
-];
+/// to see swords", "I love cats", "I'm interested in armor": [`openings::SHOW`] and
+/// [`openings::TASTE`]): a list, as "Do you have swords?" is. As topics they were answered
+/// with the one closest match ("Show me swords": one short sword), or refused ("I'm interested
+/// in cats"). A quoted title is one exhibit, not a kind.
+const WISH_OPENINGS: &[&[&str]] = &[openings::SHOW, openings::TASTE];
 
 /// Whether a Chinese question wishes to see things of a kind or likes them (我想看看剑,
 /// 我喜欢猫, 我对瓷器感兴趣, 给我看看青铜器): a wish or a taste, then a short object of CJK
@@ -300,20 +273,10 @@ pub fn may_name_a_kind(question: &str) -> bool {
         || crate::retrieval::kinds::asks_most_works(question)
 }
 
-/// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain"):
-/// when the topic is a kind of object, the kind is listed ([`is_kind_topic`]).
-const TOPIC_OPENINGS: &[&str] = &[
-    "tell me about",
-    "what about",
-    "how about",
-    "talk about",
-    "show me",
-    "can you show me",
-    "i want to see",
-    "i'd like to see",
-    "i would like to see",
-    "let me see",
-];
+/// Openings that name a topic rather than ask for a list ("Tell me about Chinese porcelain",
+/// "Show me armor": [`openings::TOPIC`] and [`openings::SHOW`]): when the topic is a kind of
+/// object, the kind is listed ([`is_kind_topic`]).
+const TOPIC_OPENINGS: &[&[&str]] = &[openings::TOPIC, openings::SHOW];
 
 /// Chinese openings of the same ("介绍一下瓷器", 讲讲青铜器).
 const ZH_TOPIC_OPENINGS: &[&str] = &[
@@ -379,7 +342,7 @@ fn is_bare_keyword(norm: &str) -> bool {
 /// An opening of `openings`, then a short object ([`MAX_KIND_WORDS`]) whose first word is none
 /// of [`NOT_A_KIND`] (after an optional "a"/"an"/"some") and which holds none of [`DESCRIBING`]:
 /// "Do you have ceramics?", "Is there a sword?", "Tell me about Chinese porcelain".
-fn opens_on(norm: &str, openings: &[&str]) -> bool {
+fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
     let words: Vec<&str> = norm
         .split(|c: char| !c.is_alphanumeric() && c != '\'')
         .filter(|w| !w.is_empty())
@@ -391,7 +354,7 @@ fn opens_on(norm: &str, openings: &[&str]) -> bool {
         }
         _ => &words[..],
     };
-    openings.iter().any(|o| {
+    openings::all(lists).any(|o| {
         let n = o.split(' ').count();
         if words.len() <= n || !words[..n].iter().copied().eq(o.split(' ')) {
             return false;
@@ -407,7 +370,7 @@ fn opens_on(norm: &str, openings: &[&str]) -> bool {
             rest.iter().copied().filter(|w| *w != "the").collect()
         }
         let object: Vec<&str> = match object.as_slice() {
-            ["from", rest @ ..] if *o == "anything" || *o == "something" => without_the(rest),
+            ["from", rest @ ..] if o == "anything" || o == "something" => without_the(rest),
             [head, "from", rest @ ..] if ORIGIN_HEADS.contains(head) => without_the(rest),
             // A kind in the plural and what they show, a word or two: "Do you have paintings
             // of dogs?" is the dog paintings (it got a sword guard with a lion-dog), while "a
@@ -1264,6 +1227,12 @@ mod tests {
             "Show me armor",
             "I'd like to see Japanese prints",
             "我想看瓷器",
+            // Every wish and taste of `openings`, and a contraction.
+            "Can you show me swords?",
+            "I really love cats",
+            "We're interested in Japanese armor",
+            "My kids love dinosaurs",
+            "Don't you have any swords?",
             // A bare plural is things of a kind, as typed on a kiosk or a phone.
             "swords",
             "Cats",
