@@ -950,6 +950,37 @@ fn prefer_keyword_held(
     })
 }
 
+/// For a keyword (bare or asked for, as [`prefer_keyword_held`] takes it): the hits of the first
+/// [`KEYWORD_DEPTH`] whose title holds it go first, in their order, unless the best hit's does.
+/// A list of things of a kind opens with things of that kind: "Cats" and "I love cats" opened
+/// with a genre painting whose description mentions a cat, before "Seated Cat" and "Girl
+/// Teasing a Cat". Runs after the signals (scores and the no-answer decision unchanged), before
+/// [`prefer_exact_title`]. A keyword typed as a name is left to the name steps.
+fn prefer_keyword_titled(
+    store: &CollectionStore,
+    query: &str,
+    keyword: Option<&str>,
+    lex: &mut [Lexical],
+) -> Result<(), StoreError> {
+    let Some(keyword) = keyword else {
+        return Ok(());
+    };
+    if keyword.chars().any(text::is_cjk) {
+        return move_first(store, lex, |e| text::normalize(&e.title).contains(keyword));
+    }
+    if typed_as_name(query, keyword) {
+        return Ok(());
+    }
+    let tokens = text::latin_tokens(keyword);
+    if tokens.is_empty() {
+        return Ok(());
+    }
+    move_first(store, lex, |e| {
+        let have = text::index_tokens_latin(&text::normalize(&e.title));
+        tokens.iter().all(|t| have.contains(t))
+    })
+}
+
 /// Moves the hits of the first [`KEYWORD_DEPTH`] (with a score) for which `wanted` holds first,
 /// in their order, unless the best hit is one of them or none is (scores unchanged): the
 /// shared step of [`prefer_keyword_held`] and [`prefer_exact_title`].
@@ -979,35 +1010,8 @@ fn move_first(
     Ok(())
 }
 
-/// Openings before a title typed as the question's whole object ("Tell me about Dragons"):
-/// a topic or a wish to see it ([`openings::TOPIC`], [`openings::SHOW`]), or "what is".
-const TITLE_OPENINGS: &[&[&str]] = &[openings::TOPIC, openings::SHOW, &["what is", "what's"]];
-
-/// Chinese openings before a title typed whole (介绍一下《…》).
-const ZH_TITLE_OPENINGS: &[&str] = &["介绍一下", "讲讲"];
-
-/// The question's object when it may be a title typed whole: the question without a
-/// [`TITLE_OPENINGS`] opening, an article and its end punctuation, normalised ("Tell me about
-/// Dragons" → `dragons`).
-fn typed_title(query: &str) -> String {
-    let norm = text::normalize(query);
-    let mut t = norm
-        .trim()
-        .trim_end_matches(['?', '？', '.', '。', '!', '！'])
-        .trim();
-    if let Some(rest) = openings::strip(t, TITLE_OPENINGS)
-        .or_else(|| ZH_TITLE_OPENINGS.iter().find_map(|o| t.strip_prefix(o)))
-    {
-        t = rest.trim_start();
-    }
-    for article in ["the ", "a ", "an "] {
-        t = t.strip_prefix(article).unwrap_or(t);
-    }
-    t.to_string()
-}
-
 /// Hits of the first [`KEYWORD_DEPTH`] whose title is the question's object as typed
-/// ([`typed_title`]) go first, in their order: "Tell me about Dragons" listed four sword
+/// ([`openings::typed_title`]) go first, in their order: "Tell me about Dragons" listed four sword
 /// fittings with dragons before the border ornament titled "Dragons", whose record says the
 /// word once. Scores are unchanged, as with [`prefer_keyword_held`], and it runs after the
 /// signals.
@@ -1016,7 +1020,7 @@ fn prefer_exact_title(
     query: &str,
     lex: &mut [Lexical],
 ) -> Result<(), StoreError> {
-    let typed = typed_title(query);
+    let typed = openings::typed_title(query);
     if typed.is_empty() {
         return Ok(());
     }
@@ -1695,6 +1699,7 @@ fn rank_in(
     if bare.is_none() {
         prefer_keyword_held(store, &query, asked, &mut lex)?;
     }
+    prefer_keyword_titled(store, &query, asked, &mut lex)?;
     prefer_exact_title(store, &query, &mut lex)?;
     // The thesaurus's synonyms (and the dictionary's looser translations) reorder the answer,
     // not the no-answer decision: the signals above are those of the question's own words. Fed
@@ -1709,6 +1714,7 @@ fn rank_in(
         prefer_biographies(store, who.as_deref(), &mut lex)?;
         prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
         prefer_keyword_held(store, &query, asked, &mut lex)?;
+        prefer_keyword_titled(store, &query, asked, &mut lex)?;
         prefer_exact_title(store, &query, &mut lex)?;
     }
     Ok(Ranking {
@@ -2826,19 +2832,6 @@ mod tests {
             threshold_across: None,
             fitted_on: "test".into(),
         }
-    }
-
-    #[test]
-    fn a_typed_title_is_the_object_without_its_opening_and_article() {
-        assert_eq!(typed_title("Tell me about Dragons"), "dragons");
-        assert_eq!(typed_title("What is the Seated Cat?"), "seated cat");
-        assert_eq!(typed_title("Book of Hours"), "book of hours");
-        assert_eq!(
-            typed_title("介绍一下中华粥会八十纪念册"),
-            "中华粥会八十纪念册"
-        );
-        assert_eq!(typed_title("Tell me about the"), "the");
-        assert_eq!(typed_title("?"), "");
     }
 
     #[test]

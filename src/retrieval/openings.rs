@@ -3,7 +3,7 @@
 //! Dragons"), whether the collection has something ("Do you have any ceramics?"). Pure.
 //!
 //! One list of each, read by every step that strips or recognises them: the keyword step
-//! (`text::asked_keyword`), the exact-title step (`embedded::typed_title`) and the offline
+//! (`text::asked_keyword`), the exact-title step and the offline answerer's naming of a title ([`typed_title`]) and the offline
 //! answerer's lists (`offline::browse`). Before they were shared, four near-copies had drifted:
 //! "Can you show me swords" was listed but its keyword never read, "I really love cats" the
 //! same. Each list is of whole words in normalised text (lower case, ASCII apostrophes).
@@ -82,6 +82,33 @@ pub fn all<'a>(lists: &'a [&'a [&'a str]]) -> impl Iterator<Item = &'a str> + 'a
     lists.iter().flat_map(|l| l.iter().copied())
 }
 
+/// Openings before a title typed as the question's whole object ("Tell me about Dragons"):
+/// a topic or a wish to see it ([`TOPIC`], [`SHOW`]), or "what is".
+const TITLE_OPENINGS: &[&[&str]] = &[TOPIC, SHOW, &["what is", "what's"]];
+
+/// Chinese openings before a title typed whole (介绍一下《…》).
+const ZH_TITLE_OPENINGS: &[&str] = &["介绍一下", "讲讲"];
+
+/// The question's object when it may be a title typed whole: the question without a
+/// [`TITLE_OPENINGS`] opening, an article and its end punctuation, normalised ("Tell me about
+/// Dragons" → `dragons`).
+pub fn typed_title(query: &str) -> String {
+    let norm = super::text::normalize(query);
+    let mut t = norm
+        .trim()
+        .trim_end_matches(['?', '？', '.', '。', '!', '！'])
+        .trim();
+    if let Some(rest) = strip(t, TITLE_OPENINGS)
+        .or_else(|| ZH_TITLE_OPENINGS.iter().find_map(|o| t.strip_prefix(o)))
+    {
+        t = rest.trim_start();
+    }
+    for article in ["the ", "a ", "an "] {
+        t = t.strip_prefix(article).unwrap_or(t);
+    }
+    t.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +141,18 @@ mod tests {
             assert!(seen.insert(o), "{o} listed twice");
             assert_eq!(o, o.trim(), "{o:?} has outer spaces");
         }
+    }
+
+    #[test]
+    fn a_typed_title_is_the_object_without_its_opening_and_article() {
+        assert_eq!(typed_title("Tell me about Dragons"), "dragons");
+        assert_eq!(typed_title("What is the Seated Cat?"), "seated cat");
+        assert_eq!(typed_title("Book of Hours"), "book of hours");
+        assert_eq!(
+            typed_title("介绍一下中华粥会八十纪念册"),
+            "中华粥会八十纪念册"
+        );
+        assert_eq!(typed_title("Tell me about the"), "the");
+        assert_eq!(typed_title("?"), "");
     }
 }

@@ -358,7 +358,7 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
     }
     // "Tell me about the Rubens Vase": the visitor named the exhibit, so it is theirs, not "the
     // closest match", and nothing else is suggested.
-    let picked = picked || names_title(question, &e.title);
+    let picked = picked || names_title(question, &e.title) || typed_whole(question, hits);
     // "Do you have works by Degas?" answered by a Cassatt whose record names Degas: said to be
     // not his first (it read as if the closest match were his).
     let not_by = (a == Asks::General && !picked)
@@ -392,12 +392,9 @@ pub fn compose_with(question: &str, retrieved: Option<&[Hit]>, picked: bool) -> 
     }
 }
 
-/// Whether `question` names the exhibit titled `title` by its title: the title's head (before a
-/// comma, colon, semicolon or bracket: "Toilet of Helen, La Belle Hélène"), without quotation
-/// marks and a leading "the", of two words or more (or four Chinese characters), stands in the
-/// question as whole words. "Tell me about the Rubens Vase" names “The "Rubens Vase"”; "Tell me
-/// about the mummy" names no “Unknown Woman Mummy”, nor "Do you have a vase?" a “Vase”.
-fn names_title(question: &str, title: &str) -> bool {
+/// A title's head as [`names_title`] compares it: before a comma, colon, semicolon or bracket,
+/// without quotation marks and a leading "the", normalised.
+fn title_head(title: &str) -> String {
     let head = title
         .split([',', '(', ':', ';', '，', '（', '：', '；'])
         .next()
@@ -407,7 +404,34 @@ fn names_title(question: &str, title: &str) -> bool {
         .filter(|c| !matches!(c, '"' | '“' | '”' | '《' | '》' | '「' | '」'))
         .collect();
     let norm = text::normalize(unquoted.trim());
-    let norm = norm.strip_prefix("the ").unwrap_or(&norm).trim();
+    norm.strip_prefix("the ")
+        .unwrap_or(&norm)
+        .trim()
+        .to_string()
+}
+
+/// Whether the question is the first hit's title typed whole ("Dragons", "Tell me about
+/// Dragons": [`crate::retrieval::openings::typed_title`]) and no other hit has that title: a
+/// title of one word names the exhibit too (it was introduced as "the closest match"), unless
+/// the collection holds two of that name ("Ring"), when it is only the first of them.
+fn typed_whole(question: &str, hits: &[Hit]) -> bool {
+    let Some((first, rest)) = hits.split_first() else {
+        return false;
+    };
+    let head = title_head(&first.exhibit.title);
+    !head.is_empty()
+        && crate::retrieval::openings::typed_title(question) == head
+        && !rest.iter().any(|h| title_head(&h.exhibit.title) == head)
+}
+
+/// Whether `question` names the exhibit titled `title` by its title: the title's head (before a
+/// comma, colon, semicolon or bracket: "Toilet of Helen, La Belle Hélène"), without quotation
+/// marks and a leading "the", of two words or more (or four Chinese characters), stands in the
+/// question as whole words. "Tell me about the Rubens Vase" names “The "Rubens Vase"”; "Tell me
+/// about the mummy" names no “Unknown Woman Mummy”, nor "Do you have a vase?" a “Vase”.
+fn names_title(question: &str, title: &str) -> bool {
+    let norm = title_head(title);
+    let norm = norm.as_str();
     let q = text::normalize(question);
     if norm.chars().any(text::is_cjk) {
         return norm.chars().count() >= 4 && q.contains(norm);
@@ -1555,6 +1579,31 @@ mod tests {
         ] {
             assert_eq!(names_title(q, title), named, "{q} / {title}");
         }
+        // A title of one word typed as the whole question, when no other hit has it.
+        let dragons = vec![
+            hit(
+                "Dragons",
+                "Mosan Workshop",
+                "mid 12th century",
+                "Two winged dragons.",
+            ),
+            hit("Tsuba with Dragon", "", "", "A dragon."),
+        ];
+        for (q, named) in [
+            ("Dragons", true),
+            ("Tell me about Dragons?", true),
+            ("Dragons and lions", false),
+            ("Do you have dragons?", false),
+        ] {
+            assert_eq!(typed_whole(q, &dragons), named, "{q}");
+        }
+        let answer = compose("Tell me about Dragons", Some(&dragons));
+        assert!(
+            answer.starts_with("“Dragons”, by Mosan Workshop, mid 12th century."),
+            "{answer}"
+        );
+        let rings = vec![hit("Ring", "", "", "Gold."), hit("Ring", "", "", "Silver.")];
+        assert!(!typed_whole("Ring", &rings));
         let hits = vec![
             hit("The \"Rubens Vase\"", "", "ca. 400", "Carved from agate."),
             hit("Vase", "", "1800", "A vase."),
