@@ -959,12 +959,9 @@ fn prefer_keyword_held(
 fn prefer_keyword_titled(
     store: &CollectionStore,
     query: &str,
-    keyword: Option<&str>,
+    keyword: &str,
     lex: &mut [Lexical],
 ) -> Result<(), StoreError> {
-    let Some(keyword) = keyword else {
-        return Ok(());
-    };
     if keyword.chars().any(text::is_cjk) {
         return move_first(store, lex, |e| text::normalize(&e.title).contains(keyword));
     }
@@ -1699,7 +1696,9 @@ fn rank_in(
     if bare.is_none() {
         prefer_keyword_held(store, &query, asked, &mut lex)?;
     }
-    prefer_keyword_titled(store, &query, asked, &mut lex)?;
+    if let Some(k) = asked {
+        prefer_keyword_titled(store, &query, k, &mut lex)?;
+    }
     prefer_exact_title(store, &query, &mut lex)?;
     // The thesaurus's synonyms (and the dictionary's looser translations) reorder the answer,
     // not the no-answer decision: the signals above are those of the question's own words. Fed
@@ -1714,7 +1713,9 @@ fn rank_in(
         prefer_biographies(store, who.as_deref(), &mut lex)?;
         prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
         prefer_keyword_held(store, &query, asked, &mut lex)?;
-        prefer_keyword_titled(store, &query, asked, &mut lex)?;
+        if let Some(k) = asked {
+            prefer_keyword_titled(store, &query, k, &mut lex)?;
+        }
         prefer_exact_title(store, &query, &mut lex)?;
     }
     Ok(Ranking {
