@@ -13,6 +13,7 @@
 //! space, `store::lexical`) keeps each one whole, as the `unicode61` tokenizer of the FTS5
 //! index it replaced did.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::OnceLock;
 
@@ -808,10 +809,10 @@ fn stop_sets() -> &'static (HashSet<&'static str>, HashSet<&'static str>) {
 /// "isn't", "can't") is "not", a stop word (it searched `don`, `isn`). A possessive or "is"
 /// ("'s") and the rest of the text are kept. The index is not changed: its records are not
 /// questions, and a tail there is a term no question now asks for.
-pub fn unfold_contractions(norm: &str) -> std::borrow::Cow<'_, str> {
+pub fn unfold_contractions(norm: &str) -> Cow<'_, str> {
     const TAILS: &[&str] = &["re", "ve", "ll", "d", "m"];
     if !norm.contains(['\'', '’']) {
-        return std::borrow::Cow::Borrowed(norm);
+        return Cow::Borrowed(norm);
     }
     let mut out = String::with_capacity(norm.len());
     let mut rest = norm;
@@ -841,7 +842,7 @@ pub fn unfold_contractions(norm: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     out.push_str(rest);
-    std::borrow::Cow::Owned(out)
+    Cow::Owned(out)
 }
 
 /// The index term of one Latin/digit word, or None for stop words and single letters.
@@ -1783,6 +1784,10 @@ pub fn bare_keyword(norm: &str) -> Option<&str> {
     keyword.then_some(t)
 }
 
+/// Openings whose object is the thing asked for: whether the collection has it, or a wish or a
+/// taste for it (`offline::browse` lists the wishes and tastes as it lists "Do you have").
+const ASKED_FRAMES_EN: &[&[&str]] = &[openings::HAVE, openings::SHOW, openings::TASTE];
+
 /// Words before 有没有 / 有 in a Chinese "do you have" question.
 const HAVE_LEADS_ZH: &[&str] = &[
     "请问",
@@ -1812,10 +1817,7 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
         .trim()
         .trim_end_matches(['?', '？', '.', '。', '!', '！'])
         .trim_end();
-    // What follows whether the collection has it, or a wish or a taste for it, is the thing
-    // asked for (`offline::browse` lists the wishes and tastes as it lists "Do you have").
-    let frames: &[&[&str]] = &[openings::HAVE, openings::SHOW, openings::TASTE];
-    if let Some(rest) = openings::strip(t, frames) {
+    if let Some(rest) = openings::strip(t, ASKED_FRAMES_EN) {
         let rest = rest
             .trim_end_matches(" here")
             .trim_end_matches(" in the collection")
