@@ -77,6 +77,15 @@ const BRIDGES_PER_PAIR: usize = 16;
 /// The hundred most common Chinese surnames (one character, Simplified), as the national
 /// statistics rank them; never extended for a question's name (a name whose surname is not here
 /// still bridges when it is written as one word).
+/// The character that ends a Chinese kiln's name (钧窑, 定窑, 景德镇窑), normalised: its wares
+/// are named in English by the place's pinyin and "ware" (Jun ware, Ding ware). "你們這裡有
+/// 鈞窯的瓷器嗎？" was refused while the collection holds a Jun-ware spittoon and a panel of Jun
+/// ware shards: 钧窑 has no entry in CC-CEDICT and "junyao" is no English token.
+const KILN: char = '窑';
+
+/// The index token of "ware" (a kiln's [`KILN`] bridge).
+const WARE: &str = "ware";
+
 const SURNAMES: &str = "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤";
 
 /// Plain pinyin readings of a character (no tones, ü written u), at most [`MAX_READINGS`].
@@ -256,6 +265,38 @@ pub fn han_to_latin(
                                 all_of: vec![vec![tok]],
                                 sources: sources.clone(),
                                 df: d,
+                                kind: BridgeKind::Spelt,
+                            },
+                        );
+                    }
+                }
+            }
+            // A kiln's ware: the place (one to three characters) before 窑, spelt, with
+            // "ware" (钧窑 → Jun ware, 定窑 → Ding ware).
+            for n in 1..=3 {
+                if chars.get(i + n) != Some(&KILN) {
+                    continue;
+                }
+                let sources: Vec<usize> = (i..i + n).filter_map(bigram).collect();
+                if sources.len() != n {
+                    continue;
+                }
+                let dw = df(WARE)?;
+                if dw == 0.0 {
+                    continue;
+                }
+                for sp in spellings(&chars[i..i + n]) {
+                    let Some(tok) = latin_token(&sp) else {
+                        continue;
+                    };
+                    let d = df(&tok)?;
+                    if d > 0.0 {
+                        push(
+                            &mut out,
+                            Bridge {
+                                all_of: vec![vec![tok], vec![WARE.to_string()]],
+                                sources: sources.clone(),
+                                df: d.max(dw),
                                 kind: BridgeKind::Spelt,
                             },
                         );
@@ -610,6 +651,29 @@ mod tests {
         assert_eq!(kangxi.sources, vec![index_of(&t, "康熙").unwrap()]);
         // 年 is no surname: "nian" + "jian" is not read as a name.
         assert!(b.iter().all(|b| b.all_of.len() == 1));
+    }
+
+    #[test]
+    fn a_kiln_reads_as_its_ware() {
+        let q = "你們這裡有鈞窯的瓷器嗎？";
+        let t = terms(q);
+        let mut df = |s: &str| {
+            Ok(if ["jun", "ware"].contains(&s) {
+                2.0
+            } else {
+                0.0
+            })
+        };
+        let b = han_to_latin(q, &t, &mut df).unwrap();
+        let jun = b
+            .iter()
+            .find(|b| b.all_of == [["jun"], ["ware"]])
+            .unwrap_or_else(|| panic!("{b:?}"));
+        assert_eq!(jun.sources, vec![index_of(&t, "钧窑").unwrap()]);
+        // Without a ware in the collection the kiln bridges nothing.
+        let mut none = |s: &str| Ok(if s == "jun" { 2.0 } else { 0.0 });
+        let b = han_to_latin(q, &t, &mut none).unwrap();
+        assert!(b.iter().all(|b| b.all_of.len() == 1), "{b:?}");
     }
 
     #[test]

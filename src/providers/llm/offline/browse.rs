@@ -462,12 +462,16 @@ pub const BROWSE_MAX: usize = 4;
 /// match well enough (then the question is answered from the best one as usual).
 pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
     let top = hits.first()?;
+    let norm = normalize(question);
+    let translated = text::asked_keyword(&norm).filter(|k| k.chars().all(text::is_cjk));
     let mut listed: Vec<&Exhibit> = Vec::new();
     for h in hits {
         if h.score < BROWSE_NEAR * top.score || listed.len() == BROWSE_MAX {
             break;
         }
-        if !super::as_good_as(h.score, top.score, BROWSE_NEAR) {
+        if !super::as_good_as(h.score, top.score, BROWSE_NEAR)
+            && !translated.is_some_and(|k| title_translates(k, &h.exhibit.title))
+        {
             continue;
         }
         if !listed
@@ -492,6 +496,28 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
             .then(|| list_answer(question, &mention, None, false, Some(&maker)));
     }
     Some(list_answer(question, &listed, None, false, None))
+}
+
+/// Whether an English `title` names a thing the Chinese `keyword` names: one of its words is,
+/// as an index token, a word of the keyword's noun senses in CC-CEDICT (佛像, "Buddhist image;
+/// statue of Buddha or Bodhisattva": "The Bodhisattva Guanyin", "A Buddhist Votive Tablet"). A
+/// title word in -ing or -ed is a verb's form, not the thing ("Chopping Tool" is no 印章,
+/// "chop"). Such a hit is listed after the one record that writes the keyword even when it
+/// scores above it ([`browse_answer`]): 有没有佛像？ was answered with one rubbing, the Buddhas
+/// dropped as scoring above it, while "Do you have Buddha statues?" listed them.
+fn title_translates(keyword: &str, title: &str) -> bool {
+    let senses = crate::retrieval::dictionary::dictionary().noun_senses_of(keyword);
+    if senses.is_empty() {
+        return false;
+    }
+    normalize(title).split_whitespace().any(|w| {
+        let w = w.trim_matches(|c: char| !c.is_alphanumeric());
+        !w.ends_with("ing")
+            && !w.ends_with("ed")
+            && text::latin_tokens(w)
+                .first()
+                .is_some_and(|t| senses.iter().any(|p| p.iter().any(|s| **s == **t)))
+    })
 }
 
 /// The answer to a request for more of a list that came from the search ("Any more?" after
@@ -1188,6 +1214,47 @@ mod tests {
             "Chinese and dragons"
         );
         assert_eq!(mentioned("Japanese armor", &q(&["japanese"])), "Japanese");
+    }
+
+    #[test]
+    fn a_chinese_kind_lists_the_english_titles_that_name_it_above_the_one_that_writes_it() {
+        let scored = |title: &str, score: f64| Hit {
+            score,
+            ..hit(title, "", "", "A record.")
+        };
+        // The keyword step put the one record that writes 佛像 first; the Buddhas score above it.
+        let hits = [
+            scored("唐龍門石窟古陽洞佛像拓片", 0.67),
+            scored("Lion Pedestal with Attendant", 1.0),
+            scored("A Buddhist Votive Tablet", 0.93),
+            scored("The Bodhisattva Guanyin", 0.9),
+        ];
+        let list = browse_answer("有没有佛像？", &hits).expect("a list");
+        assert!(
+            list.contains("唐龙门") && list.contains("Bodhisattva Guanyin"),
+            "{list}"
+        );
+        assert!(
+            list.contains("Votive Tablet") && !list.contains("Lion"),
+            "{list}"
+        );
+        // A verb's form is not the thing: 印章 is a "chop", a Chopping Tool is not a seal.
+        let hits = [
+            scored("學部舉人執照", 0.7),
+            scored("Chopping Tool with Red and Black Decoration", 1.0),
+            scored("Signet Ring", 0.9),
+        ];
+        let list = browse_answer("有没有印章？", &hits).expect("a list");
+        assert!(
+            list.contains("Signet Ring") && !list.contains("Chopping"),
+            "{list}"
+        );
+        // A stamped binding is no 邮票: one answer, no list.
+        let hits = [
+            scored("詹天佑函", 0.66),
+            scored("Binding from Book of Hours", 1.0),
+        ];
+        assert_eq!(browse_answer("有没有邮票？", &hits), None);
     }
 
     #[test]
