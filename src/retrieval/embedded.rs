@@ -1907,11 +1907,65 @@ const MAKERS_NAMED: usize = 3;
 
 /// The makers with the most works in the collection ([`kinds::asks_most_works`]) and a few of
 /// the first one's works, the most fully described first; None when no record names a maker.
-/// One scan of the maker column per question (these questions are rare).
-fn most_works(store: &CollectionStore, k: usize) -> Result<Option<Browse>, StoreError> {
+/// With `qualifiers` ([`kinds::most_works_qualifiers`]) only the records that hold each of
+/// them count (or come from there), None when none does or no maker has two of them. One scan of the maker column per question
+/// (these questions are rare).
+fn most_works(
+    store: &CollectionStore,
+    k: usize,
+    qualifiers: &[String],
+) -> Result<Option<Browse>, StoreError> {
+    let dict = super::dictionary::dictionary();
+    let rows_of = |t: &str| -> Result<HashSet<i64>, StoreError> {
+        Ok(store
+            .rows_holding(t)?
+            .into_iter()
+            .map(|(pk, _)| pk)
+            .collect())
+    };
+    // Each qualifier as words the records hold or as where the works were made (the period
+    // field's origin markers, [`super::kinds::origin_markers`]: 有中国的东西吗 reaches the
+    // dated Chinese records); a Chinese word counts the English of its senses too (日本:
+    // "Japan").
+    let mut within: Option<HashSet<i64>> = None;
+    for q in qualifiers {
+        let mut ways: Vec<Vec<String>> = vec![text::index_tokens(q)];
+        if q.chars().any(text::is_cjk) {
+            ways.extend(
+                dict.english_of(q)
+                    .into_iter()
+                    .map(|p| p.iter().map(|t| t.to_string()).collect()),
+            );
+        }
+        let mut held = HashSet::new();
+        for tokens in ways.iter().filter(|t| !t.is_empty()) {
+            if let [t] = tokens.as_slice() {
+                held.extend(rows_of(&format!("{}{t}", super::kinds::ORIGIN))?);
+            }
+            let mut all: Option<HashSet<i64>> = None;
+            for t in tokens {
+                let rows = rows_of(t)?;
+                all = Some(match all {
+                    Some(a) => a.intersection(&rows).copied().collect(),
+                    None => rows,
+                });
+            }
+            held.extend(all.unwrap_or_default());
+        }
+        within = Some(match within {
+            Some(w) => w.intersection(&held).copied().collect(),
+            None => held,
+        });
+    }
+    if within.as_ref().is_some_and(HashSet::is_empty) {
+        return Ok(None);
+    }
     let mut by: HashMap<&str, Vec<i64>> = HashMap::new();
     let makers = store.makers()?;
     for (pk, maker) in &makers {
+        if within.as_ref().is_some_and(|w| !w.contains(pk)) {
+            continue;
+        }
         if let Some(name) = super::kinds::maker_name(maker) {
             by.entry(name).or_default().push(*pk);
         }
@@ -1921,6 +1975,10 @@ fn most_works(store: &CollectionStore, k: usize) -> Result<Option<Browse>, Store
     let Some((_, first)) = ranked.first() else {
         return Ok(None);
     };
+    // Narrowed to a few records, no maker may have more than one: none has "the most".
+    if within.is_some() && first.len() < 2 {
+        return Ok(None);
+    }
     let mut rows: Vec<Exhibit> = store
         .exhibits_by_pk(&first[..first.len().min(k * BROWSE_READ_PER_LISTED)])?
         .into_iter()
@@ -1934,6 +1992,7 @@ fn most_works(store: &CollectionStore, k: usize) -> Result<Option<Browse>, Store
             .take(MAKERS_NAMED)
             .map(|(m, pks)| (m.to_string(), pks.len()))
             .collect(),
+        qualifiers: qualifiers.to_vec(),
         hits: one_per_title(rows, k),
         ..Browse::default()
     }))
@@ -2025,7 +2084,7 @@ pub fn browse_blocking(
         return Ok(None);
     }
     if kinds::asks_most_works(question) {
-        return most_works(store, k);
+        return most_works(store, k, &kinds::most_works_qualifiers(question));
     }
     let dict = super::dictionary::dictionary();
     let age = super::ordering::asks_order(question);

@@ -816,6 +816,142 @@ pub fn asks_most_works(question: &str) -> bool {
     asks_who && MOST_WORKS_EN.iter().any(|p| holds_phrase(&words, p))
 }
 
+/// Words of a most-works question ([`asks_most_works`]) that ask it, not narrow it.
+const MOST_WORKS_FRAME_EN: &[&str] = &[
+    "who",
+    "whose",
+    "which",
+    "what",
+    "what's",
+    "whats",
+    "is",
+    "are",
+    "was",
+    "has",
+    "have",
+    "had",
+    "did",
+    "does",
+    "do",
+    "the",
+    "a",
+    "an",
+    "of",
+    "by",
+    "in",
+    "at",
+    "on",
+    "here",
+    "there",
+    "this",
+    "collection",
+    "museum",
+    "museum's",
+    "your",
+    "you",
+    "artist",
+    "artists",
+    "painter",
+    "painters",
+    "maker",
+    "makers",
+    "sculptor",
+    "sculptors",
+    "one",
+    "person",
+    "most",
+    "work",
+    "works",
+    "painting",
+    "paintings",
+    "piece",
+    "pieces",
+    "object",
+    "objects",
+    "exhibit",
+    "exhibits",
+    "item",
+    "items",
+    "artwork",
+    "artworks",
+    "drawing",
+    "drawings",
+    "print",
+    "prints",
+    "represented",
+    "prolific",
+    "painted",
+    "made",
+    "created",
+    "produced",
+    "drew",
+    "wrote",
+    "shown",
+    "display",
+    "displayed",
+];
+
+/// Chinese words of a most-works question that ask it, not narrow it (哪位画家的作品最多？).
+const MOST_WORKS_FRAME_ZH: &[&str] = &[
+    "哪一位",
+    "哪个人",
+    "哪位",
+    "哪个",
+    "哪些",
+    "艺术家",
+    "画家",
+    "作者",
+    "作品",
+    "展品",
+    "藏品",
+    "东西",
+    "最多",
+    "请问",
+    "你们",
+    "本馆",
+    "博物馆",
+    "馆藏",
+    "馆里",
+    "这里",
+    "谁",
+    "的",
+    "是",
+    "有",
+    "在",
+    "中",
+    "里",
+    "画",
+    "呢",
+    "吗",
+];
+
+/// The visitor's words that narrow a most-works question to some of the collection ("Which
+/// Japanese artist has the most works?": `japanese`; 哪位日本画家的作品最多？: 日本), normalised;
+/// empty when it asks about the whole collection. The makers are then counted over the records
+/// holding them: "Which Japanese artist…" was answered with Alfred Jacob Miller's 76 paintings
+/// of the American West.
+pub fn most_works_qualifiers(question: &str) -> Vec<String> {
+    let norm = text::normalize(question);
+    if norm.chars().any(text::is_cjk) {
+        let mut rest = norm.clone();
+        for w in MOST_WORKS_FRAME_ZH {
+            rest = rest.replace(w, " ");
+        }
+        return text::runs(&rest)
+            .filter_map(|r| match r {
+                Run::Cjk(s) if s.chars().count() >= 2 => Some(s.to_string()),
+                Run::Word(w) if !MOST_WORKS_FRAME_EN.contains(&w) => Some(w.to_string()),
+                _ => None,
+            })
+            .collect();
+    }
+    words_of(&norm)
+        .into_iter()
+        .filter(|w| !MOST_WORKS_FRAME_EN.contains(w) && !text::latin_tokens(w).is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 /// The name a `maker` field gives, without its dates, role or note ("Alfred Jacob Miller
 /// (American, 1810-1874) [Painter]" → "Alfred Jacob Miller"); None for no maker or a culture
 /// ("Venetian ()"), which names no one.
@@ -1469,6 +1605,25 @@ mod tests {
             "哪件作品最漂亮？",
         ] {
             assert!(!asks_most_works(q), "{q}");
+        }
+    }
+
+    #[test]
+    fn a_most_works_question_keeps_the_words_that_narrow_it() {
+        for (q, want) in [
+            ("Which artist has the most works?", &[][..]),
+            ("Who painted the most works here?", &[]),
+            (
+                "Which artist is the most represented in the collection?",
+                &[],
+            ),
+            ("谁的作品最多？", &[]),
+            ("哪位艺术家的作品最多？", &[]),
+            ("Which Japanese artist has the most works?", &["japanese"]),
+            ("Who made the most Chinese paintings?", &["chinese"]),
+            ("哪位日本画家的作品最多？", &["日本"]),
+        ] {
+            assert_eq!(most_works_qualifiers(q), want, "{q}");
         }
     }
 

@@ -800,8 +800,13 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
             } else {
                 format!("；其次是{}", next.join("和"))
             };
+            let within = if b.qualifiers.is_empty() {
+                "按馆藏记录，".to_string()
+            } else {
+                format!("在与“{}”有关的馆藏记录中，", q(&b.qualifiers.join(" ")))
+            };
             format!(
-                "按馆藏记录，作品最多的是{}，共{n}件{next}。{}的作品例如：{}。",
+                "{within}作品最多的是{}，共{n}件{next}。{}的作品例如：{}。",
                 q(first),
                 q(first),
                 items.join("、")
@@ -826,7 +831,18 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
         } else {
             format!("; then {}", and_list(&next))
         };
-        format!("By our records, {first} has the most works here, {n}{next}. Some of {first}'s: ")
+        if b.qualifiers.is_empty() {
+            format!(
+                "By our records, {first} has the most works here, {n}{next}. Some of {first}'s: "
+            )
+        } else {
+            // The makers were counted over the records holding the visitor's words (or made
+            // where they say), which need not be about the makers: said so.
+            let words = b.qualifiers.join(" ");
+            format!(
+                "Of our records for “{words}”, {first} has the most works, {n}{next}. Some of {first}'s: "
+            )
+        }
     };
     format!(
         "{head}{}. Ask me about any of them, for example: When was the first one made?",
