@@ -806,18 +806,113 @@ pub fn asks_most_works(question: &str) -> bool {
                 .any(|w| norm.contains(w))
             && ["谁", "哪位", "哪个", "哪一位", "哪些", "哪个人"]
                 .iter()
-                .any(|w| norm.contains(w));
+                .any(|w| norm.contains(w))
+            || asks_renown(question);
     }
     let words = words_of(&norm);
     let asks_who = matches!(
         words.first(),
         Some(&"who" | &"whose" | &"which" | &"what" | &"what's" | &"whats")
     );
-    asks_who && MOST_WORKS_EN.iter().any(|p| holds_phrase(&words, p))
+    (asks_who && MOST_WORKS_EN.iter().any(|p| holds_phrase(&words, p))) || asks_renown(question)
+}
+
+/// Superlatives of a maker's renown ([`asks_renown`]).
+const RENOWN_EN: &[&str] = &[
+    "most famous",
+    "best known",
+    "best-known",
+    "most well known",
+    "most well-known",
+    "greatest",
+    "most important",
+    "most renowned",
+    "most celebrated",
+    "most popular",
+    "best",
+];
+
+/// Words for a maker in a renown question.
+const MAKER_NOUNS_EN: &[&str] = &[
+    "artist",
+    "artists",
+    "painter",
+    "painters",
+    "sculptor",
+    "sculptors",
+    "maker",
+    "makers",
+    "master",
+    "masters",
+    "calligrapher",
+    "calligraphers",
+    "potter",
+    "potters",
+    "printmaker",
+    "printmakers",
+    "photographer",
+    "photographers",
+];
+
+const RENOWN_ZH: &[&str] = &[
+    "最有名",
+    "最著名",
+    "最出名",
+    "最伟大",
+    "最重要",
+    "最厉害",
+    "最好",
+];
+const MAKER_NOUNS_ZH: &[&str] = &["艺术家", "画家", "雕塑家", "书法家", "作者", "大师"];
+
+/// Whether `question` asks who the most famous (greatest, best) maker is ("Who is the most
+/// famous artist?", 最有名的画家是谁？): the catalogue ranks no fame, so the makers with the
+/// most works answer it, said to be that ([`asks_most_works`] holds too). "Who is the most
+/// famous artist?" quoted a Maskette whose record mentions "the famous muralist Diego Rivera".
+pub fn asks_renown(question: &str) -> bool {
+    let norm = text::normalize(question);
+    if norm.chars().any(text::is_cjk) {
+        return RENOWN_ZH.iter().any(|w| norm.contains(w))
+            && MAKER_NOUNS_ZH.iter().any(|w| norm.contains(w))
+            && ["谁", "哪位", "哪一位", "哪个"]
+                .iter()
+                .any(|w| norm.contains(w));
+    }
+    let words = words_of(&norm);
+    // "Which artist is best known for landscapes?" asks what a maker is known for: searched.
+    matches!(words.first(), Some(&"who" | &"who's" | &"whos" | &"which"))
+        && RENOWN_EN.iter().any(|p| holds_phrase(&words, p))
+        && words.iter().any(|w| MAKER_NOUNS_EN.contains(w))
+        && !words.contains(&"for")
 }
 
 /// Words of a most-works question ([`asks_most_works`]) that ask it, not narrow it.
 const MOST_WORKS_FRAME_EN: &[&str] = &[
+    "famous",
+    "best",
+    "known",
+    "well",
+    "greatest",
+    "important",
+    "renowned",
+    "celebrated",
+    "popular",
+    "master",
+    "masters",
+    "calligrapher",
+    "calligraphers",
+    "potter",
+    "potters",
+    "printmaker",
+    "printmakers",
+    "photographer",
+    "photographers",
+    "who's",
+    "whos",
+    "ever",
+    "time",
+    "world",
+    "history",
     "who",
     "whose",
     "which",
@@ -893,6 +988,16 @@ const MOST_WORKS_FRAME_EN: &[&str] = &[
 
 /// Chinese words of a most-works question that ask it, not narrow it (哪位画家的作品最多？).
 const MOST_WORKS_FRAME_ZH: &[&str] = &[
+    "雕塑家",
+    "书法家",
+    "大师",
+    "最有名",
+    "最著名",
+    "最出名",
+    "最伟大",
+    "最重要",
+    "最厉害",
+    "最好",
     "哪一位",
     "哪个人",
     "哪位",
@@ -1594,12 +1699,19 @@ mod tests {
             "Who made the most?",
             "谁的作品最多？",
             "哪位艺术家的作品最多？",
+            // Fame is not in the catalogue: the most works answer it, said to be that.
+            "Who is the most famous artist?",
+            "Who is the greatest painter?",
+            "最有名的画家是谁？",
         ] {
             assert!(asks_most_works(q), "{q}");
         }
         for q in [
             "Which painting has the most colors?",
-            "Who is the most famous artist?",
+            "What is the most famous painting?",
+            "Who is the most famous person in this painting?",
+            "Which artist is best known for landscapes?",
+            "最有名的展品是哪件？",
             "What is the most beautiful vase?",
             "Who painted the Water Lilies?",
             "哪件作品最漂亮？",
@@ -1622,6 +1734,9 @@ mod tests {
             ("Which Japanese artist has the most works?", &["japanese"]),
             ("Who made the most Chinese paintings?", &["chinese"]),
             ("哪位日本画家的作品最多？", &["日本"]),
+            ("Who is the greatest painter of all time?", &[]),
+            ("Who is the most famous Japanese artist?", &["japanese"]),
+            ("最有名的日本画家是谁？", &["日本"]),
         ] {
             assert_eq!(most_works_qualifiers(q), want, "{q}");
         }

@@ -566,7 +566,17 @@ pub fn not_listed(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
 pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String {
     let listed: Vec<&Exhibit> = browse.hits.iter().map(|h| &h.exhibit).collect();
     if !browse.makers.is_empty() {
-        return most_works_answer(question, &listed, browse);
+        let answer = most_works_answer(question, &listed, browse);
+        // "Who is the most famous artist?": no catalogue ranks fame; said before the count.
+        if browse.shown == 0 && crate::retrieval::kinds::asks_renown(question) {
+            let preface = if is_chinese(question) {
+                zh_in("馆藏记录不为艺术家的名气排名。", question)
+            } else {
+                "Our records do not rank artists by fame. ".to_string()
+            };
+            return preface + &answer;
+        }
+        return answer;
     }
     let list = list_answer(question, &listed, Some(browse), browse.shown > 0, None);
     // "What is the prettiest vase?": the catalogue ranks no beauty; the kind is listed.
