@@ -886,7 +886,8 @@ pub fn asks_renown(question: &str) -> bool {
         && !words.contains(&"for")
 }
 
-/// Words of a most-works question ([`asks_most_works`]) that ask it, not narrow it.
+/// Words of a most-works question ([`asks_most_works`]) that ask it, not narrow it, besides
+/// [`MAKER_NOUNS_EN`].
 const MOST_WORKS_FRAME_EN: &[&str] = &[
     "famous",
     "best",
@@ -897,16 +898,6 @@ const MOST_WORKS_FRAME_EN: &[&str] = &[
     "renowned",
     "celebrated",
     "popular",
-    "master",
-    "masters",
-    "calligrapher",
-    "calligraphers",
-    "potter",
-    "potters",
-    "printmaker",
-    "printmakers",
-    "photographer",
-    "photographers",
     "who's",
     "whos",
     "ever",
@@ -944,14 +935,6 @@ const MOST_WORKS_FRAME_EN: &[&str] = &[
     "museum's",
     "your",
     "you",
-    "artist",
-    "artists",
-    "painter",
-    "painters",
-    "maker",
-    "makers",
-    "sculptor",
-    "sculptors",
     "one",
     "person",
     "most",
@@ -986,26 +969,19 @@ const MOST_WORKS_FRAME_EN: &[&str] = &[
     "displayed",
 ];
 
-/// Chinese words of a most-works question that ask it, not narrow it (哪位画家的作品最多？).
+/// Whether an English word asks a most-works question rather than narrowing it.
+fn most_works_frame(w: &str) -> bool {
+    MOST_WORKS_FRAME_EN.contains(&w) || MAKER_NOUNS_EN.contains(&w)
+}
+
+/// Chinese words of a most-works question that ask it, not narrow it (哪位画家的作品最多？),
+/// besides [`RENOWN_ZH`] and [`MAKER_NOUNS_ZH`].
 const MOST_WORKS_FRAME_ZH: &[&str] = &[
-    "雕塑家",
-    "书法家",
-    "大师",
-    "最有名",
-    "最著名",
-    "最出名",
-    "最伟大",
-    "最重要",
-    "最厉害",
-    "最好",
     "哪一位",
     "哪个人",
     "哪位",
     "哪个",
     "哪些",
-    "艺术家",
-    "画家",
-    "作者",
     "作品",
     "展品",
     "藏品",
@@ -1039,20 +1015,25 @@ pub fn most_works_qualifiers(question: &str) -> Vec<String> {
     let norm = text::normalize(question);
     if norm.chars().any(text::is_cjk) {
         let mut rest = norm.clone();
-        for w in MOST_WORKS_FRAME_ZH {
+        // Renown and makers first: 画家 before 画.
+        for w in RENOWN_ZH
+            .iter()
+            .chain(MAKER_NOUNS_ZH)
+            .chain(MOST_WORKS_FRAME_ZH)
+        {
             rest = rest.replace(w, " ");
         }
         return text::runs(&rest)
             .filter_map(|r| match r {
                 Run::Cjk(s) if s.chars().count() >= 2 => Some(s.to_string()),
-                Run::Word(w) if !MOST_WORKS_FRAME_EN.contains(&w) => Some(w.to_string()),
+                Run::Word(w) if !most_works_frame(w) => Some(w.to_string()),
                 _ => None,
             })
             .collect();
     }
     words_of(&norm)
         .into_iter()
-        .filter(|w| !MOST_WORKS_FRAME_EN.contains(w) && !text::latin_tokens(w).is_empty())
+        .filter(|w| !most_works_frame(w) && !text::latin_tokens(w).is_empty())
         .map(str::to_string)
         .collect()
 }

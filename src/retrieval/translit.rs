@@ -653,26 +653,23 @@ mod tests {
         assert!(b.iter().all(|b| b.all_of.len() == 1));
     }
 
+    /// A document frequency of 1 for the `tokens` the collection holds, 0 for any other.
+    fn held(tokens: &[&str]) -> impl FnMut(&str) -> Result<f64, StoreError> {
+        move |s| Ok(if tokens.contains(&s) { 1.0 } else { 0.0 })
+    }
+
     #[test]
     fn a_kiln_reads_as_its_ware() {
         let q = "你們這裡有鈞窯的瓷器嗎？";
         let t = terms(q);
-        let mut df = |s: &str| {
-            Ok(if ["jun", "ware"].contains(&s) {
-                2.0
-            } else {
-                0.0
-            })
-        };
-        let b = han_to_latin(q, &t, &mut df).unwrap();
+        let b = han_to_latin(q, &t, &mut held(&["jun", "ware"])).unwrap();
         let jun = b
             .iter()
             .find(|b| b.all_of == [["jun"], ["ware"]])
             .unwrap_or_else(|| panic!("{b:?}"));
         assert_eq!(jun.sources, vec![index_of(&t, "钧窑").unwrap()]);
         // Without a ware in the collection the kiln bridges nothing.
-        let mut none = |s: &str| Ok(if s == "jun" { 2.0 } else { 0.0 });
-        let b = han_to_latin(q, &t, &mut none).unwrap();
+        let b = han_to_latin(q, &t, &mut held(&["jun"])).unwrap();
         assert!(b.iter().all(|b| b.all_of.len() == 1), "{b:?}");
     }
 
@@ -680,14 +677,7 @@ mod tests {
     fn a_surname_reads_as_a_name_in_two_words() {
         let q = "钱沣写的那幅字";
         let t = terms(q);
-        let mut df = |s: &str| {
-            Ok(if ["qian", "feng"].contains(&s) {
-                1.0
-            } else {
-                0.0
-            })
-        };
-        let b = han_to_latin(q, &t, &mut df).unwrap();
+        let b = han_to_latin(q, &t, &mut held(&["qian", "feng"])).unwrap();
         assert!(b.iter().any(|b| b.all_of == [["qian"], ["feng"]]), "{b:?}");
     }
 
