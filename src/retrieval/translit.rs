@@ -228,6 +228,41 @@ fn spellings(chars: &[char]) -> Vec<String> {
     out
 }
 
+/// The bridges of a stretch of characters spelt in pinyin and joined (every reading), each
+/// spelling the collection holds as a token; with `ware` (the document frequency of
+/// [`WARE`]), a kiln's: the spelling and "ware" both required.
+fn push_spelt(
+    out: &mut Vec<Bridge>,
+    stretch: &[char],
+    sources: &[usize],
+    ware: Option<f64>,
+    df: &mut dyn FnMut(&str) -> Result<f64, StoreError>,
+) -> Result<(), StoreError> {
+    for sp in spellings(stretch) {
+        let Some(tok) = latin_token(&sp) else {
+            continue;
+        };
+        let d = df(&tok)?;
+        if d <= 0.0 {
+            continue;
+        }
+        let (all_of, df) = match ware {
+            None => (vec![vec![tok]], d),
+            Some(dw) => (vec![vec![tok], vec![WARE.to_string()]], d.max(dw)),
+        };
+        push(
+            out,
+            Bridge {
+                all_of,
+                sources: sources.to_vec(),
+                df,
+                kind: BridgeKind::Spelt,
+            },
+        );
+    }
+    Ok(())
+}
+
 /// Chinese question → Latin tokens (see the module header).
 pub fn han_to_latin(
     query: &str,
@@ -253,23 +288,7 @@ pub fn han_to_latin(
                 if sources.len() != n - 1 {
                     continue;
                 }
-                for sp in spellings(&chars[i..i + n]) {
-                    let Some(tok) = latin_token(&sp) else {
-                        continue;
-                    };
-                    let d = df(&tok)?;
-                    if d > 0.0 {
-                        push(
-                            &mut out,
-                            Bridge {
-                                all_of: vec![vec![tok]],
-                                sources: sources.clone(),
-                                df: d,
-                                kind: BridgeKind::Spelt,
-                            },
-                        );
-                    }
-                }
+                push_spelt(&mut out, &chars[i..i + n], &sources, None, df)?;
             }
             // A kiln's ware: the place (one to three characters) before 窑, spelt, with
             // "ware" (钧窑 → Jun ware, 定窑 → Ding ware).
@@ -285,23 +304,7 @@ pub fn han_to_latin(
                 if dw == 0.0 {
                     continue;
                 }
-                for sp in spellings(&chars[i..i + n]) {
-                    let Some(tok) = latin_token(&sp) else {
-                        continue;
-                    };
-                    let d = df(&tok)?;
-                    if d > 0.0 {
-                        push(
-                            &mut out,
-                            Bridge {
-                                all_of: vec![vec![tok], vec![WARE.to_string()]],
-                                sources: sources.clone(),
-                                df: d.max(dw),
-                                kind: BridgeKind::Spelt,
-                            },
-                        );
-                    }
-                }
+                push_spelt(&mut out, &chars[i..i + n], &sources, Some(dw), df)?;
             }
             // A name: surname, then the given name of one or two characters.
             if !SURNAMES.contains(chars[i]) {
