@@ -874,6 +874,7 @@ pub fn asks_renown(question: &str) -> bool {
     if norm.chars().any(text::is_cjk) {
         return RENOWN_ZH.iter().any(|w| norm.contains(w))
             && MAKER_NOUNS_ZH.iter().any(|w| norm.contains(w))
+            && !norm.contains('这')
             && ["谁", "哪位", "哪一位", "哪个"]
                 .iter()
                 .any(|w| norm.contains(w));
@@ -884,6 +885,10 @@ pub fn asks_renown(question: &str) -> bool {
         && RENOWN_EN.iter().any(|p| holds_phrase(&words, p))
         && words.iter().any(|w| MAKER_NOUNS_EN.contains(w))
         && !words.contains(&"for")
+        // "Was the maker of this vase the best of his day?": about one exhibit.
+        && !words
+            .iter()
+            .any(|w| matches!(*w, "this" | "that" | "these" | "those"))
 }
 
 /// Words of a most-works question ([`asks_most_works`]) that ask it, not narrow it, besides
@@ -1692,6 +1697,8 @@ mod tests {
             "What is the most famous painting?",
             "Who is the most famous person in this painting?",
             "Which artist is best known for landscapes?",
+            "Who was the greatest artist of this school?",
+            "这幅画的作者是最有名的画家吗？是谁？",
             "最有名的展品是哪件？",
             "What is the most beautiful vase?",
             "Who painted the Water Lilies?",

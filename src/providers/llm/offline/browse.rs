@@ -501,8 +501,9 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
 /// Whether an English `title` names a thing the Chinese `keyword` names: one of its words is,
 /// as an index token, a word of the keyword's noun senses in CC-CEDICT (佛像, "Buddhist image;
 /// statue of Buddha or Bodhisattva": "The Bodhisattva Guanyin", "A Buddhist Votive Tablet"). A
-/// title word in -ing or -ed is a verb's form, not the thing ("Chopping Tool" is no 印章,
-/// "chop"). Such a hit is listed after the one record that writes the keyword even when it
+/// title word whose -ing or -ed the stemmer takes off is a verb's form, not the thing
+/// ("Chopping Tool" is no 印章, "chop"; a "Signet Ring" is a 戒指, "ring"). Nouns in -ing
+/// ("Painting") are lost with them; kinds the catalogue names go the kind path anyway. Such a hit is listed after the one record that writes the keyword even when it
 /// scores above it ([`browse_answer`]): 有没有佛像？ was answered with one rubbing, the Buddhas
 /// dropped as scoring above it, while "Do you have Buddha statues?" listed them.
 fn title_translates(keyword: &str, title: &str) -> bool {
@@ -512,11 +513,11 @@ fn title_translates(keyword: &str, title: &str) -> bool {
     }
     normalize(title).split_whitespace().any(|w| {
         let w = w.trim_matches(|c: char| !c.is_alphanumeric());
-        !w.ends_with("ing")
-            && !w.ends_with("ed")
-            && text::latin_tokens(w)
-                .first()
-                .is_some_and(|t| senses.iter().any(|p| p.iter().any(|s| **s == **t)))
+        text::latin_tokens(w).first().is_some_and(|t| {
+            // The stemmer took -ing or -ed off: a verb's form ("ring" and "bed" are kept).
+            let verb_form = t != w && (w.ends_with("ing") || w.ends_with("ed"));
+            !verb_form && senses.iter().any(|p| p.iter().any(|s| **s == **t))
+        })
     })
 }
 
@@ -1275,6 +1276,10 @@ mod tests {
             list.contains("Signet Ring") && !list.contains("Chopping"),
             "{list}"
         );
+        // A word the stemmer leaves alone is no verb's form, -ing or not: 戒指, "ring".
+        let hits = [scored("金戒指", 0.7), scored("Signet Ring", 0.9)];
+        let list = browse_answer("有没有戒指？", &hits).expect("a list");
+        assert!(list.contains("Signet Ring"), "{list}");
         // A stamped binding is no 邮票: one answer, no list.
         let hits = [
             scored("詹天佑函", 0.66),
