@@ -508,6 +508,21 @@ const EN_ASKED_OPENINGS: &[&str] = &[
     "are ",
 ];
 
+/// Openings of a question about who made a work ("Who painted the Mona Lisa?"): the thing is
+/// named back only when it is written as a title, capitalised ("the Lacquer box" is not asked
+/// for: "Who made the lacquer box?" is about what the visitor is looking at).
+const EN_MADE_OPENINGS: &[&str] = &[
+    "who painted ",
+    "who made ",
+    "who created ",
+    "who carved ",
+    "who sculpted ",
+    "who drew ",
+    "who wrote ",
+    "who designed ",
+    "who built ",
+];
+
 /// Endings after the thing in English ("… here?", "… on display?").
 const EN_ASKED_ENDINGS: &[&str] = &[
     " in the museum",
@@ -609,7 +624,11 @@ fn asked_for_en(q: &str) -> Option<String> {
     }
     let lower = lower.trim_start_matches(['"', '\'', ' ']);
     let start = q.len() - lower.len();
-    let open = EN_ASKED_OPENINGS.iter().find(|o| lower.starts_with(*o))?;
+    let made = EN_MADE_OPENINGS.iter().find(|o| lower.starts_with(*o));
+    let open = EN_ASKED_OPENINGS
+        .iter()
+        .chain(made)
+        .find(|o| lower.starts_with(*o))?;
     let mut from = start + open.len();
     let mut to = q.len();
     loop {
@@ -635,6 +654,10 @@ fn asked_for_en(q: &str) -> Option<String> {
         // "any dinosaur fossils": kept with its "any".
         from = to - rest.len() - "any ".len();
         thing = q[from..to].trim();
+    }
+    let title = thing.strip_prefix("the ").unwrap_or(thing);
+    if made.is_some() && !title.starts_with(|c: char| c.is_uppercase()) {
+        return None;
     }
     let words = thing.split_whitespace().count();
     let plain = thing
@@ -876,6 +899,9 @@ mod tests {
             ("Are you a robot?", None),
             ("Is there information about tickets?", None),
             ("Who made the lacquer box?", None),
+            ("Who painted the Mona Lisa?", Some("the Mona Lisa")),
+            ("Who painted Water Lilies?", Some("Water Lilies")),
+            ("Who made this?", None),
             ("What is the oldest thing here?", None),
             (
                 "Is there a painting of a young French royal who faints because she is sent away?",
