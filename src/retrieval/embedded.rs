@@ -1944,18 +1944,11 @@ fn most_works(
             }
             let mut all: Option<HashSet<i64>> = None;
             for t in tokens {
-                let rows = rows_of(t)?;
-                all = Some(match all {
-                    Some(a) => a.intersection(&rows).copied().collect(),
-                    None => rows,
-                });
+                narrow(&mut all, rows_of(t)?);
             }
             held.extend(all.unwrap_or_default());
         }
-        within = Some(match within {
-            Some(w) => w.intersection(&held).copied().collect(),
-            None => held,
-        });
+        narrow(&mut within, held);
     }
     if within.as_ref().is_some_and(HashSet::is_empty) {
         return Ok(None);
@@ -1996,6 +1989,14 @@ fn most_works(
         hits: one_per_title(rows, k),
         ..Browse::default()
     }))
+}
+
+/// `rows` intersected into `acc` (the first set is taken whole).
+fn narrow(acc: &mut Option<HashSet<i64>>, rows: HashSet<i64>) {
+    *acc = Some(match acc.take() {
+        Some(a) => a.intersection(&rows).copied().collect(),
+        None => rows,
+    });
 }
 
 /// At most `k` of `rows` as a list's hits (score 1, the first sentence as the passage), one

@@ -463,14 +463,18 @@ pub const BROWSE_MAX: usize = 4;
 pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
     let top = hits.first()?;
     let norm = normalize(question);
-    let translated = text::asked_keyword(&norm).filter(|k| k.chars().all(text::is_cjk));
+    // The English senses of a Chinese keyword, looked up once for every hit.
+    let senses = text::asked_keyword(&norm)
+        .filter(|k| k.chars().all(text::is_cjk))
+        .map(|k| crate::retrieval::dictionary::dictionary().noun_senses_of(k))
+        .unwrap_or_default();
     let mut listed: Vec<&Exhibit> = Vec::new();
     for h in hits {
         if h.score < BROWSE_NEAR * top.score || listed.len() == BROWSE_MAX {
             break;
         }
         if !super::as_good_as(h.score, top.score, BROWSE_NEAR)
-            && !translated.is_some_and(|k| title_translates(k, &h.exhibit.title))
+            && !title_translates(&senses, &h.exhibit.title)
         {
             continue;
         }
@@ -498,16 +502,15 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
     Some(list_answer(question, &listed, None, false, None))
 }
 
-/// Whether an English `title` names a thing the Chinese `keyword` names: one of its words is,
-/// as an index token, a word of the keyword's noun senses in CC-CEDICT (佛像, "Buddhist image;
+/// Whether an English `title` names a thing a Chinese keyword names: one of its words is, as an
+/// index token, a word of `senses`, the keyword's noun senses in CC-CEDICT (佛像, "Buddhist image;
 /// statue of Buddha or Bodhisattva": "The Bodhisattva Guanyin", "A Buddhist Votive Tablet"). A
 /// title word whose -ing or -ed the stemmer takes off is a verb's form, not the thing
 /// ("Chopping Tool" is no 印章, "chop"; a "Signet Ring" is a 戒指, "ring"). Nouns in -ing
 /// ("Painting") are lost with them; kinds the catalogue names go the kind path anyway. Such a hit is listed after the one record that writes the keyword even when it
 /// scores above it ([`browse_answer`]): 有没有佛像？ was answered with one rubbing, the Buddhas
 /// dropped as scoring above it, while "Do you have Buddha statues?" listed them.
-fn title_translates(keyword: &str, title: &str) -> bool {
-    let senses = crate::retrieval::dictionary::dictionary().noun_senses_of(keyword);
+fn title_translates(senses: &[&[Box<str>]], title: &str) -> bool {
     if senses.is_empty() {
         return false;
     }
