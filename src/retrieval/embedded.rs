@@ -1907,14 +1907,19 @@ const MAKERS_NAMED: usize = 3;
 
 /// The makers with the most works in the collection ([`kinds::asks_most_works`]) and a few of
 /// the first one's works, the most fully described first; None when no record names a maker.
-/// With `qualifiers` ([`kinds::most_works_qualifiers`]) only the records that hold each of
-/// them count (or come from there), None when none does or no maker has two of them. One scan of the maker column per question
-/// (these questions are rare).
+/// When the question names a kind of work, itself or through its maker's word
+/// ([`kinds::most_works_kinds`]: "Chinese paintings", "Which painter…"), the makers are
+/// counted over that kind ([`kinds::resolve`], its other words narrowing it as words the
+/// records hold or as where the works were made); otherwise over the records holding each of
+/// the question's narrowing words ([`kinds::most_works_qualifiers`]) or coming from there.
+/// None when no record does or no maker has two of them. One scan of the maker column per
+/// question (these questions are rare).
 fn most_works(
     store: &CollectionStore,
     k: usize,
-    qualifiers: &[String],
+    question: &str,
 ) -> Result<Option<Browse>, StoreError> {
+    use super::kinds;
     let dict = super::dictionary::dictionary();
     let rows_of = |t: &str| -> Result<HashSet<i64>, StoreError> {
         Ok(store
@@ -1923,12 +1928,35 @@ fn most_works(
             .map(|(pk, _)| pk)
             .collect())
     };
-    // Each qualifier as words the records hold or as where the works were made (the period
-    // field's origin markers, [`super::kinds::origin_markers`]: 有中国的东西吗 reaches the
-    // dated Chinese records); a Chinese word counts the English of its senses too (日本:
-    // "Japan").
+    let words = kinds::most_works_kinds(question);
+    let units = kinds::subject(&words.join(" "), &|w| dict.noun_senses_of(w));
+    let mut members_of = |t: &str| kind_members(store, t);
+    // A narrowing word as the records hold it or as where they were made (the period field's
+    // origin markers, [`kinds::origin_markers`]: 有中国的东西吗 reaches the dated Chinese
+    // records).
+    let mut held_or_from = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
+        let mut rows = store.rows_holding(t)?;
+        rows.extend(store.rows_holding(&format!("{}{t}", kinds::ORIGIN))?);
+        rows.sort_unstable();
+        rows.dedup();
+        Ok(rows)
+    };
+    if let Some(kind) = kinds::resolve(&units, &mut members_of, &mut held_or_from)? {
+        let within: HashSet<i64> = kind.members.iter().map(|m| m.0).collect();
+        let words: Vec<String> = units.iter().map(|u| u.word.clone()).collect();
+        return counted_makers(store, k, Some(&within), words, kind.qualifiers);
+    }
+    // No kind found: the words that name one in some collection ("paintings") narrow nothing
+    // here; a kind implied by the maker's word that is none here (calligrapher: calligraphy)
+    // narrows as the other words do.
+    let qualifiers: Vec<String> = words
+        .into_iter()
+        .filter(|q| !kinds::is_kind_word(q))
+        .collect();
+    // Each qualifier as words the records hold or as where the works were made; a Chinese
+    // word counts the English of its senses too (日本: "Japan").
     let mut within: Option<HashSet<i64>> = None;
-    for q in qualifiers {
+    for q in &qualifiers {
         let mut ways: Vec<Vec<String>> = vec![text::index_tokens(q)];
         if q.chars().any(text::is_cjk) {
             ways.extend(
@@ -1953,10 +1981,24 @@ fn most_works(
     if within.as_ref().is_some_and(HashSet::is_empty) {
         return Ok(None);
     }
+    counted_makers(store, k, within.as_ref(), Vec::new(), qualifiers)
+}
+
+/// [`most_works`] over the rows `within` (the whole collection with None): the makers by
+/// number of works, a few of the first one's; `words` the visitor's words of a kind counted
+/// over (empty when counted over records holding the `qualifiers`). None when no maker is
+/// named, or (narrowed) none has two.
+fn counted_makers(
+    store: &CollectionStore,
+    k: usize,
+    within: Option<&HashSet<i64>>,
+    words: Vec<String>,
+    qualifiers: Vec<String>,
+) -> Result<Option<Browse>, StoreError> {
     let mut by: HashMap<&str, Vec<i64>> = HashMap::new();
     let makers = store.makers()?;
     for (pk, maker) in &makers {
-        if within.as_ref().is_some_and(|w| !w.contains(pk)) {
+        if within.is_some_and(|w| !w.contains(pk)) {
             continue;
         }
         if let Some(name) = super::kinds::maker_name(maker) {
@@ -1968,27 +2010,53 @@ fn most_works(
     let Some((_, first)) = ranked.first() else {
         return Ok(None);
     };
-    // Narrowed to a few records, no maker may have more than one: none has "the most".
-    if within.is_some() && first.len() < 2 {
+    // Narrowed to a few records, no maker may have more than one: none has "the most". Over
+    // the records holding some words that is no answer (the search is asked); over a kind it
+    // is one ("Who made the most Chinese paintings?": each of its makers has one), told with a
+    // work of each of a few makers, `total` then the works of the kind whose maker is named.
+    let single = first.len() < 2;
+    if within.is_some() && single && words.is_empty() {
         return Ok(None);
     }
+    let read: Vec<i64> = if single {
+        ranked
+            .iter()
+            .take(k * BROWSE_READ_PER_LISTED)
+            .map(|(_, pks)| pks[0])
+            .collect()
+    } else {
+        first[..first.len().min(k * BROWSE_READ_PER_LISTED)].to_vec()
+    };
     let mut rows: Vec<Exhibit> = store
-        .exhibits_by_pk(&first[..first.len().min(k * BROWSE_READ_PER_LISTED)])?
+        .exhibits_by_pk(&read)?
         .into_iter()
         .map(|(_, r)| Exhibit::from(r))
         .collect();
     rows.sort_by_key(|e| std::cmp::Reverse(e.description.len()));
     Ok(Some(Browse {
-        total: first.len(),
+        total: if single { ranked.len() } else { first.len() },
         makers: ranked
             .iter()
             .take(MAKERS_NAMED)
             .map(|(m, pks)| (m.to_string(), pks.len()))
             .collect(),
-        qualifiers: qualifiers.to_vec(),
+        words,
+        qualifiers,
         hits: one_per_title(rows, k),
         ..Browse::default()
     }))
+}
+
+/// The rows holding a kind marker of the index token `t`: a department, a medium or a title
+/// naming it ([`super::kinds::markers`]).
+fn kind_members(store: &CollectionStore, t: &str) -> Result<Vec<super::kinds::Member>, StoreError> {
+    use super::kinds::{DEPARTMENT, MEDIUM, TITLE};
+    let mut rows = store.rows_holding(&format!("{DEPARTMENT}{t}"))?;
+    rows.extend(store.rows_holding(&format!("{MEDIUM}{t}"))?);
+    rows.extend(store.rows_holding(&format!("{TITLE}{t}"))?);
+    rows.sort_unstable();
+    rows.dedup();
+    Ok(rows)
 }
 
 /// `rows` intersected into `acc` (the first set is taken whole).
@@ -2085,7 +2153,7 @@ pub fn browse_blocking(
         return Ok(None);
     }
     if kinds::asks_most_works(question) {
-        return most_works(store, k, &kinds::most_works_qualifiers(question));
+        return most_works(store, k, question);
     }
     let dict = super::dictionary::dictionary();
     let age = super::ordering::asks_order(question);
@@ -2107,14 +2175,7 @@ pub fn browse_blocking(
     {
         return collection_in_order(store, age, k, orders).map(Some);
     }
-    let mut members_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
-        let mut rows = store.rows_holding(&format!("{}{t}", kinds::DEPARTMENT))?;
-        rows.extend(store.rows_holding(&format!("{}{t}", kinds::MEDIUM))?);
-        rows.extend(store.rows_holding(&format!("{}{t}", kinds::TITLE))?);
-        rows.sort_unstable();
-        rows.dedup();
-        Ok(rows)
-    };
+    let mut members_of = |t: &str| kind_members(store, t);
     let mut rows_with = |t: &str| store.rows_holding(t);
     let first = kinds::resolve(&plain, &mut members_of, &mut rows_with)?;
     // An English word of a kind reaches the kinds a Chinese catalogue names at the end of its

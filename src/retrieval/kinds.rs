@@ -800,14 +800,16 @@ const MOST_WORKS_EN: &[&str] = &[
 pub fn asks_most_works(question: &str) -> bool {
     let norm = text::normalize(question);
     if norm.chars().any(text::is_cjk) {
-        return norm.contains("最多")
-            && ["作品", "画", "展品", "藏品", "东西"]
-                .iter()
-                .any(|w| norm.contains(w))
-            && ["谁", "哪位", "哪个", "哪一位", "哪些", "哪个人"]
-                .iter()
-                .any(|w| norm.contains(w))
-            || asks_renown(question);
+        // 谁 asks for a person whatever was made (谁的瓷器最多？); 哪个 may ask for a period or
+        // a place (哪个朝代的瓷器最多？), so only with a word for works.
+        let works = ["作品", "画", "展品", "藏品", "东西"]
+            .iter()
+            .any(|w| norm.contains(w));
+        let who = ["谁", "哪位", "哪一位", "哪个人"]
+            .iter()
+            .any(|w| norm.contains(w));
+        let which = ["哪个", "哪些"].iter().any(|w| norm.contains(w));
+        return norm.contains("最多") && (who || (which && works)) || asks_renown(question);
     }
     let words = words_of(&norm);
     let asks_who = matches!(
@@ -945,8 +947,6 @@ const MOST_WORKS_FRAME_EN: &[&str] = &[
     "most",
     "work",
     "works",
-    "painting",
-    "paintings",
     "piece",
     "pieces",
     "object",
@@ -957,10 +957,6 @@ const MOST_WORKS_FRAME_EN: &[&str] = &[
     "items",
     "artwork",
     "artworks",
-    "drawing",
-    "drawings",
-    "print",
-    "prints",
     "represented",
     "prolific",
     "painted",
@@ -974,9 +970,72 @@ const MOST_WORKS_FRAME_EN: &[&str] = &[
     "displayed",
 ];
 
-/// Whether an English word asks a most-works question rather than narrowing it.
+/// Whether an English word asks a most-works question rather than narrowing it. Words of a
+/// kind ("paintings", "prints") narrow it: they are kept, and name the kind the makers are
+/// counted over ([`most_works_kinds`]).
 fn most_works_frame(w: &str) -> bool {
     MOST_WORKS_FRAME_EN.contains(&w) || MAKER_NOUNS_EN.contains(&w)
+}
+
+/// English words of a most-works question that name a kind of work ("Which artist made the
+/// most prints?"): counted over as a kind, never as words the records hold.
+const KIND_WORDS_EN: &[&str] = &[
+    "painting",
+    "paintings",
+    "drawing",
+    "drawings",
+    "print",
+    "prints",
+];
+
+/// Whether a narrowing word of a most-works question is one of [`KIND_WORDS_EN`].
+pub fn is_kind_word(w: &str) -> bool {
+    KIND_WORDS_EN.contains(&w)
+}
+
+/// The kind of work a maker's word implies ("Which painter has the most works?" asks about
+/// the paintings), as a word of that kind ([`DEPARTMENT_WORDS_ZH`] names both halves).
+const MAKER_KINDS: &[(&str, &str)] = &[
+    ("painter", "paintings"),
+    ("painters", "paintings"),
+    ("sculptor", "sculpture"),
+    ("sculptors", "sculpture"),
+    ("potter", "ceramics"),
+    ("potters", "ceramics"),
+    ("printmaker", "prints"),
+    ("printmakers", "prints"),
+    ("photographer", "photographs"),
+    ("photographers", "photographs"),
+    ("calligrapher", "calligraphy"),
+    ("calligraphers", "calligraphy"),
+    ("画家", "绘画"),
+    ("雕塑家", "雕塑"),
+    ("书法家", "书法"),
+];
+
+/// The words of a most-works question that may name the kind its makers are counted over:
+/// its narrowing words ([`most_works_qualifiers`]: "chinese paintings", 瓷器) and the kind its
+/// maker's word implies (painter: paintings; 画家: 绘画), in the question's order, then the
+/// implied ones; joined, one question for [`subject`].
+/// The caller counts over the kind when [`resolve`] finds one, over the narrowing words
+/// otherwise: "Who made the most Chinese paintings?" counted the records mentioning
+/// "Chinese", and named a maker of sword fittings.
+pub fn most_works_kinds(question: &str) -> Vec<String> {
+    let norm = text::normalize(question);
+    let mut words = most_works_qualifiers(question);
+    let implied = MAKER_KINDS.iter().filter(|(maker, _)| {
+        if maker.chars().any(text::is_cjk) {
+            norm.contains(maker)
+        } else {
+            words_of(&norm).contains(maker)
+        }
+    });
+    for (_, kind) in implied {
+        if !words.iter().any(|w| w == kind) {
+            words.push((*kind).to_string());
+        }
+    }
+    words
 }
 
 /// Chinese words of a most-works question that ask it, not narrow it (哪位画家的作品最多？),
@@ -1720,7 +1779,12 @@ mod tests {
             ("谁的作品最多？", &[]),
             ("哪位艺术家的作品最多？", &[]),
             ("Which Japanese artist has the most works?", &["japanese"]),
-            ("Who made the most Chinese paintings?", &["chinese"]),
+            // A kind narrows too: counted over as a kind (`most_works_kinds`).
+            (
+                "Who made the most Chinese paintings?",
+                &["chinese", "paintings"],
+            ),
+            ("Which artist made the most prints?", &["prints"]),
             ("哪位日本画家的作品最多？", &["日本"]),
             ("Who is the greatest painter of all time?", &[]),
             ("Who is the most famous Japanese artist?", &["japanese"]),
@@ -1728,6 +1792,33 @@ mod tests {
         ] {
             assert_eq!(most_works_qualifiers(q), want, "{q}");
         }
+    }
+
+    #[test]
+    fn a_makers_word_implies_the_kind_their_works_are_counted_over() {
+        for (q, want) in [
+            ("Which painter has the most works?", &["paintings"][..]),
+            (
+                "Who is the greatest Japanese painter?",
+                &["japanese", "paintings"],
+            ),
+            ("哪位日本画家的作品最多？", &["日本", "绘画"]),
+            ("最有名的书法家是谁？", &["书法"]),
+            // Said by the visitor already: once.
+            ("Which painter has the most paintings?", &["paintings"]),
+            ("Which artist has the most works?", &[]),
+        ] {
+            assert_eq!(most_works_kinds(q), want, "{q}");
+        }
+        assert!(is_kind_word("prints") && !is_kind_word("japanese"));
+    }
+
+    #[test]
+    fn who_with_most_asks_for_a_maker_and_which_only_with_a_word_for_works() {
+        assert!(asks_most_works("谁的瓷器最多？"));
+        assert!(asks_most_works("哪个画家的画最多？"));
+        assert!(!asks_most_works("哪个朝代的瓷器最多？"));
+        assert!(!asks_most_works("哪些国家的瓷器最多？"));
     }
 
     #[test]

@@ -797,16 +797,53 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
     let Some(((first, n), rest)) = b.makers.split_first() else {
         return String::new();
     };
-    if b.shown > 0 && listed.is_empty() {
+    // Counted over a kind in which no maker has two: a few of its works, each by another.
+    let single = *n < 2 && !b.words.is_empty();
+    if b.shown > 0 && (listed.is_empty() || single) {
         return list_answer(question, listed, None, true, None);
     }
     let when = |e: &Exhibit| when_made(e).map(|d| format!(" ({d})")).unwrap_or_default();
+    let maker = |e: &Exhibit| crate::retrieval::kinds::maker_name(&e.maker).map(str::to_string);
     if is_chinese(question) {
         let script = visitor_script(question);
         let q = |s: &str| text::in_script(s, script);
-        let items = zh_items(listed, &q, |e| when_made(e).into_iter().collect());
+        let items = zh_items(listed, &q, |e| {
+            let by = if single { maker(e) } else { None };
+            by.into_iter().chain(when_made(e)).collect()
+        });
+        // The kind, and the words that narrowed it as the records hold them (本馆提到“日本”的绘画).
+        let (named, narrowing) = kind_words(b);
+        let joined = |ws: Vec<&String>| ws.into_iter().map(String::as_str).collect::<String>();
+        let kind = if narrowing.is_empty() {
+            q(&format!("本馆的{}", joined(named)))
+        } else {
+            q(&format!(
+                "本馆提到“{}”的{}",
+                joined(narrowing),
+                joined(named)
+            ))
+        };
         let out = if b.shown > 0 {
             format!("{}的作品还有：{}。", q(first), items.join("、"))
+        } else if single {
+            format!(
+                "{kind}中，没有哪位作者的作品超过一件（{}件记有作者），例如：{}。",
+                b.total,
+                items.join("、")
+            )
+        } else if !b.words.is_empty() {
+            let next = counted(rest, |m| q(m), true);
+            let next = if next.is_empty() {
+                String::new()
+            } else {
+                format!("；其次是{}", next.join("和"))
+            };
+            format!(
+                "在{kind}中，作品最多的是{}，共{n}件{next}。{}的作品例如：{}。",
+                q(first),
+                q(first),
+                items.join("、")
+            )
         } else {
             let next = counted(rest, |m| q(m), true);
             let next = if next.is_empty() {
@@ -834,10 +871,36 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
     }
     let items: Vec<String> = listed
         .iter()
-        .map(|e| format!("“{}”{}", e.title.trim(), when(e)))
+        .map(|e| match maker(e).filter(|_| single) {
+            Some(m) => format!("“{}” by {m}{}", e.title.trim(), when(e)),
+            None => format!("“{}”{}", e.title.trim(), when(e)),
+        })
         .collect();
+    let (named, narrowing) = kind_words(b);
+    let written = |ws: Vec<&String>| -> String {
+        let ws: Vec<String> = ws.iter().map(|w| as_written(question, w)).collect();
+        ws.join(" ")
+    };
+    let kind = if narrowing.is_empty() {
+        written(named)
+    } else {
+        format!("{} that mention “{}”", written(named), written(narrowing))
+    };
     let head = if b.shown > 0 {
         format!("More by {first}: ")
+    } else if single {
+        format!(
+            "No maker has more than one of our {kind} ({} of them name their maker); for example: ",
+            b.total
+        )
+    } else if !b.words.is_empty() {
+        let next = counted(rest, str::to_string, false);
+        let next = if next.is_empty() {
+            String::new()
+        } else {
+            format!("; then {}", and_list(&next))
+        };
+        format!("Among our {kind}, {first} has the most, {n}{next}. Some of {first}'s: ")
     } else {
         let next = counted(rest, str::to_string, false);
         let next = if next.is_empty() {
@@ -862,6 +925,13 @@ fn most_works_answer(question: &str, listed: &[&Exhibit], b: &crate::retrieval::
         "{head}{}. Ask me about any of them, for example: When was the first one made?",
         and_list(&items)
     )
+}
+
+/// The words of a kind the makers were counted over ([`crate::retrieval::Browse::words`]):
+/// those naming the kind, and those narrowing it (as the records hold them, "chinese" in
+/// "Chinese paintings").
+fn kind_words(b: &crate::retrieval::Browse) -> (Vec<&String>, Vec<&String>) {
+    b.words.iter().partition(|w| !b.qualifiers.contains(w))
 }
 
 /// Listed exhibits as a Chinese answer names them: 《title》（detail，detail）, each in the
