@@ -222,6 +222,13 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
             );
             return answer_without_model(job, reply, user_turn, &text).await;
         }
+        // "What do you recommend?", 有什么好看的？: small talk about the collection as a whole
+        // that asks what is worth seeing gets the curators' highlights when the file has them
+        // (the collection's figures otherwise, below).
+        None if small_talk::asks_what_to_see(&said) => facts_now
+            .iter()
+            .find(|f| f.topic == crate::retrieval::facts::HIGHLIGHTS)
+            .cloned(),
         None => None,
     };
     // A fact about exhibits of the collection (the highlights' stops) names their records and

@@ -359,6 +359,8 @@ const ZH: &[(&str, SmallTalk)] = &[
     ("值得看", SmallTalk::Overview),
     ("好看的", SmallTalk::Overview),
     ("有意思的", SmallTalk::Overview),
+    // 这里有什么特别的？ got a statuette of a dwarf (青花瓷有什么特别的？ keeps its kind).
+    ("特别的", SmallTalk::Overview),
     ("有趣的", SmallTalk::Overview),
     ("好玩的", SmallTalk::Overview),
     ("最贵", SmallTalk::Overview),
@@ -464,6 +466,58 @@ pub fn classify(utterance: &str) -> Option<SmallTalk> {
     // (`retrieval::ordering`); "What is your largest collection?" is still the overview.
     kind.filter(|k| {
         *k != SmallTalk::Overview || crate::retrieval::ordering::asks_order(utterance).is_none()
+    })
+}
+
+/// Words of an overview question ([`SmallTalk::Overview`]) that ask what is worth seeing
+/// rather than what there is ("What do you recommend?", "Anything interesting?", 有什么好看的？,
+/// 这里有什么特别的？, beside "How many objects?", 你们有哪些藏品？).
+const WHAT_TO_SEE: &[&str] = &[
+    "recommend",
+    "recommendation",
+    "recommendations",
+    "interesting",
+    "worth seeing",
+    "should i see",
+    "should we see",
+    "should i look at",
+    "should we look at",
+    "must see",
+    "where should i start",
+    "where do i start",
+    "推荐",
+    "好看",
+    "有意思",
+    "有趣",
+    "好玩",
+    "特别",
+    "值得看",
+    "必看",
+    "从哪里开始",
+    "从哪开始",
+];
+
+/// Whether `utterance` is an overview question ([`classify`]) asking what is worth seeing:
+/// where the museum's facts file has its curators' highlights, they answer it, as they answer
+/// "What should I see first?" (`retrieval::facts`); "What do you recommend?" and "Anything
+/// interesting?" got the catalogue's figures and "I can't rank or pick the exhibits for you"
+/// though the curators had picked three.
+pub fn asks_what_to_see(utterance: &str) -> bool {
+    if classify(utterance) != Some(SmallTalk::Overview) {
+        return false;
+    }
+    let folded = text::normalize(utterance);
+    let words: Vec<&str> = folded
+        .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let spaced = format!(" {} ", words.join(" "));
+    WHAT_TO_SEE.iter().any(|p| {
+        if p.is_ascii() {
+            spaced.contains(&format!(" {p} "))
+        } else {
+            folded.contains(p)
+        }
     })
 }
 
@@ -758,6 +812,31 @@ mod tests {
             overview_answer("How many objects do you have?", &none)
                 .starts_with("Our collection records hold 1,234,567 exhibits. Ask me")
         );
+    }
+
+    #[test]
+    fn an_overview_question_may_ask_what_is_worth_seeing() {
+        for q in [
+            "What do you recommend?",
+            "Anything interesting?",
+            "What is interesting here?",
+            "有什么推荐的吗？",
+            "有什么好看的？",
+            "这里有什么特别的？",
+            "Where should I start?",
+        ] {
+            assert!(asks_what_to_see(q), "{q}");
+        }
+        for q in [
+            "How many objects do you have?",
+            "你们有哪些藏品？",
+            "What do you have?",
+            // Not small talk at all: a kind's question.
+            "青花瓷有什么特别的？",
+            "Do you recommend the audio guide?",
+        ] {
+            assert!(!asks_what_to_see(q), "{q}");
+        }
     }
 
     /// Every line of `fixtures/questions/small_talk.jsonl`: `{"q": ..., "kind": ... or null}`.

@@ -337,6 +337,57 @@ async fn the_highlights_name_their_exhibits_and_a_pick_reaches_them() {
     assert!(r.text.contains("1580-1620"), "{}", r.text);
 }
 
+/// Small talk about the collection that asks what is worth seeing ("What do you recommend?",
+/// 有什么好看的？) gets the curators' highlights when the facts file has them, as "What should I
+/// see?" does; it got the catalogue's figures and "I can't rank or pick the exhibits for you".
+/// Without a highlights entry it still gets the figures, not "ask the staff".
+#[tokio::test]
+async fn what_is_worth_seeing_gets_the_curators_highlights_when_the_file_has_them() {
+    let facts = Path::new(env!("CARGO_MANIFEST_DIR")).join(EXAMPLE);
+    let (with, _d) = app(LlmProviderKind::Offline, facts).await;
+    let mut c = with.client().await;
+    let highlights = fact("highlights");
+    for (id, q) in [
+        ("rec", "What do you recommend?"),
+        ("int", "Anything interesting?"),
+    ] {
+        c.text_request(id, q).await;
+        let r = c.reply(id).await;
+        // (The small collection here lacks the stops' records: no card, see the test above.)
+        assert!(r.text.starts_with(&highlights.en), "{q}: {}", r.text);
+    }
+    c.text_request("zh", "有什么好看的？").await;
+    let r = c.reply("zh").await;
+    assert!(r.text.starts_with(&highlights.zh), "{}", r.text);
+    // The collection's figures still answer what there is.
+    c.text_request("many", "How many objects do you have?")
+        .await;
+    let r = c.reply("many").await;
+    assert!(!r.text.contains(&highlights.en), "{}", r.text);
+
+    let dir = tempfile::tempdir().unwrap();
+    let only_toilets = dir.path().join("facts.toml");
+    let toilets = fact("toilets");
+    std::fs::write(
+        &only_toilets,
+        format!(
+            "museum = \"Example Museum\"\n\n[[fact]]\ntopic = \"toilets\"\nen = {:?}\nzh = {:?}\n",
+            toilets.en, toilets.zh
+        ),
+    )
+    .unwrap();
+    let (bare, _d2) = app(LlmProviderKind::Offline, only_toilets).await;
+    let mut c = bare.client().await;
+    c.text_request("rec", "What do you recommend?").await;
+    let r = c.reply("rec").await;
+    assert!(
+        r.text
+            .starts_with("I can't rank or pick the exhibits for you"),
+        "{}",
+        r.text
+    );
+}
+
 /// A model that names an exhibit of the search without calling `show_exhibit` (SmolLM2 never
 /// did) gets the card shown for it by the server; a reply that names none shows nothing; a
 /// model that calls it itself is not doubled; the call is in the history like the model's own.
