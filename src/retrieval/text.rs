@@ -2048,7 +2048,7 @@ const QUOTES: &[(char, char)] = &[
 
 /// Words that may join capitalised words into one name ("Book of Kells", "Venus de Milo").
 const NAME_JOINERS: &[&str] = &[
-    "of", "de", "da", "del", "der", "van", "von", "la", "le", "du", "the",
+    "of", "de", "da", "di", "del", "della", "der", "van", "von", "la", "le", "du", "the",
 ];
 
 /// The named things a question asks about, normalised: quoted or bracketed spans, and runs of
@@ -2233,10 +2233,18 @@ pub fn named_makers(query: &str, dict: &UserDict) -> Vec<String> {
             run.clear();
         }
         if EN_BY.contains(&w.to_lowercase().as_str()) {
-            let name: Vec<&str> = words[i + 1..]
+            // A particle between capitals belongs to the name ("by Lorenzo di Credi").
+            let after = &words[i + 1..];
+            let name: Vec<&str> = after
                 .iter()
-                .take_while(|x| capital(x))
-                .map(|x| x.trim_end_matches("'s").trim_end_matches("’s"))
+                .enumerate()
+                .take_while(|(j, x)| {
+                    capital(x)
+                        || (*j > 0
+                            && NAME_JOINERS.contains(&x.to_lowercase().as_str())
+                            && after.get(j + 1).is_some_and(|n| capital(n)))
+                })
+                .map(|(_, x)| x.trim_end_matches("'s").trim_end_matches("’s"))
                 .collect();
             if !name.is_empty() {
                 out.push(normalize(&name.join(" ")));
@@ -2449,6 +2457,12 @@ mod tests {
             ),
             ("Do you have any paintings by Picasso?", &["picasso"]),
             ("Do you have anything by Frida Kahlo?", &["frida kahlo"]),
+            // A particle between the capitals is the name's.
+            (
+                "Do you have anything by Lorenzo di Credi?",
+                &["lorenzo di credi"],
+            ),
+            ("Do you have works by Van Dyck?", &["van dyck"]),
             ("Can I see Rembrandt's Night Watch?", &["rembrandt"]),
             (
                 "Who painted the watercolor of the front of the National Library in Vienna?",

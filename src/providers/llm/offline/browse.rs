@@ -499,7 +499,78 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
         return (!mention.is_empty())
             .then(|| list_answer(question, &mention, None, false, Some(&maker)));
     }
+    // "Do you have anything by Raphael?": the works by them first, then the records that only
+    // mention them, said apart (it listed a painting of the Archangel Raphael and a follower's
+    // portrait as the visitor's Raphaels); records that do neither are left out.
+    if let Some(maker) = super::makers_asked(question).into_iter().next() {
+        let (by, rest): (Vec<&Exhibit>, Vec<&Exhibit>) =
+            listed.iter().partition(|e| super::is_by(e, &maker));
+        if !by.is_empty() && !rest.is_empty() {
+            let also: Vec<&Exhibit> = rest
+                .into_iter()
+                .filter(|e| super::mentions(e, &maker))
+                .collect();
+            return Some(by_answer(question, &by, &also, &maker));
+        }
+    }
     Some(list_answer(question, &listed, None, false, None))
+}
+
+/// The answer to "Do you have anything by X?" when some of the list is by X (`by`) and some
+/// only mentions X (`also`): the two said apart, the works by X first (so "the first one" is
+/// one of them).
+fn by_answer(question: &str, by: &[&Exhibit], also: &[&Exhibit], maker: &str) -> String {
+    let details = |e: &Exhibit| -> Vec<String> {
+        [field_head(&e.maker), when_made(e)]
+            .into_iter()
+            .flatten()
+            .collect()
+    };
+    if is_chinese(question) {
+        let script = visitor_script(question);
+        let q = |s: &str| text::in_script(s, script);
+        let name = q(maker);
+        let mut out = format!(
+            "馆藏资料里{name}的作品有：{}",
+            zh_items(by, &q, details).join("、")
+        );
+        if !also.is_empty() {
+            out.push_str(&format!(
+                "；这些展品的资料也提到了{name}：{}",
+                zh_items(also, &q, details).join("、")
+            ));
+        }
+        out.push_str("。想了解哪一件，可以继续问我，比如：第一件是什么年代的？");
+        return match script {
+            Script::Traditional => text::to_traditional(&out),
+            _ => out,
+        };
+    }
+    let items = |list: &[&Exhibit]| -> String {
+        let items: Vec<String> = list
+            .iter()
+            .map(|e| {
+                let d = details(e);
+                if d.is_empty() {
+                    format!("“{}”", e.title.trim())
+                } else {
+                    format!("“{}” ({})", e.title.trim(), d.join(", "))
+                }
+            })
+            .collect();
+        and_list(&items)
+    };
+    let name = as_written(question, maker);
+    let also = if also.is_empty() {
+        String::new()
+    } else {
+        format!(" These records also mention {name}: {}.", items(also))
+    };
+    format!(
+        "By {name}, our collection records list {}.{also} Ask me about any of them, for example: \
+         When was the first one made?",
+        items(by)
+    )
 }
 
 /// Whether an English `title` names a thing a Chinese keyword names: one of its words is, as an
@@ -1583,13 +1654,23 @@ mod tests {
             zh.starts_with("馆藏资料里没有找到齐白石的作品，不过这些展品的资料提到了齐白石：《Bordeaux, the Harbor》"),
             "{zh}"
         );
-        // One of the list is by the maker: the list as before.
+        // One of the list is by the maker: it comes first, the one that mentions them is said
+        // apart (the list was one, as if both were his).
         let mut by = b.clone();
         by.exhibit.maker = "Claude Monet (French, 1840-1926)".into();
         let listed = compose("Do you have anything by Monet?", Some(&[a.clone(), by]));
+        assert_eq!(
+            listed,
+            "By Monet, our collection records list “Portrait of George A. Lucas” (Claude Monet, 1886). These records also mention Monet: “Bordeaux, the Harbor” (Eugène Louis Boudin, 1874). Ask me about any of them, for example: When was the first one made?"
+        );
+        let mut zh_by = b.clone();
+        zh_by.exhibit.maker = "齐白石".into();
+        let mut zh_a = a.clone();
+        zh_a.exhibit.description = "这幅画受齐白石影响。".into();
+        let zh = compose("有没有齐白石画的画？", Some(&[zh_a, zh_by]));
         assert!(
-            listed.starts_with("Our collection holds these: "),
-            "{listed}"
+            zh.starts_with("馆藏资料里齐白石的作品有：《Portrait of George A. Lucas》（齐白石，1886）；这些展品的资料也提到了齐白石：《Bordeaux, the Harbor》"),
+            "{zh}"
         );
         // None of it is by the maker nor mentions them: not a list.
         let mut none = [a, b];
