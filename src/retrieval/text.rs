@@ -1811,7 +1811,8 @@ const HAVE_PARTICLES_ZH: &[&str] = &["吗", "呢", "吧"];
 /// keyword ([`bare_keyword`]); None otherwise. `norm` is normalised ([`normalize`]).
 pub fn asked_keyword(norm: &str) -> Option<&str> {
     if let Some(k) = bare_keyword(norm) {
-        return Some(k);
+        // 三国的文物 (refused while 三国 was answered): the thing before the word for exhibits.
+        return Some(exhibit_tail_thing(k).and_then(bare_keyword).unwrap_or(k));
     }
     let t = norm
         .trim()
@@ -1828,22 +1829,26 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
     for lead in HAVE_LEADS_ZH {
         rest = rest.strip_prefix(lead).unwrap_or(rest);
     }
-    let rest = rest
+    let mut rest = rest
         .strip_prefix("有没有")
         .or_else(|| rest.strip_prefix("有哪些"))
         .or_else(|| rest.strip_prefix('有'))?;
-    let mut rest = rest;
     for end in HAVE_PARTICLES_ZH {
         rest = rest.strip_suffix(end).unwrap_or(rest);
     }
-    if let Some(thing) = EXHIBIT_TAILS
+    bare_keyword(exhibit_tail_thing(rest).unwrap_or(rest))
+}
+
+/// The thing a Chinese request names before a general word for exhibits ([`EXHIBIT_TAILS`] or
+/// 东西, with or without 的), without an "about" before it: 关于三国的文物 → 三国. None when
+/// it ends with no such word.
+fn exhibit_tail_thing(rest: &str) -> Option<&str> {
+    let thing = EXHIBIT_TAILS
         .iter()
         .chain(&["东西"])
-        .find_map(|e| rest.strip_suffix(e))
-    {
-        rest = thing.strip_suffix('的').unwrap_or(thing);
-    }
-    bare_keyword(rest)
+        .find_map(|e| rest.strip_suffix(e))?;
+    let thing = thing.strip_suffix('的').unwrap_or(thing);
+    Some(thing.strip_prefix("关于").unwrap_or(thing))
 }
 
 /// Whether a query (normalised) is a bare keyword ([`bare_keyword`]).
@@ -2428,6 +2433,12 @@ mod tests {
             ("Can you show me swords?", Some("swords")),
             ("I really love cats", Some("cats")),
             ("Show me some vases", Some("vases")),
+            // The thing before a word for exhibits, "about" it or not (三国的文物 was refused
+            // while 三国 was answered).
+            ("三国的文物", Some("三国")),
+            ("有没有关于三国的文物？", Some("三国")),
+            ("唐朝的东西", Some("唐朝")),
+            ("三国", Some("三国")),
         ];
         for (q, want) in cases {
             let norm = normalize(q);
