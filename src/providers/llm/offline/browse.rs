@@ -516,16 +516,36 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
     Some(list_answer(question, &listed, None, false, None))
 }
 
+/// What a list says of each exhibit after its title: its maker and when it was made.
+fn list_details(e: &Exhibit) -> Vec<String> {
+    [field_head(&e.maker), when_made(e)]
+        .into_iter()
+        .flatten()
+        .collect()
+}
+
+/// Listed exhibits as an English answer names them: “title” (details, [`list_details`]),
+/// joined with commas and "and".
+fn en_items(listed: &[&Exhibit]) -> String {
+    let items: Vec<String> = listed
+        .iter()
+        .map(|e| {
+            let d = list_details(e);
+            if d.is_empty() {
+                format!("“{}”", e.title.trim())
+            } else {
+                format!("“{}” ({})", e.title.trim(), d.join(", "))
+            }
+        })
+        .collect();
+    and_list(&items)
+}
+
 /// The answer to "Do you have anything by X?" when some of the list is by X (`by`) and some
 /// only mentions X (`also`): the two said apart, the works by X first (so "the first one" is
 /// one of them).
 fn by_answer(question: &str, by: &[&Exhibit], also: &[&Exhibit], maker: &str) -> String {
-    let details = |e: &Exhibit| -> Vec<String> {
-        [field_head(&e.maker), when_made(e)]
-            .into_iter()
-            .flatten()
-            .collect()
-    };
+    let details = list_details;
     if is_chinese(question) {
         let script = visitor_script(question);
         let q = |s: &str| text::in_script(s, script);
@@ -546,20 +566,7 @@ fn by_answer(question: &str, by: &[&Exhibit], also: &[&Exhibit], maker: &str) ->
             _ => out,
         };
     }
-    let items = |list: &[&Exhibit]| -> String {
-        let items: Vec<String> = list
-            .iter()
-            .map(|e| {
-                let d = details(e);
-                if d.is_empty() {
-                    format!("“{}”", e.title.trim())
-                } else {
-                    format!("“{}” ({})", e.title.trim(), d.join(", "))
-                }
-            })
-            .collect();
-        and_list(&items)
-    };
+    let items = en_items;
     let name = as_written(question, maker);
     let also = if also.is_empty() {
         String::new()
@@ -696,12 +703,7 @@ fn list_answer(
     {
         return order_answer(question, listed, b, order, more);
     }
-    let details = |e: &Exhibit| -> Vec<String> {
-        [field_head(&e.maker), when_made(e)]
-            .into_iter()
-            .flatten()
-            .collect()
-    };
+    let details = list_details;
     if is_chinese(question) {
         let script = visitor_script(question);
         let q = |s: &str| text::in_script(s, script);
@@ -796,18 +798,7 @@ fn list_answer(
             _ => out,
         };
     }
-    let items: Vec<String> = listed
-        .iter()
-        .map(|e| {
-            let d = details(e);
-            if d.is_empty() {
-                format!("“{}”", e.title.trim())
-            } else {
-                format!("“{}” ({})", e.title.trim(), d.join(", "))
-            }
-        })
-        .collect();
-    let list = and_list(&items);
+    let list = en_items(listed);
     // "… that mention Chinese": the words that narrowed the kind, as the visitor wrote them
     // (not quoted: a pick, "the first one", reads the answer's quoted titles).
     let mention = match kind {
