@@ -209,6 +209,8 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     // A built-in topic the file has no entry for (or with no file) gets "I don't have that
     // information", never an exhibit that shares a word ("Is there parking?" → a park).
     let facts_now = deps.facts.as_ref().map(|f| f.current()).unwrap_or_default();
+    // Small talk, read once: for the highlights here, for its own reply below.
+    let talk = small_talk::classify(&said);
     let fact = match crate::retrieval::facts::classify(&said, &facts_now) {
         Some(Service::Fact(f)) => Some(f.clone()),
         Some(Service::NoEntry(topic)) => {
@@ -225,7 +227,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         // "What do you recommend?", 有什么好看的？: small talk about the collection as a whole
         // that asks what is worth seeing gets the curators' highlights when the file has them
         // (the collection's figures otherwise, below).
-        None if small_talk::asks_what_to_see(&said) => facts_now
+        None if small_talk::asks_what_to_see(talk, &said) => facts_now
             .iter()
             .find(|f| f.topic == crate::retrieval::facts::HIGHLIGHTS)
             .cloned(),
@@ -271,7 +273,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         }
         _ => None,
     };
-    let small_talk = small_talk::classify(&said).filter(|_| more.is_none());
+    let small_talk = talk.filter(|_| more.is_none());
     // The collection as a whole ("What do you have?", "How many objects?", 你们有哪些藏品？): its
     // total and largest departments when the retriever can tell.
     let overview = match small_talk {

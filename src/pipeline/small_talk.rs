@@ -497,13 +497,14 @@ const WHAT_TO_SEE: &[&str] = &[
     "从哪开始",
 ];
 
-/// Whether `utterance` is an overview question ([`classify`]) asking what is worth seeing:
+/// Whether `utterance`, small talk of kind `talk` ([`classify`]), is an overview question
+/// asking what is worth seeing:
 /// where the museum's facts file has its curators' highlights, they answer it, as they answer
 /// "What should I see first?" (`retrieval::facts`); "What do you recommend?" and "Anything
 /// interesting?" got the catalogue's figures and "I can't rank or pick the exhibits for you"
 /// though the curators had picked three.
-pub fn asks_what_to_see(utterance: &str) -> bool {
-    if classify(utterance) != Some(SmallTalk::Overview) {
+pub fn asks_what_to_see(talk: Option<SmallTalk>, utterance: &str) -> bool {
+    if talk != Some(SmallTalk::Overview) {
         return false;
     }
     let folded = text::normalize(utterance);
@@ -825,7 +826,7 @@ mod tests {
             "这里有什么特别的？",
             "Where should I start?",
         ] {
-            assert!(asks_what_to_see(q), "{q}");
+            assert!(asks_what_to_see(classify(q), q), "{q}");
         }
         for q in [
             "How many objects do you have?",
@@ -835,7 +836,7 @@ mod tests {
             "青花瓷有什么特别的？",
             "Do you recommend the audio guide?",
         ] {
-            assert!(!asks_what_to_see(q), "{q}");
+            assert!(!asks_what_to_see(classify(q), q), "{q}");
         }
     }
 

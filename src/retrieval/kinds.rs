@@ -1022,12 +1022,13 @@ const MAKER_KINDS: &[(&str, &str)] = &[
 /// "Chinese", and named a maker of sword fittings.
 pub fn most_works_kinds(question: &str) -> Vec<String> {
     let norm = text::normalize(question);
+    let said = words_of(&norm);
     let mut words = most_works_qualifiers(question);
     let implied = MAKER_KINDS.iter().filter(|(maker, _)| {
         if maker.chars().any(text::is_cjk) {
             norm.contains(maker)
         } else {
-            words_of(&norm).contains(maker)
+            said.contains(maker)
         }
     });
     for (_, kind) in implied {
