@@ -974,6 +974,23 @@ fn sentences(text: &str) -> Vec<String> {
     out
 }
 
+/// Of `hits`, the one whose title `answer` quotes first (“title” or 《title》, in either
+/// script); None when it quotes none.
+fn named_first<'h>(answer: &str, hits: &'h [Hit]) -> Option<&'h Hit> {
+    let said = text::to_simplified(answer);
+    hits.iter()
+        .filter_map(|h| {
+            let t = text::to_simplified(h.exhibit.title.trim());
+            [format!("“{t}”"), format!("《{t}》")]
+                .iter()
+                .filter_map(|q| said.find(q.as_str()))
+                .min()
+                .map(|at| (at, h))
+        })
+        .min_by_key(|(at, _)| *at)
+        .map(|(_, h)| h)
+}
+
 impl LlmProvider for OfflineProvider {
     fn name(&self) -> &'static str {
         "offline"
@@ -993,19 +1010,20 @@ impl LlmProvider for OfflineProvider {
             .filter(|m| m.role == Role::Assistant)
             .map(|m| m.content.as_str())
             .collect();
-        let first_hit = || {
-            request
-                .retrieved
-                .as_deref()
-                .and_then(|hits| hits.first())
-                .and_then(|top| self.show_call(&request.tools, top))
+        // The card shown is of the exhibit the answer names first, which is the search's best
+        // hit unless the answer put another first ("By Raphael, … “Madonna of the
+        // Candelabra”" showed the Archangel Raphael's card, the best hit).
+        let first_hit = |answer: &str| {
+            let hits = request.retrieved.as_deref()?;
+            let shown = named_first(answer, hits).or(hits.first())?;
+            self.show_call(&request.tools, shown)
         };
         let (answer, show) = match (&request.fact, &request.browse) {
-            (Some(f), _) => (fact_answer(f, &question), None),
-            (None, Some(b)) => (kind_answer(&question, b), first_hit()),
+            (Some(f), _) => (fact_answer(f, &question), false),
+            (None, Some(b)) => (kind_answer(&question, b), true),
             (None, None) if request.more => (
                 browse::more_of_list_answer(&question, request.retrieved.as_deref().unwrap_or(&[])),
-                first_hit(),
+                true,
             ),
             (None, None) => (
                 more_answer(&question, request.retrieved.as_deref(), &earlier).unwrap_or_else(
@@ -1024,9 +1042,10 @@ impl LlmProvider for OfflineProvider {
                         )
                     },
                 ),
-                first_hit(),
+                true,
             ),
         };
+        let show = if show { first_hit(&answer) } else { None };
         let mut segs: Vec<Result<Segment, super::LlmError>> = show
             .map(|c| Ok(Segment::ToolCall(c)))
             .into_iter()
@@ -1066,6 +1085,32 @@ mod tests {
         assert!(is_chinese("這是誰寫的"));
         assert!(!is_chinese("Who made the lacquer box?"));
         assert!(!is_chinese("Tell me about the Ming vase 瓶 please"));
+    }
+
+    #[test]
+    fn the_card_is_of_the_exhibit_the_answer_names_first() {
+        let archangel = hit("Archangel Raphael", "", "mid 19th century", "x.");
+        let madonna = hit("Madonna of the Candelabra", "Raphael", "ca. 1513", "x.");
+        let hits = [archangel.clone(), madonna.clone()];
+        let en = compose("Do you have anything by Raphael?", Some(&hits));
+        assert!(
+            en.starts_with("By Raphael, our collection records list “Madonna"),
+            "{en}"
+        );
+        let first = named_first(&en, &hits).unwrap();
+        assert_eq!(first.exhibit.title, "Madonna of the Candelabra");
+        // A title in the other script, quoted in the visitor's.
+        let stele = hit("魏司東武侯王基碑拓本", "", "魏", "三國魏隸書碑刻。");
+        let said = "馆藏中与此相关的展品有：《魏司东武侯王基碑拓本》（魏）。";
+        assert_eq!(
+            named_first(said, &[archangel.clone(), stele])
+                .unwrap()
+                .exhibit
+                .title,
+            "魏司東武侯王基碑拓本"
+        );
+        // An answer that quotes none of them: none (the caller shows the best hit).
+        assert!(named_first("Sorry, I don't know.", &hits).is_none());
     }
 
     #[test]
