@@ -17,7 +17,9 @@
 //! whole collection.
 
 use super::ordering::{Order, Ranked};
-use super::text;
+use super::text::{self, QueryTerm};
+use super::translit::{Bridge, BridgeKind};
+use crate::store::StoreError;
 
 /// English phrases that ask for the oldest exhibits.
 const OLDEST_EN: &[&str] = &["oldest", "earliest", "most ancient"];
@@ -365,6 +367,71 @@ pub fn dynasty_in_english(period: &str) -> Option<&'static str> {
         .map(|(_, en)| *en)
 }
 
+/// One-character dynasties a question writes with 朝 or 代 (清朝, 唐代), Simplified.
+const DYNASTY_CHARS: &str = "夏商周秦汉晋隋唐宋辽金元明清";
+/// Those whose character alone, a period field of its own (清, 唐), says the dynasty: 元 alone
+/// is also the yuan, 金 gold, 商 trade, 周 a surname, 夏 summer.
+const LONE_DYNASTY_CHARS: &str = "秦汉晋隋唐宋辽明清";
+
+/// The other ways a record writes the dynasty a question's term names, most written first:
+/// 清朝 → 清代 and 清 (a period field of one character), 唐代 → 唐朝 and 唐; none for any other
+/// term (年代, 近代, 朝代). A Chinese catalogue says 清代 where a visitor asks for 清朝:
+/// 有没有清朝的圣旨？ listed English Qing records (清朝 translated) above the edict whose record
+/// says 清代 … 聖旨.
+pub fn dynasty_variants(term: &str) -> Vec<String> {
+    let mut chars = term.chars();
+    let (Some(d), Some(suffix), None) = (chars.next(), chars.next(), chars.next()) else {
+        return Vec::new();
+    };
+    if !DYNASTY_CHARS.contains(d) {
+        return Vec::new();
+    }
+    let other = match suffix {
+        '朝' => '代',
+        '代' => '朝',
+        _ => return Vec::new(),
+    };
+    let mut out = vec![format!("{d}{other}")];
+    if LONE_DYNASTY_CHARS.contains(d) {
+        out.push(d.to_string());
+    }
+    out
+}
+
+/// Bridges from each dynasty term of a question to the other ways the collection writes it
+/// ([`dynasty_variants`], those `df` finds held), as [`BridgeKind::Synonym`]: they reorder the
+/// answer and leave the no-answer signals to the question's own words, as the thesaurus's
+/// synonyms do (`embedded::rank`).
+pub fn dynasty_bridges(
+    terms: &[QueryTerm],
+    df: &mut dyn FnMut(&str) -> Result<f64, StoreError>,
+) -> Result<Vec<Bridge>, StoreError> {
+    let mut out = Vec::new();
+    for (i, t) in terms.iter().enumerate() {
+        if t.prefix {
+            continue;
+        }
+        let mut held = Vec::new();
+        let mut most = 0.0f64;
+        for v in dynasty_variants(&t.text) {
+            let d = df(&v)?;
+            if d > 0.0 {
+                most = most.max(d);
+                held.push(v);
+            }
+        }
+        if !held.is_empty() {
+            out.push(Bridge {
+                all_of: vec![held],
+                sources: vec![i],
+                df: most,
+                kind: BridgeKind::Synonym,
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// Every dated exhibit's start year ([`start_year`]) from (pk, date, period) rows, read once a
 /// collection generation (`embedded::EmbeddedRetriever`'s cache).
 pub fn years(rows: impl IntoIterator<Item = (i64, String, String)>) -> Ranked {
@@ -377,6 +444,42 @@ pub fn years(rows: impl IntoIterator<Item = (i64, String, String)>) -> Ranked {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_dynasty_term_reaches_the_other_ways_a_record_writes_it() {
+        assert_eq!(dynasty_variants("清朝"), ["清代", "清"]);
+        assert_eq!(dynasty_variants("唐代"), ["唐朝", "唐"]);
+        assert_eq!(
+            dynasty_variants("元代"),
+            ["元朝"],
+            "元 alone is also the yuan"
+        );
+        for t in ["年代", "近代", "朝代", "清", "清代瓷", "清华", "china"] {
+            assert!(dynasty_variants(t).is_empty(), "{t}");
+        }
+        let terms: Vec<QueryTerm> = ["清朝", "圣旨", "元代"]
+            .iter()
+            .map(|t| QueryTerm {
+                text: t.to_string(),
+                prefix: false,
+            })
+            .collect();
+        // The collection holds 清代 and 清 but no 元朝.
+        let mut df = |t: &str| {
+            Ok(if t == "清代" {
+                99.0
+            } else if t == "清" {
+                7.0
+            } else {
+                0.0
+            })
+        };
+        let b = dynasty_bridges(&terms, &mut df).unwrap();
+        assert_eq!(b.len(), 1, "{b:?}");
+        assert_eq!(b[0].all_of, [["清代", "清"]]);
+        assert_eq!(b[0].sources, [0]);
+        assert_eq!(b[0].kind, BridgeKind::Synonym);
+    }
+
     #[test]
     fn a_chinese_dynasty_is_named_in_english_with_its_span() {
         for (period, en) in [

@@ -1760,8 +1760,9 @@ fn joined_stop_words(
 }
 
 /// The bridges by meaning of a question whose weighed terms are `w`: the dictionary's
-/// translations ([`super::dictionary`]) and the English thesaurus's synonyms
-/// ([`super::thesaurus`]), their document frequencies looked up in `store` (those of the
+/// translations ([`super::dictionary`]), the English thesaurus's synonyms
+/// ([`super::thesaurus`]) and a dynasty's other forms ([`super::dating::dynasty_bridges`]:
+/// 清朝 → 清代), their document frequencies looked up in `store` (those of the
 /// question's own exact terms are `w`'s, already read).
 fn bridges_by_meaning(
     store: &CollectionStore,
@@ -1773,7 +1774,8 @@ fn bridges_by_meaning(
     let dict = super::dictionary::dictionary();
     let translated = super::dictionary::bridges_with(dict, query, &terms, w.docs, &mut df)?;
     let th = super::thesaurus::thesaurus();
-    let synonyms = super::thesaurus::bridges_with(th, query, &terms, w.docs, &mut df)?;
+    let mut synonyms = super::thesaurus::bridges_with(th, query, &terms, w.docs, &mut df)?;
+    synonyms.extend(super::dating::dynasty_bridges(&terms, &mut df)?);
     Ok((translated, synonyms))
 }
 
