@@ -240,12 +240,46 @@ fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
             continue;
         }
         let piece = if proper { without_title(piece) } else { piece };
+        let piece = if proper {
+            named_before_in(piece)
+        } else {
+            piece
+        };
         let toks = text::latin_tokens(piece);
         if (1..=MAX_PHRASE_TOKENS).contains(&toks.len()) && !out.contains(&toks) {
-            out.push(toks);
+            out.push(toks.clone());
+        }
+        if proper
+            && let Some(short) = without_era_word(piece, &toks)
+            && !out.contains(&short)
+        {
+            out.push(short);
         }
     }
     out
+}
+
+/// A proper noun's sense piece named and then placed ("Three Kingdoms period in Chinese
+/// history"): the name before " in ". Written whole, it was five tokens, over
+/// [`MAX_PHRASE_TOKENS`], and 三国 had no translation at all.
+fn named_before_in(piece: &str) -> &str {
+    piece.split_once(" in ").map_or(piece, |(name, _)| name)
+}
+
+/// The tokens of a period's name without the word that says it is one ("the Warring States
+/// period" → `war state`, "Three Kingdoms period" → `three kingdom`, "Northern Song Dynasty"
+/// → `northern song`): a visitor asks for "the Warring States" or "the Three Kingdoms". Only
+/// for a name of two or more words left: a one-word name is an English word too often (the
+/// Song, the Han, the Yuan).
+fn without_era_word(piece: &str, toks: &[String]) -> Option<Vec<String>> {
+    let last = piece.split_whitespace().last()?.to_lowercase();
+    if !matches!(last.as_str(), "period" | "dynasty" | "dynasties" | "era") {
+        return None;
+    }
+    let short = &toks[..toks.len().checked_sub(1)?];
+    (2..=MAX_PHRASE_TOKENS)
+        .contains(&short.len())
+        .then(|| short.to_vec())
 }
 
 /// The head noun of a sense written as one noun and what it is of or from ("rubbing of
@@ -1052,6 +1086,26 @@ mod tests {
         assert!(d.is_proper("三星堆") && d.is_proper("唐朝") && !d.is_proper("画家"));
         // A common noun's senses are lower case and all kept.
         assert_eq!(senses("画家"), vec![vec!["painter"]]);
+    }
+
+    #[test]
+    fn a_period_is_named_without_its_era_word_and_where_it_is() {
+        let d = Dictionary::parse(
+            "三國 三国 [San1 guo2] /Three Kingdoms period (220-280) in Chinese history/\n\
+             戰國 战国 [Zhan4 guo2] /the Warring States period (475-221 BC)/\n\
+             北宋 北宋 [Bei3 Song4] /the Northern Song Dynasty (960-1127)/\n\
+             宋朝 宋朝 [Song4 chao2] /the Song dynasty (960-1279)/\n\
+             時期 时期 [shi2 qi1] /period/phase/\n",
+        );
+        let senses =
+            |w: &str| -> Vec<String> { d.english_of(w).iter().map(|p| p.join(" ")).collect() };
+        assert_eq!(senses("三国"), ["three kingdom period", "three kingdom"]);
+        assert_eq!(senses("战国"), ["war state period", "war state"]);
+        assert_eq!(senses("北宋"), ["northern song dynasti", "northern song"]);
+        // A one-word name left is an English word too often ("the Song").
+        assert_eq!(senses("宋朝"), ["song dynasti"]);
+        // A common noun keeps its sense whole.
+        assert_eq!(senses("时期"), ["period", "phase"]);
     }
 
     #[test]
