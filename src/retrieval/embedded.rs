@@ -1229,6 +1229,55 @@ fn prefer_named(
     Ok(())
 }
 
+/// A best hit whose text lacks one of the question's named things of several words as written
+/// ([`text::named_phrases`]: its words may be there apart) gives way to the first near tie (within
+/// [`BIOGRAPHY_NEAR_TIE`] of its score, among the first ten) that holds every one: "Do you have
+/// anything about the Three Kingdoms?" ranked a vessel whose record says "three" and "Kingdom"
+/// apart above the sword guard with the generals of the Three Kingdoms, and was refused for it
+/// (`names_missing`). Scores are unchanged, as with [`prefer_biographies`].
+fn prefer_names_held(
+    store: &CollectionStore,
+    query: &str,
+    lex: &mut [Lexical],
+) -> Result<(), StoreError> {
+    if lex.len() < 2 {
+        return Ok(());
+    }
+    // Names of several words only: one word is held or not, never held apart.
+    let names: Vec<String> = text::named_phrases(query)
+        .into_iter()
+        .filter(|n| n.split_whitespace().nth(1).is_some())
+        .collect();
+    if names.is_empty() {
+        return Ok(());
+    }
+    let best = lex[0].score;
+    let depth = lex[..lex.len().min(BIOGRAPHY_DEPTH)]
+        .iter()
+        .take_while(|l| l.score >= BIOGRAPHY_NEAR_TIE * best)
+        .count();
+    if depth < 2 {
+        return Ok(());
+    }
+    let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
+    let docs: Vec<(i64, String)> = store
+        .exhibits_by_pk(&pks)?
+        .into_iter()
+        .map(|(pk, r)| (pk, exhibit_text(&Exhibit::from(r))))
+        .collect();
+    let holds = |pk: i64| {
+        docs.iter()
+            .find(|(p, _)| *p == pk)
+            .is_some_and(|(_, doc)| names.iter().all(|n| doc.contains(n.as_str())))
+    };
+    if !holds(lex[0].pk)
+        && let Some(i) = (1..depth).find(|&i| holds(lex[i].pk))
+    {
+        lex[..=i].rotate_right(1);
+    }
+    Ok(())
+}
+
 /// Whether a record says who `name` is: its maker field names them, or its description gives
 /// their life span right after their name (a biography, "溥儒(1896－1963)，字心畬…"), not a
 /// mention in passing ("Lorenzo di Credi along with Leonardo da Vinci … studied with …").
@@ -1685,6 +1734,7 @@ fn rank_in(
     let who = text::who_is_subject(&query).map(super::dictionary::name_forms);
     prefer_biographies(store, who.as_deref(), &mut lex)?;
     prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
+    prefer_names_held(store, &query, &mut lex)?;
     // A bare keyword's order before the signals (`keyword_found` reads whether the best hit
     // holds it); a "do you have" question's after them: moving a hit of a lower score first
     // changed its `top_score` and `margin`, and "Do you have sculptures?" was refused.
@@ -1712,6 +1762,7 @@ fn rank_in(
         lex = rerank(store, &w, &cands, &dense_pks)?;
         prefer_biographies(store, who.as_deref(), &mut lex)?;
         prefer_named(store, &query, &w, &opts.dict(), &mut lex)?;
+        prefer_names_held(store, &query, &mut lex)?;
         prefer_keyword_held(store, &query, asked, &mut lex)?;
         if let Some(k) = asked {
             prefer_keyword_titled(store, &query, k, &mut lex)?;

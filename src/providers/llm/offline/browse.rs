@@ -485,6 +485,13 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
             listed.push(&h.exhibit);
         }
     }
+    // "Do you have anything about the Three Kingdoms?": when some of the list hold the thing
+    // the question names (in a name's words, or in the Chinese the dictionary writes it in,
+    // 三国), the others, which hold its words apart ("three" … "Kingdom"), are left out.
+    let named = named_forms(question);
+    if !named.is_empty() && listed.iter().any(|e| holds_named(e, &named)) {
+        listed.retain(|e| holds_named(e, &named));
+    }
     if listed.len() < 2 {
         return None;
     }
@@ -514,6 +521,44 @@ pub fn browse_answer(question: &str, hits: &[Hit]) -> Option<String> {
         }
     }
     Some(list_answer(question, &listed, None, false, None))
+}
+
+/// Each thing of several words an English question names ([`text::named_phrases`]: "Three
+/// Kingdoms"), in the forms a record may hold it: as written (normalised) and in the Chinese
+/// headwords the dictionary gives for the whole name (三国). Empty for a Chinese question and
+/// for names of one word (held or not, never apart).
+fn named_forms(question: &str) -> Vec<Vec<String>> {
+    if is_chinese(question) {
+        return Vec::new();
+    }
+    let dict = crate::retrieval::dictionary::dictionary();
+    text::named_phrases(question)
+        .into_iter()
+        .filter(|n| n.split_whitespace().nth(1).is_some())
+        .map(|n| {
+            let toks = text::latin_tokens(&n);
+            let words: Vec<&str> = toks.iter().map(String::as_str).collect();
+            let mut forms = vec![n.clone()];
+            for (phrase, heads) in dict.chinese_of(&words) {
+                if phrase.len() == words.len() {
+                    forms.extend(heads.into_iter().map(str::to_string));
+                }
+            }
+            forms
+        })
+        .collect()
+}
+
+/// Whether an exhibit's title, maker, period or description holds every named thing
+/// ([`named_forms`]) in one of its forms.
+fn holds_named(e: &Exhibit, named: &[Vec<String>]) -> bool {
+    let doc = normalize(&format!(
+        "{} {} {} {}",
+        e.title, e.maker, e.period, e.description
+    ));
+    named
+        .iter()
+        .all(|forms| forms.iter().any(|f| doc.contains(f.as_str())))
 }
 
 /// What a list says of each exhibit after its title: its maker and when it was made.
@@ -1562,6 +1607,37 @@ mod tests {
         ] {
             assert!(!is_kind_topic(q), "{q}");
         }
+    }
+
+    #[test]
+    fn a_list_for_a_named_thing_holds_it_not_its_words_apart() {
+        let tsuba = hit(
+            "Tsuba with Chinese Generals",
+            "",
+            "18th century",
+            "Heroes of the Three Kingdoms.",
+        );
+        let mut vessel = hit("Vessel with Lid", "", "", "Three feet; Old Kingdom.");
+        vessel.score = 0.98;
+        let mut stele = hit("魏王基碑拓本", "", "", "三國魏隸書碑刻。");
+        stele.score = 0.9;
+        let hits = [tsuba, vessel, stele];
+        let en = compose(
+            "Do you have anything about the Three Kingdoms?",
+            Some(&hits),
+        );
+        assert!(
+            en.starts_with(
+                "Our collection holds these: “Tsuba with Chinese Generals” (18th century) and “魏王基碑拓本”."
+            ),
+            "{en}"
+        );
+        // None holds it: the list is as before.
+        let apart = [hits[1].clone(), hits[1].clone(), hits[0].clone()];
+        let mut other = apart.clone();
+        other[1].exhibit.title = "Old Kingdom Jar".into();
+        let en = compose("Do you have anything about the Two Kingdoms?", Some(&other));
+        assert!(en.contains("“Old Kingdom Jar”"), "{en}");
     }
 
     #[test]
