@@ -54,6 +54,26 @@ pub const TOPIC: &[&str] = &[
     "talk about",
 ];
 
+/// Whether the collection has anything about a topic ("Is there anything about Confucius?",
+/// "Anything from the Warring States?"): the object is the keyword, as after [`HAVE`]. "by" is
+/// not among them: a maker is asked for by `offline::makers_asked` and the maker signals.
+pub const ABOUT: &[&str] = &[
+    "do you have anything about",
+    "do you have anything on",
+    "do you have anything from",
+    "do you have something about",
+    "have you got anything about",
+    "have you got anything on",
+    "have you got anything from",
+    "is there anything about",
+    "is there anything on",
+    "is there anything from",
+    "is there something about",
+    "anything about",
+    "anything on",
+    "anything from",
+];
+
 /// Whether the collection has something, for the keyword step ("Do you have any swords?"):
 /// only openings whose object is the thing asked for ("Is there any…", not "Is there a café").
 pub const HAVE: &[&str] = &[

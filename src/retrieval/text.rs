@@ -1786,7 +1786,12 @@ pub fn bare_keyword(norm: &str) -> Option<&str> {
 
 /// Openings whose object is the thing asked for: whether the collection has it, or a wish or a
 /// taste for it (`offline::browse` lists the wishes and tastes as it lists "Do you have").
-const ASKED_FRAMES_EN: &[&[&str]] = &[openings::HAVE, openings::SHOW, openings::TASTE];
+const ASKED_FRAMES_EN: &[&[&str]] = &[
+    openings::HAVE,
+    openings::ABOUT,
+    openings::SHOW,
+    openings::TASTE,
+];
 
 /// Words before 有没有 / 有 in a Chinese "do you have" question.
 const HAVE_LEADS_ZH: &[&str] = &[
@@ -1823,7 +1828,8 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
             .trim_end_matches(" here")
             .trim_end_matches(" in the collection")
             .trim_end_matches(" in the museum");
-        return bare_keyword(rest);
+        // "Anything from the Warring States?": the article is not part of the keyword.
+        return bare_keyword(rest.strip_prefix("the ").unwrap_or(rest));
     }
     let mut rest = t;
     for lead in HAVE_LEADS_ZH {
@@ -2439,6 +2445,18 @@ mod tests {
             ("有没有关于三国的文物？", Some("三国")),
             ("唐朝的东西", Some("唐朝")),
             ("三国", Some("三国")),
+            // Anything about or from a topic (`openings::ABOUT`), the article left out.
+            ("Is there anything about Confucius?", Some("confucius")),
+            ("Anything from the Warring States?", Some("warring states")),
+            (
+                "Do you have anything about the Three Kingdoms?",
+                Some("three kingdoms"),
+            ),
+            ("Do you have anything by Frida Kahlo?", None),
+            (
+                "Is there anything from the Krupp steelworks in Germany?",
+                None,
+            ),
         ];
         for (q, want) in cases {
             let norm = normalize(q);
