@@ -240,47 +240,44 @@ fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
             continue;
         }
         let piece = if proper { without_title(piece) } else { piece };
-        let piece = if proper {
-            named_before_in(piece)
-        } else {
-            piece
-        };
         let toks = text::latin_tokens(piece);
         if (1..=MAX_PHRASE_TOKENS).contains(&toks.len()) && !out.contains(&toks) {
-            out.push(toks.clone());
-        }
-        if proper
-            && let Some(short) = without_era_word(piece, &toks)
-            && !out.contains(&short)
-        {
-            out.push(short);
+            out.push(toks);
         }
     }
     out
 }
 
-/// A proper noun's sense piece named and then placed ("Three Kingdoms period in Chinese
-/// history"): the name before " in ". Written whole, it was five tokens, over
-/// [`MAX_PHRASE_TOKENS`], and 三国 had no translation at all.
-fn named_before_in(piece: &str) -> &str {
-    piece.split_once(" in ").map_or(piece, |(name, _)| name)
+/// The phrases of a proper noun's sense named and then placed ("Three Kingdoms period (220-280)
+/// in Chinese history"): the name before " in " (`three kingdom period`). Written whole, it was
+/// five tokens, over [`MAX_PHRASE_TOKENS`], and "the Three Kingdoms" had no Chinese at all.
+/// Stored under [`ONE_WAY_SENSE`]: read the other way, 三国 found a Japanese sword guard
+/// (three, Kingdoms and period in its record) above the steles of the Three Kingdoms.
+fn named_before_in(sense: &str) -> Vec<Vec<String>> {
+    if is_note(sense) {
+        return Vec::new();
+    }
+    let plain = strip_notes(sense);
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for piece in plain.split([';', ',']) {
+        let Some((name, _)) = piece.split_once(" in ") else {
+            continue;
+        };
+        if name.chars().any(text::is_cjk) || describes_name(name) {
+            continue;
+        }
+        let toks = text::latin_tokens(without_title(name));
+        if (1..=MAX_PHRASE_TOKENS).contains(&toks.len()) && !out.contains(&toks) {
+            out.push(toks);
+        }
+    }
+    out
 }
 
-/// The tokens of a period's name without the word that says it is one ("the Warring States
-/// period" → `war state`, "Three Kingdoms period" → `three kingdom`, "Northern Song Dynasty"
-/// → `northern song`): a visitor asks for "the Warring States" or "the Three Kingdoms". Only
-/// for a name of two or more words left: a one-word name is an English word too often (the
-/// Song, the Han, the Yuan).
-fn without_era_word(piece: &str, toks: &[String]) -> Option<Vec<String>> {
-    let last = piece.split_whitespace().last()?.to_lowercase();
-    if !matches!(last.as_str(), "period" | "dynasty" | "dynasties" | "era") {
-        return None;
-    }
-    let short = &toks[..toks.len().checked_sub(1)?];
-    (2..=MAX_PHRASE_TOKENS)
-        .contains(&short.len())
-        .then(|| short.to_vec())
-}
+/// The sense number of the phrases only the English → Chinese lookups read
+/// ([`Dictionary::chinese_of`], [`Dictionary::heads_of_name`]): past [`SENSES_PER_WORD`], so
+/// [`Dictionary::english_of`] and the calques never do.
+const ONE_WAY_SENSE: u16 = u16::MAX;
 
 /// The head noun of a sense written as one noun and what it is of or from ("rubbing of
 /// inscription", "rubbings from a tablet" → `rub`, as an index token): a kind of thing the
@@ -357,10 +354,19 @@ impl Dictionary {
                 let verb = sense.trim_start().starts_with("to ");
                 for p in phrases_of(sense, proper) {
                     phrases.push((
-                        n.min(u16::MAX as usize) as u16,
+                        n.min(ONE_WAY_SENSE as usize - 1) as u16,
                         verb,
                         p.into_iter().map(Into::into).collect(),
                     ));
+                }
+                if proper && n < SENSES_PER_WORD {
+                    for p in named_before_in(sense) {
+                        phrases.push((
+                            ONE_WAY_SENSE,
+                            verb,
+                            p.into_iter().map(Into::into).collect(),
+                        ));
+                    }
                 }
             }
             // A proper noun is kept with no translation (三星堆: "archaeological site of
@@ -575,6 +581,11 @@ impl Dictionary {
             {
                 let e = &self.entries[id as usize];
                 let phrase = &e.phrases[i as usize].2;
+                let phrase = if e.proper {
+                    without_era_word(phrase, terms)
+                } else {
+                    phrase
+                };
                 if !phrase.iter().all(|t| terms.contains(&&**t)) || e.head.chars().count() < 2 {
                     continue;
                 }
@@ -590,6 +601,27 @@ impl Dictionary {
             }
         }
         out
+    }
+}
+
+/// Index tokens of the words that say a name is of a period ("period", "dynasty", "dynasties",
+/// "era").
+const ERA_TOKENS: [&str; 3] = ["period", "dynasti", "era"];
+
+/// A proper noun's phrase without its last token when that says it is a period and the question
+/// (`terms`) does not give it ("the Warring States period" → `war state` for "Anything from the
+/// Warring States?", "Three Kingdoms period" → `three kingdom`), two tokens left at least: a
+/// one-word name is an English word too often (the Song, the Han, the Yuan). Only the English
+/// → Chinese lookup reads it: read the other way, `three` and `kingdom` anywhere in a record
+/// ("three feet … Old Kingdom") made 三国的文物 find a vessel.
+fn without_era_word<'p>(phrase: &'p [Box<str>], terms: &[&str]) -> &'p [Box<str>] {
+    match phrase.split_last() {
+        Some((last, core))
+            if core.len() >= 2 && ERA_TOKENS.contains(&&**last) && !terms.contains(&&**last) =>
+        {
+            core
+        }
+        _ => phrase,
     }
 }
 
@@ -1097,15 +1129,32 @@ mod tests {
              宋朝 宋朝 [Song4 chao2] /the Song dynasty (960-1279)/\n\
              時期 时期 [shi2 qi1] /period/phase/\n",
         );
+        // Where it is named is not part of its name, and Chinese → English reads neither.
         let senses =
             |w: &str| -> Vec<String> { d.english_of(w).iter().map(|p| p.join(" ")).collect() };
-        assert_eq!(senses("三国"), ["three kingdom period", "three kingdom"]);
-        assert_eq!(senses("战国"), ["war state period", "war state"]);
-        assert_eq!(senses("北宋"), ["northern song dynasti", "northern song"]);
-        // A one-word name left is an English word too often ("the Song").
-        assert_eq!(senses("宋朝"), ["song dynasti"]);
-        // A common noun keeps its sense whole.
-        assert_eq!(senses("时期"), ["period", "phase"]);
+        assert!(senses("三国").is_empty());
+        assert_eq!(senses("战国"), ["war state period"]);
+        assert_eq!(
+            ERA_TOKENS.to_vec(),
+            text::latin_tokens("period dynasty era")
+        );
+        assert_eq!(text::latin_tokens("dynasties"), ["dynasti"]);
+        // English → Chinese: the era word may be left out.
+        let heads = |terms: &[&str]| -> Vec<String> {
+            d.chinese_of(terms)
+                .into_iter()
+                .filter(|(p, _)| p.len() == terms.len())
+                .flat_map(|(_, h)| h.into_iter().map(str::to_string))
+                .collect()
+        };
+        assert_eq!(heads(&["three", "kingdom"]), ["三国"]);
+        assert_eq!(heads(&["war", "state"]), ["战国"]);
+        assert_eq!(heads(&["war", "state", "period"]), ["战国"]);
+        assert_eq!(heads(&["northern", "song"]), ["北宋"]);
+        // A one-word name left is an English word too often ("the Song"); a common noun is
+        // no period's name.
+        assert!(heads(&["song"]).is_empty());
+        assert_eq!(heads(&["period"]), ["时期"]);
     }
 
     #[test]
