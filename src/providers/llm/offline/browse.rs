@@ -575,7 +575,13 @@ fn en_items(listed: &[&Exhibit]) -> String {
     let items: Vec<String> = listed
         .iter()
         .map(|e| {
-            let d = list_details(e);
+            let mut d = list_details(e);
+            // A Chinese catalogue's dynasty in English (東魏 → the Eastern Wei, 534–550).
+            if let Some(last) = d.last_mut()
+                && let Some(en) = crate::retrieval::dating::dynasty_in_english(last)
+            {
+                *last = en.to_string();
+            }
             if d.is_empty() {
                 format!("“{}”", e.title.trim())
             } else {
@@ -893,8 +899,21 @@ fn list_answer(
         .map(|b| kept_in(b, false))
         .unwrap_or_default();
     format!(
-        "{head}{list}. {kept}Ask me about any of them, for example: When was the first one made?"
+        "{head}{list}. {kept}{}Ask me about any of them, for example: When was the first one made?",
+        in_chinese_only(listed)
     )
+}
+
+/// For an English visitor told a list: whether the records listed are written in Chinese
+/// ("Their records are in Chinese only. "), some of them, or none (empty). "Our collection holds
+/// these: “東魏李仲璇修孔子廟碑拓本” …" left the visitor to guess why.
+fn in_chinese_only(listed: &[&Exhibit]) -> &'static str {
+    let chinese = listed.iter().filter(|e| is_chinese(&e.description)).count();
+    match chinese {
+        0 => "",
+        n if n == listed.len() => "Their records are in Chinese only. ",
+        _ => "Some of their records are in Chinese only. ",
+    }
 }
 
 /// The answer for the makers with the most works ([`crate::retrieval::Browse::makers`]): the
@@ -1621,6 +1640,7 @@ mod tests {
         vessel.score = 0.98;
         let mut stele = hit("魏王基碑拓本", "", "", "三國魏隸書碑刻。");
         stele.score = 0.9;
+        stele.exhibit.period = "魏".into();
         let hits = [tsuba, vessel, stele];
         let en = compose(
             "Do you have anything about the Three Kingdoms?",
@@ -1628,7 +1648,9 @@ mod tests {
         );
         assert!(
             en.starts_with(
-                "Our collection holds these: “Tsuba with Chinese Generals” (18th century) and “魏王基碑拓本”."
+                "Our collection holds these: “Tsuba with Chinese Generals” (18th century) and \
+                 “魏王基碑拓本” (the Wei kingdom, 220–266). Some of their records are in Chinese \
+                 only. Ask me"
             ),
             "{en}"
         );
