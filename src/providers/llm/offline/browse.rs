@@ -372,6 +372,12 @@ fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
         let object: Vec<&str> = match object.as_slice() {
             ["from", rest @ ..] if o == "anything" || o == "something" => without_the(rest),
             [head, "from", rest @ ..] if ORIGIN_HEADS.contains(head) => without_the(rest),
+            // "the" names one thing ("Tell me about the Peach Bloom Vase"), unless what follows
+            // is a period ("Tell me about the Ming dynasty", "the Edo period") or things in the
+            // plural ("the Japanese prints"): those were answered with one closest match.
+            ["the", rest @ .., last] if PERIOD_WORDS.contains(last) || is_plural(last) => {
+                rest.iter().copied().chain(std::iter::once(*last)).collect()
+            }
             // A kind in the plural and what they show, a word or two: "Do you have paintings
             // of dogs?" is the dog paintings (it got a sword guard with a lion-dog), while "a
             // painting of a woman hunting buffalo" is one thing.
@@ -394,6 +400,9 @@ fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
             && !object.iter().any(|w| DESCRIBING.contains(w))
     })
 }
+
+/// Words that say the name before them is a period's.
+const PERIOD_WORDS: &[&str] = &["dynasty", "dynasties", "period", "era"];
 
 /// Words for "things" before "from" in a question about where things come from
 /// ("Do you have anything from Japan?").
@@ -1594,6 +1603,10 @@ mod tests {
             "青铜器",
             "日本",
             "詹天佑",
+            // A period or things in the plural after "the" (one closest match each before).
+            "Tell me about the Ming dynasty",
+            "What about the Edo period?",
+            "Tell me about the Japanese prints",
         ] {
             assert!(is_kind_topic(q) && !is_browse(q), "{q}");
         }
