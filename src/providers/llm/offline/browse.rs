@@ -74,6 +74,8 @@ const BROWSE_OPENINGS: &[&str] = &[
     "got any",
     "anything",
     "something",
+    "what do you have",
+    "what have you got",
 ];
 
 /// Words after a [`BROWSE_OPENINGS`] that make its object one thing, or something other than
@@ -370,7 +372,14 @@ fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
             rest.iter().copied().filter(|w| *w != "the").collect()
         }
         let object: Vec<&str> = match object.as_slice() {
-            ["from", rest @ ..] if o == "anything" || o == "something" => without_the(rest),
+            ["from", rest @ ..]
+                if matches!(
+                    o,
+                    "anything" | "something" | "what do you have" | "what have you got"
+                ) =>
+            {
+                without_the(rest)
+            }
             [head, "from", rest @ ..] if ORIGIN_HEADS.contains(head) => without_the(rest),
             // "the" names one thing ("Tell me about the Peach Bloom Vase"), unless what follows
             // is a period ("Tell me about the Ming dynasty", "the Edo period") or things in the
@@ -1522,6 +1531,8 @@ mod tests {
             "Anything from Japan?",
             "Do you have objects from ancient Egypt?",
             "Is there anything from the Renaissance?",
+            "What do you have from the Qing dynasty?",
+            "What have you got from Japan?",
             "Show me swords",
             "I want to see swords",
             "I'm interested in cats",
