@@ -1243,11 +1243,7 @@ fn prefer_names_held(
     if lex.len() < 2 {
         return Ok(());
     }
-    // Names of several words only: one word is held or not, never held apart.
-    let names: Vec<String> = text::named_phrases(query)
-        .into_iter()
-        .filter(|n| n.split_whitespace().nth(1).is_some())
-        .collect();
+    let names = text::names_of_several_words(query);
     if names.is_empty() {
         return Ok(());
     }

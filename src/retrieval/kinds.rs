@@ -140,7 +140,7 @@ pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<st
 }
 
 /// Words that make the name before them a period ("Tang dynasty", "Edo period", "Heian era").
-const PERIOD_WORDS: &[&str] = &["dynasty", "dynasties", "period", "era"];
+pub const PERIOD_WORDS: &[&str] = &["dynasty", "dynasties", "period", "era"];
 
 /// A question's period names read as one unit each ("Anything from the Tang dynasty?", "Song
 /// dynasty paintings"): the word "dynasty" or "period" places nothing by itself (the record

@@ -2070,6 +2070,15 @@ const NAME_JOINERS: &[&str] = &[
     "of", "de", "da", "di", "del", "della", "der", "van", "von", "la", "le", "du", "the",
 ];
 
+/// The named things of [`named_phrases`] of two or more words ("three kingdoms"): the ones
+/// whose words a record may hold apart ("three feet … Old Kingdom"); one word is held or not.
+pub fn names_of_several_words(query: &str) -> Vec<String> {
+    named_phrases(query)
+        .into_iter()
+        .filter(|n| n.split_whitespace().nth(1).is_some())
+        .collect()
+}
+
 /// The named things a question asks about, normalised: quoted or bracketed spans, and runs of
 /// capitalised Latin words that are not stop or question words ("Rembrandt's Night Watch" →
 /// `rembrandt`, `night watch`). Used to check that the best hit is about the thing named.

@@ -384,7 +384,9 @@ fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
             // "the" names one thing ("Tell me about the Peach Bloom Vase"), unless what follows
             // is a period ("Tell me about the Ming dynasty", "the Edo period") or things in the
             // plural ("the Japanese prints"): those were answered with one closest match.
-            ["the", rest @ .., last] if PERIOD_WORDS.contains(last) || is_plural(last) => {
+            ["the", rest @ .., last]
+                if crate::retrieval::kinds::PERIOD_WORDS.contains(last) || is_plural(last) =>
+            {
                 rest.iter().copied().chain(std::iter::once(*last)).collect()
             }
             // A kind in the plural and what they show, a word or two: "Do you have paintings
@@ -409,9 +411,6 @@ fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
             && !object.iter().any(|w| DESCRIBING.contains(w))
     })
 }
-
-/// Words that say the name before them is a period's.
-const PERIOD_WORDS: &[&str] = &["dynasty", "dynasties", "period", "era"];
 
 /// Words for "things" before "from" in a question about where things come from
 /// ("Do you have anything from Japan?").
@@ -550,9 +549,8 @@ fn named_forms(question: &str) -> Vec<Vec<String>> {
         return Vec::new();
     }
     let dict = crate::retrieval::dictionary::dictionary();
-    text::named_phrases(question)
+    text::names_of_several_words(question)
         .into_iter()
-        .filter(|n| n.split_whitespace().nth(1).is_some())
         .map(|n| {
             let toks = text::latin_tokens(&n);
             let words: Vec<&str> = toks.iter().map(String::as_str).collect();
@@ -593,13 +591,11 @@ fn en_items(listed: &[&Exhibit]) -> String {
     let items: Vec<String> = listed
         .iter()
         .map(|e| {
-            let mut d = list_details(e);
             // A Chinese catalogue's dynasty in English (東魏 → the Eastern Wei, 534–550).
-            if let Some(last) = d.last_mut()
-                && let Some(en) = crate::retrieval::dating::dynasty_in_english(last)
-            {
-                *last = en.to_string();
-            }
+            let when = when_made(e).map(|w| {
+                crate::retrieval::dating::dynasty_in_english(&w).map_or(w, str::to_string)
+            });
+            let d: Vec<String> = field_head(&e.maker).into_iter().chain(when).collect();
             if d.is_empty() {
                 format!("“{}”", e.title.trim())
             } else {
