@@ -1255,21 +1255,21 @@ fn prefer_names_held(
     if depth < 2 {
         return Ok(());
     }
-    let pks: Vec<i64> = lex[..depth].iter().map(|l| l.pk).collect();
-    let docs: Vec<(i64, String)> = store
-        .exhibits_by_pk(&pks)?
-        .into_iter()
-        .map(|(pk, r)| (pk, exhibit_text(&Exhibit::from(r))))
-        .collect();
-    let holds = |pk: i64| {
-        docs.iter()
-            .find(|(p, _)| *p == pk)
-            .is_some_and(|(_, doc)| names.iter().all(|n| doc.contains(n.as_str())))
+    // Read one record at a time: most best hits hold the names, and the others are not read.
+    let holds = |pk: i64| -> Result<bool, StoreError> {
+        Ok(store.exhibits_by_pk(&[pk])?.pop().is_some_and(|(_, r)| {
+            let doc = exhibit_text(&Exhibit::from(r));
+            names.iter().all(|n| doc.contains(n.as_str()))
+        }))
     };
-    if !holds(lex[0].pk)
-        && let Some(i) = (1..depth).find(|&i| holds(lex[i].pk))
-    {
-        lex[..=i].rotate_right(1);
+    if holds(lex[0].pk)? {
+        return Ok(());
+    }
+    for i in 1..depth {
+        if holds(lex[i].pk)? {
+            lex[..=i].rotate_right(1);
+            break;
+        }
     }
     Ok(())
 }
