@@ -58,6 +58,11 @@ use crate::store::collection::CollectionStore;
 /// CC-CEDICT 2023-11-07 as MDBG publishes it (gzip).
 const CEDICT_GZ: &[u8] = include_bytes!("cedict/cedict_1_0_ts_utf-8_mdbg.txt.gz");
 
+/// Entries added to CC-CEDICT, in its format, each for an everyday English use it files
+/// elsewhere: it gives "America" as 美洲 (the continent) and 美利坚, where a visitor asking what
+/// "America sent" means the United States (美国, which the dictionary glosses "United States",
+/// "USA" and "US" only).
+const SUPPLEMENT: &str = "美國 美国 [Mei3 guo2] /America/\n";
 /// Most index tokens in one phrase (longer senses are descriptions, not translations).
 pub const MAX_PHRASE_TOKENS: usize = 3;
 /// Senses of a Chinese word read (CC-CEDICT lists the common ones first).
@@ -119,7 +124,11 @@ pub fn dictionary() -> &'static Dictionary {
     static D: OnceLock<Dictionary> = OnceLock::new();
     D.get_or_init(|| {
         let started = std::time::Instant::now();
-        let d = Dictionary::parse(&gunzip(CEDICT_GZ));
+        let mut raw = gunzip(CEDICT_GZ);
+        // The compressed file ends without a line break.
+        raw.push('\n');
+        raw.push_str(SUPPLEMENT);
+        let d = Dictionary::parse(&raw);
         tracing::info!(
             entries = d.len(),
             ms = started.elapsed().as_millis() as u64,
@@ -582,7 +591,7 @@ impl Dictionary {
                 let e = &self.entries[id as usize];
                 let phrase = &e.phrases[i as usize].2;
                 let phrase = if e.proper {
-                    without_era_word(phrase, terms)
+                    without_person_word(&e.head, without_era_word(phrase, terms), terms)
                 } else {
                     phrase
                 };
@@ -623,6 +632,36 @@ fn without_era_word<'p>(phrase: &'p [Box<str>], terms: &[&str]) -> &'p [Box<str>
         }
         _ => phrase,
     }
+}
+
+/// Index tokens of the words a demonym's sense ends in ("Japanese person", "Korean people").
+const PERSON_TOKENS: [&str; 2] = ["person", "peopl"];
+
+/// A demonym's phrase (a proper noun X人 whose sense is "Japanese person") without its last
+/// token when that says it is a person and the question (`terms`) does not give it: "Japanese"
+/// in "a Japanese sword" is the adjective of the country, which [`country_of_demonym`] then
+/// writes.
+fn without_person_word<'p>(head: &str, phrase: &'p [Box<str>], terms: &[&str]) -> &'p [Box<str>] {
+    match phrase.split_last() {
+        Some((last, core))
+            if !core.is_empty()
+                && head.ends_with('人')
+                && PERSON_TOKENS.contains(&&**last)
+                && !terms.contains(&&**last) =>
+        {
+            core
+        }
+        _ => phrase,
+    }
+}
+
+/// The country a demonym headword names (美国人 → 美国, 日本人 → 日本): the headword without
+/// its last 人 when the dictionary holds the rest as a proper noun of two or more characters. A
+/// record says where a thing is from (美國華盛頓白宮, 韓國弘益大學), seldom who its people are,
+/// so "an American letter" looks for 美国, not 美国人.
+pub fn country_of_demonym<'a>(dict: &Dictionary, head: &'a str) -> Option<&'a str> {
+    let country = head.strip_suffix('人')?;
+    (country.chars().count() >= 2 && dict.is_proper(country)).then_some(country)
 }
 
 /// The forms of a person's name a record may give: the name as asked and, for a name in Latin
@@ -774,6 +813,7 @@ pub fn bridges_with(
         let sources: Vec<usize> = phrase.iter().filter_map(|t| term_index(terms, t)).collect();
         let mut found: Vec<Held> = Vec::new();
         for head in heads.into_iter().take(HEADWORDS_TRIED) {
+            let head = country_of_demonym(dict, head).unwrap_or(head);
             let chars: Vec<char> = head.chars().collect();
             let bigrams = chars.windows(2).map(|w| w.iter().collect::<String>());
             found.extend(held(bigrams, &mut df_of)?);
@@ -786,6 +826,27 @@ pub fn bridges_with(
             HEADWORDS_PER_PHRASE,
             BridgeKind::Translated,
         );
+    }
+    // A hyphenated pair as the one word it is also written as ("paper-cut": papercutting, 剪纸).
+    for (joined, a, b) in hyphen_joins(query) {
+        let (Some(sa), Some(sb)) = (term_index(terms, &a), term_index(terms, &b)) else {
+            continue;
+        };
+        for (_, heads) in dict.chinese_of(&[joined.as_str()]) {
+            let mut found: Vec<Held> = Vec::new();
+            for head in heads.into_iter().take(HEADWORDS_TRIED) {
+                let chars: Vec<char> = head.chars().collect();
+                let bigrams = chars.windows(2).map(|w| w.iter().collect::<String>());
+                found.extend(held(bigrams, &mut df_of)?);
+            }
+            push_most_used(
+                &mut out,
+                found,
+                &[sa, sb],
+                HEADWORDS_PER_PHRASE,
+                BridgeKind::Translated,
+            );
+        }
     }
     // English kinds → the Chinese words for kinds of them ("rubbing": 拓本, 拓片).
     for t in &latin {
@@ -857,6 +918,32 @@ fn adjacent_words(query: &str) -> Vec<(String, String)> {
         }
         let ends_open = piece.chars().last().is_some_and(char::is_alphanumeric);
         prev = ends_open.then(|| toks[toks.len() - 1].clone());
+    }
+    out
+}
+
+/// The English words of a question written as two joined by a hyphen ("paper-cut"), each as
+/// `(the index token of the two written as one word, the token of each)`: English writes many
+/// compounds three ways (paper-cut, paper cut, papercut), and CC-CEDICT the closed one
+/// ("papercutting" for 剪纸).
+fn hyphen_joins(query: &str) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    for piece in query.split_whitespace() {
+        let piece = piece.trim_matches(|c: char| !c.is_alphanumeric());
+        let Some((a, b)) = piece.split_once('-') else {
+            continue;
+        };
+        let alphabetic = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphabetic());
+        if !alphabetic(a) || !alphabetic(b) {
+            continue;
+        }
+        let one = |w: &str| {
+            let mut t = text::latin_tokens(w);
+            (t.len() == 1).then(|| t.remove(0))
+        };
+        if let (Some(j), Some(ta), Some(tb)) = (one(&format!("{a}{b}")), one(a), one(b)) {
+            out.push((j, ta, tb));
+        }
     }
     out
 }
@@ -1075,6 +1162,37 @@ mod tests {
     }
 
     #[test]
+    fn a_demonym_bridges_to_its_country_and_a_hyphenated_pair_as_one_word() {
+        let d = Dictionary::parse(
+            "美國 美国 [Mei3 guo2] /United States/USA/US/\n\
+             美國人 美国人 [Mei3 guo2 ren2] /American/American person/\n\
+             日本 日本 [Ri4 ben3] /Japan/\n\
+             日本人 日本人 [Ri4 ben3 ren2] /Japanese person or people/\n\
+             老人 老人 [lao3 ren2] /old man or woman/\n\
+             剪紙 剪纸 [jian3 zhi3] /papercutting (Chinese folk art)/\n",
+        );
+        let have = ["美国", "国人", "日本", "本人", "剪纸"];
+        let mut df = |s: &str| Ok(if have.contains(&s) { 4.0 } else { 0.0 });
+        let bridged = |q: &str, df: &mut dyn FnMut(&str) -> Result<f64, StoreError>| {
+            let t = text::query_terms(q);
+            bridges_with(&d, q, &t, 100.0, df)
+                .unwrap()
+                .into_iter()
+                .map(|b| b.all_of.concat().join("+"))
+                .collect::<Vec<_>>()
+        };
+        // The country, not its people: a record says 美國華盛頓白宮.
+        assert_eq!(bridged("An American letter?", &mut df), vec!["美国"]);
+        assert_eq!(bridged("A Japanese sword?", &mut df), vec!["日本"]);
+        // Asked about the people, the person word is the question's own: still the country.
+        assert_eq!(bridged("Japanese people?", &mut df), vec!["日本"]);
+        // No proper noun before 人, no country.
+        assert!(country_of_demonym(&d, "老人").is_none());
+        assert_eq!(bridged("a paper-cut artist", &mut df), vec!["剪纸"]);
+        assert!(bridged("paper, cut", &mut df).is_empty());
+    }
+
+    #[test]
     fn senses_become_phrases_of_index_tokens() {
         assert_eq!(
             sense_phrases("calabash or bottle gourd (Lagenaria siceraria)"),
@@ -1220,6 +1338,18 @@ mod tests {
         assert!(
             things.iter().any(|p| p.iter().any(|t| &**t == "sculptur")),
             "{things:?}"
+        );
+        // The supplement is read, and so is CC-CEDICT's last line before it.
+        let america = d.chinese_of(&["america"]);
+        assert!(
+            america.iter().any(|(_, heads)| heads.contains(&"美国")),
+            "{america:?}"
+        );
+        assert!(!d.english_of("美国").is_empty());
+        let noodles = d.english_of(&text::normalize("𰻝𰻝面"));
+        assert!(
+            noodles.iter().any(|p| p.iter().any(|t| &**t == "noodl")),
+            "{noodles:?}"
         );
     }
 
