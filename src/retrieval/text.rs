@@ -2212,6 +2212,21 @@ const ZH_MAKER_FRAMES: &[&str] = &[
     "所书",
     "所作",
     "《",
+    // A name and 的 before a word for works: what the person made ("张大千的泼墨山水画",
+    // "吴昌硕的作品"), where 的 before anything else may be what a work shows (慈禧的画像).
+    "的作品",
+    "的画作",
+    "的真迹",
+    "的手迹",
+    "的墨宝",
+    "的墨迹",
+    "的书法",
+    "的字画",
+    "的原作",
+    "的山水",
+    "的花鸟",
+    "的泼墨",
+    "的水墨",
 ];
 
 /// English words after which capitalised words name a maker ("paintings by Picasso").
@@ -2492,6 +2507,11 @@ mod tests {
             ("苏轼的《寒食帖》你们有没有？", &["苏轼"]),
             ("有没有颜真卿的《祭侄文稿》？", &["颜真卿"]),
             ("有没有徐悲鸿画的奔马？", &["徐悲鸿"]),
+            ("有沒有張大千的潑墨山水畫？", &["张大千"]),
+            ("齐白石的作品在哪里展出？", &["齐白石"]),
+            // 的 before what a work shows, or before a word of the thing, names no maker.
+            ("有没有慈禧的画像？", &[]),
+            ("房玄龄碑上的字为什么被凿坏了？", &[]),
             ("峄山刻石相传是谁写的？", &[]),
             ("圭峰定慧禪師碑是誰撰文書寫的？篆額又是誰？", &[]),
             ("三体石经是用哪三种字体刻的？", &[]),
