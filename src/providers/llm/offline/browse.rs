@@ -142,6 +142,7 @@ pub fn is_browse(question: &str) -> bool {
             .any(|e| bare.ends_with(e))
         || opens_on(&norm, &[BROWSE_OPENINGS])
         || asks_what_is_shown(&norm)
+        || asks_what_is_from(&norm)
         || zh_has_question(bare.trim())
         || (!question.contains(['“', '”', '"', '《', '》', '「'])
             && (opens_on(&norm, WISH_OPENINGS)
@@ -260,6 +261,31 @@ fn asks_what_is_shown(norm: &str) -> bool {
         }
     }
     (1..=MAX_KIND_WORDS).contains(&middle.len()) && !middle.iter().any(|w| NOT_A_KIND.contains(w))
+}
+
+/// Whether `norm` asks which things come from a place, culture or period: "Which things are
+/// from Japan?", "What is from Egypt?", "Which objects are from the Ming dynasty?" (a word
+/// for things of [`ORIGIN_HEADS`] or none, then "is" / "are" / "was" / "were", then "from" and
+/// a short origin). It got one closest match. "What comes from Egypt?" is left to the answer's
+/// reading of "comes from", where one exhibit is from (not yet a list).
+fn asks_what_is_from(norm: &str) -> bool {
+    let words: Vec<&str> = norm
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| !w.is_empty())
+        .collect();
+    let rest = match words.as_slice() {
+        ["what" | "which", head, rest @ ..] if ORIGIN_HEADS.contains(head) => rest,
+        ["what" | "which", rest @ ..] => rest,
+        _ => return false,
+    };
+    let ["is" | "are" | "was" | "were", "from", origin @ ..] = rest else {
+        return false;
+    };
+    let origin: Vec<&&str> = origin.iter().filter(|w| **w != "the").collect();
+    (1..=MAX_KIND_WORDS).contains(&origin.len())
+        && !origin
+            .iter()
+            .any(|w| NOT_A_KIND.contains(w) || DESCRIBING.contains(w))
 }
 
 /// Whether `question` may name a kind of object for the kind path ([`crate::retrieval::Retriever::browse`]):
@@ -1529,6 +1555,9 @@ mod tests {
             "Is there anything from the Renaissance?",
             "What do you have from the Qing dynasty?",
             "What have you got from Japan?",
+            "Which things are from Japan?",
+            "What is from Egypt?",
+            "Which objects are from the Ming dynasty?",
             "Show me swords",
             "I want to see swords",
             "I'm interested in cats",
@@ -1572,6 +1601,8 @@ mod tests {
             "Is there a painting of a Native American woman hunting buffalo on horseback?",
             "你们这里有康熙年间烧的那种豇豆红釉的瓷器吗？",
             "What is on display?",
+            "What is from this period?",
+            "Which vase came from the tomb of the emperor's favourite concubine?",
             "Is the Peach Bloom Vase on display?",
             "What is the vase on display?",
             "Which room is the armor displayed in?",
