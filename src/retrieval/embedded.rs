@@ -850,7 +850,14 @@ fn keyword_held_across(keyword: &str, doc: &str) -> bool {
 /// [`text::asked_keyword`] gives it.
 fn keyword_held(query: &str, keyword: &str, doc: &str) -> bool {
     if keyword.chars().any(text::is_cjk) {
-        doc.contains(keyword)
+        // 唐代的书法: a thing and what it is of, each held (a record says 唐代 … 書法, never the
+        // two joined by 的).
+        match keyword.split_once('的') {
+            Some((of, thing)) if !of.is_empty() && !thing.is_empty() && !thing.contains('的') => {
+                doc.contains(of) && doc.contains(thing)
+            }
+            _ => doc.contains(keyword),
+        }
     } else {
         if typed_as_name(query, keyword) {
             text::names_whole(doc, keyword)
@@ -3254,6 +3261,18 @@ mod tests {
             .unwrap();
         assert!(sig(&f, "mean_idf") > 1.0, "{f:?}");
         assert!(sig(&f, "coverage_margin") < 1.0, "{f:?}");
+    }
+
+    #[test]
+    fn a_chinese_keyword_of_a_thing_and_what_it_is_of_is_held_part_by_part() {
+        let q = "有没有唐代的书法？";
+        let k = "唐代的书法";
+        assert!(keyword_held(q, k, "唐代 颜真卿 书法 元结碑"));
+        assert!(!keyword_held(q, k, "宋代 书法"));
+        assert!(!keyword_held(q, k, "唐代 墓志铭"));
+        // A keyword with no 的 is held as written.
+        assert!(keyword_held("有没有书法？", "书法", "唐代 书法"));
+        assert!(!keyword_held("有没有瓷器？", "瓷器", "瓷 器"));
     }
 
     #[test]
