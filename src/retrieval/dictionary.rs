@@ -809,23 +809,31 @@ pub fn bridges_with(
             latin.push(&t.text);
         }
     }
-    for (phrase, heads) in dict.chinese_of(&latin) {
-        let sources: Vec<usize> = phrase.iter().filter_map(|t| term_index(terms, t)).collect();
+    let translated = |out: &mut Vec<Bridge>,
+                      heads: Vec<&str>,
+                      sources: &[usize],
+                      df_of: &mut dyn FnMut(&str) -> Result<f64, StoreError>|
+     -> Result<(), StoreError> {
         let mut found: Vec<Held> = Vec::new();
         for head in heads.into_iter().take(HEADWORDS_TRIED) {
             let head = country_of_demonym(dict, head).unwrap_or(head);
             let chars: Vec<char> = head.chars().collect();
             let bigrams = chars.windows(2).map(|w| w.iter().collect::<String>());
-            found.extend(held(bigrams, &mut df_of)?);
+            found.extend(held(bigrams, df_of)?);
         }
         // The translations this collection uses most.
         push_most_used(
-            &mut out,
+            out,
             found,
-            &sources,
+            sources,
             HEADWORDS_PER_PHRASE,
             BridgeKind::Translated,
         );
+        Ok(())
+    };
+    for (phrase, heads) in dict.chinese_of(&latin) {
+        let sources: Vec<usize> = phrase.iter().filter_map(|t| term_index(terms, t)).collect();
+        translated(&mut out, heads, &sources, &mut df_of)?;
     }
     // A hyphenated pair as the one word it is also written as ("paper-cut": papercutting, 剪纸).
     for (joined, a, b) in hyphen_joins(query) {
@@ -833,19 +841,7 @@ pub fn bridges_with(
             continue;
         };
         for (_, heads) in dict.chinese_of(&[joined.as_str()]) {
-            let mut found: Vec<Held> = Vec::new();
-            for head in heads.into_iter().take(HEADWORDS_TRIED) {
-                let chars: Vec<char> = head.chars().collect();
-                let bigrams = chars.windows(2).map(|w| w.iter().collect::<String>());
-                found.extend(held(bigrams, &mut df_of)?);
-            }
-            push_most_used(
-                &mut out,
-                found,
-                &[sa, sb],
-                HEADWORDS_PER_PHRASE,
-                BridgeKind::Translated,
-            );
+            translated(&mut out, heads, &[sa, sb], &mut df_of)?;
         }
     }
     // English kinds → the Chinese words for kinds of them ("rubbing": 拓本, 拓片).
