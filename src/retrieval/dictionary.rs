@@ -923,20 +923,20 @@ fn adjacent_words(query: &str) -> Vec<(String, String)> {
 /// compounds three ways (paper-cut, paper cut, papercut), and CC-CEDICT the closed one
 /// ("papercutting" for 剪纸).
 fn hyphen_joins(query: &str) -> Vec<(String, String, String)> {
+    let alphabetic = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphabetic());
+    let one = |w: &str| {
+        let mut t = text::latin_tokens(w);
+        (t.len() == 1).then(|| t.remove(0))
+    };
     let mut out = Vec::new();
     for piece in query.split_whitespace() {
         let piece = piece.trim_matches(|c: char| !c.is_alphanumeric());
         let Some((a, b)) = piece.split_once('-') else {
             continue;
         };
-        let alphabetic = |w: &str| !w.is_empty() && w.chars().all(|c| c.is_ascii_alphabetic());
         if !alphabetic(a) || !alphabetic(b) {
             continue;
         }
-        let one = |w: &str| {
-            let mut t = text::latin_tokens(w);
-            (t.len() == 1).then(|| t.remove(0))
-        };
         if let (Some(j), Some(ta), Some(tb)) = (one(&format!("{a}{b}")), one(a), one(b)) {
             out.push((j, ta, tb));
         }

@@ -2226,26 +2226,7 @@ pub fn browse_blocking(
             .flat_map(|(_, heads)| heads)
             .collect()
     });
-    // A Chinese dynasty narrowing a kind (唐代的拓本, 宋代的书法) is also where the records'
-    // period fields place them (`#o:唐`) and its other form (唐朝): as words alone, 唐代 found
-    // the Song rubbings whose descriptions mention the Tang, and missed the Tang rubbings whose
-    // period field says 唐.
-    let plain: Vec<kinds::Unit> = plain
-        .into_iter()
-        .map(|mut u| {
-            for v in super::dating::dynasty_variants(&u.word) {
-                let alt = if v.chars().count() == 1 {
-                    vec![kinds::origin_token(&v).into_owned()]
-                } else {
-                    text::index_tokens(&v)
-                };
-                if !alt.is_empty() && !u.alternatives.contains(&alt) {
-                    u.alternatives.push(alt);
-                }
-            }
-            u
-        })
-        .collect();
+    let plain = kinds::with_dynasty_forms(plain);
     if let Some(age) = age
         && plain.is_empty()
     {
@@ -2416,16 +2397,14 @@ pub fn browse_blocking(
         });
         // A narrowing period as the period field says it before a description's mention:
         // 唐代的拓本 listed the Song edict whose record mentions 唐代 above the Tang rubbings.
-        let placed: Vec<&String> = tokens
-            .iter()
-            .filter(|t| narrowing && t.starts_with(kinds::ORIGIN))
-            .collect();
-        if !placed.is_empty() {
-            let mut from: HashSet<i64> = HashSet::new();
-            for t in placed {
-                from.extend(store.rows_holding(t)?.into_iter().map(|(pk, _)| pk));
+        if narrowing {
+            let mut placed: HashSet<i64> = HashSet::new();
+            for t in tokens.iter().filter(|t| t.starts_with(kinds::ORIGIN)) {
+                placed.extend(store.rows_holding(t)?.into_iter().map(|(pk, _)| pk));
             }
-            members.sort_by_key(|m| !from.contains(&m.0));
+            if !placed.is_empty() {
+                members.sort_by_key(|m| !placed.contains(&m.0));
+            }
         }
     }
     // An origin found in both halves of a bilingual collection ("Anything from the Tang

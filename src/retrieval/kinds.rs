@@ -139,6 +139,30 @@ pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<st
     u
 }
 
+/// A browse question's units with each Chinese dynasty (唐代, 清朝) also standing for its other
+/// form (唐朝) and, where the lone character says only the dynasty, for the period field that
+/// places a record there (`#o:唐`; [`super::dating::dynasty_variants`]). As words alone, 唐代的拓本
+/// found the Song rubbings whose descriptions mention the Tang, and missed the Tang rubbings
+/// whose period field says 唐.
+pub fn with_dynasty_forms(units: Vec<Unit>) -> Vec<Unit> {
+    units
+        .into_iter()
+        .map(|mut u| {
+            for v in super::dating::dynasty_variants(&u.word) {
+                let alt = if v.chars().count() == 1 {
+                    vec![origin_token(&v).into_owned()]
+                } else {
+                    text::index_tokens(&v)
+                };
+                if !alt.is_empty() && !u.alternatives.contains(&alt) {
+                    u.alternatives.push(alt);
+                }
+            }
+            u
+        })
+        .collect()
+}
+
 /// Words that make the name before them a period ("Tang dynasty", "Edo period", "Heian era").
 pub const PERIOD_WORDS: &[&str] = &["dynasty", "dynasties", "period", "era"];
 
@@ -1950,6 +1974,30 @@ mod tests {
             assert_eq!(english_title_heads(title), heads, "{title}");
         }
         assert!(english_title_heads("漢郃陽令曹全碑拓本(冊)").is_empty());
+    }
+
+    #[test]
+    fn a_chinese_dynasty_also_stands_for_its_other_form_and_its_period_field() {
+        let unit = |w: &str| Unit {
+            word: w.to_string(),
+            alternatives: vec![text::index_tokens(w)],
+            part: 0,
+        };
+        let units = with_dynasty_forms(vec![unit("唐代"), unit("拓本"), unit("元代")]);
+        assert_eq!(
+            units[0].alternatives,
+            vec![
+                vec!["唐代".to_string()],
+                vec!["唐朝".to_string()],
+                vec![format!("{ORIGIN}唐")]
+            ]
+        );
+        assert_eq!(units[1].alternatives, vec![vec!["拓本".to_string()]]);
+        // 元 alone is also the yuan: the other form only.
+        assert_eq!(
+            units[2].alternatives,
+            vec![vec!["元代".to_string()], vec!["元朝".to_string()]]
+        );
     }
 
     #[test]
