@@ -2299,11 +2299,16 @@ pub fn browse_blocking(
     // catalogue names only in its English titles ("What is the oldest vase?", "the prettiest
     // bowl", 最古老的花瓶 through its sense "vase": no department or medium says vase), read
     // from the title column alone so a description's passing "vase" does not count; and for
-    // where they are kept ("Where are the swords?"). Only for these questions: a plain "Do you
-    // have vases?" is answered by the search's list, which holds the word where it matters.
+    // where they are kept ("Where are the swords?"), and for a period's ("Do you have Qing
+    // dynasty vases?", 有没有明代的花瓶？: the search's list gave vases of any period, the
+    // period's words being common). Only for these questions: a plain "Do you have vases?" is
+    // answered by the search's list, which holds the word where it matters.
     let titled = if first.is_none()
         && from.is_none()
-        && (age.is_some() || kinds::asks_taste(question) || where_kept)
+        && (age.is_some()
+            || kinds::asks_taste(question)
+            || where_kept
+            || plain.iter().any(kinds::is_period))
         && let Some(units) = kinds::headed_by_last(&plain)
         && let Some(head) = units.last()
     {

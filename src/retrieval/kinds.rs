@@ -163,6 +163,15 @@ pub fn with_dynasty_forms(units: Vec<Unit>) -> Vec<Unit> {
         .collect()
 }
 
+/// Whether a unit names a period as the records' period fields place one: an alternative is
+/// an origin marker ([`periods`]: "Qing dynasty" → `#o:qing`; [`with_dynasty_forms`]: 清代 →
+/// `#o:清`).
+pub fn is_period(unit: &Unit) -> bool {
+    unit.alternatives
+        .iter()
+        .any(|a| a.iter().any(|t| t.starts_with(ORIGIN)))
+}
+
 /// Words that make the name before them a period ("Tang dynasty", "Edo period", "Heian era").
 pub const PERIOD_WORDS: &[&str] = &["dynasty", "dynasties", "period", "era"];
 
@@ -1583,7 +1592,7 @@ pub struct Resolved {
 /// instead, to the rows holding its words (`rows_with(token)`: the plain index token, so
 /// "Chinese porcelain" is the porcelain whose record says Chinese; 清朝 also through its
 /// dictionary senses, "Qing dynasty"). None when no unit names a kind, a narrowing word is
-/// found nowhere, or fewer than two rows are left.
+/// found nowhere, or fewer than two rows are left (one, when a period narrows: [`is_period`]).
 ///
 /// A list of kinds ("porcelain and jade", 陶瓷和玉器: units in several [`Unit::part`]s) is
 /// the union of its parts, each resolved alone, when every part names a kind of two rows or
@@ -1707,7 +1716,13 @@ fn resolve_one<E>(
         });
     }
     let mut members: Vec<(i64, u64)> = acc.unwrap_or_default().into_iter().collect();
-    if members.len() < 2 || qualifiers.len() == units.len() {
+    // A kind narrowed by a period may leave one: "Do you have Qing jade?" has one answer, the
+    // Qing jade bowl (searched, it was refused; "Ming vases" listed Qing vases as Ming).
+    let by_period = units
+        .iter()
+        .any(|u| qualifiers.contains(&u.word) && is_period(u));
+    let fewest = if by_period { 1 } else { 2 };
+    if members.len() < fewest || qualifiers.len() == units.len() {
         return Ok(None);
     }
     members.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -2286,6 +2301,7 @@ mod tests {
             Ok(match t {
                 "japanes" => vec![(1, 10), (3, 20), (9, 1)],
                 "old" => vec![(9, 1)],
+                "#o:清" => vec![(3, 20), (9, 1)],
                 _ => vec![],
             })
         };
@@ -2375,6 +2391,23 @@ mod tests {
             assert!(resolve(&units, &mut members, &mut words).unwrap().is_none());
         }
         assert!(resolve(&[], &mut members, &mut words).unwrap().is_none());
+        // A period may leave one ("Qing jade"): as its period field, or words of it.
+        let r = resolve(
+            &[
+                unit("清代", &[&["清代"], &["#o:清"]]),
+                unit("ceramics", &[&["ceram"]]),
+            ],
+            &mut members,
+            &mut words,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(
+            (r.members, r.qualifiers),
+            (vec![(3, 20)], vec!["清代".to_string()])
+        );
+        assert!(is_period(&unit("清代", &[&["#o:清"]])));
+        assert!(!is_period(&unit("old", &[&["old"]])));
         // A list of kinds is their union ("ceramics and books"), each kind's rows kept apart
         // for the listing.
         let r = resolve(
