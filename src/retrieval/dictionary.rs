@@ -12,7 +12,9 @@
 //!   is cut at `;`, `,` and ` or `; a piece of one to [`MAX_PHRASE_TOKENS`] English index tokens
 //!   (stop words dropped, stemmed as the index stems) is a phrase ("calabash or bottle gourd
 //!   (Lagenaria siceraria)" → `calabash`, `bottl gourd`). Cross-references, classifiers and
-//!   surnames ("variant of …", "CL:…", "surname Dai", "see …", "abbr. for …") make none.
+//!   surnames ("variant of …", "CL:…", "surname Dai", "see …", "abbr. for …") make none, nor
+//!   does a sense marked figurative after a literal one ("(fig.) a complete mess" of 一锅粥, "a
+//!   pot of porridge"): it names something other than the thing.
 //! - **Chinese question → English records**: each dictionary word in the question whose every
 //!   bigram is a question term (or a one-character word that is a term itself) bridges to the
 //!   phrases of its first [`SENSES_PER_WORD`] senses: all tokens of a phrase must be in the
@@ -183,6 +185,12 @@ fn is_note(sense: &str) -> bool {
         "Taiwan pr.",
     ];
     STARTS.iter().any(|s| sense.starts_with(s)) || sense.contains("variant of")
+}
+
+/// Whether a sense is marked figurative ("(fig.) plan; scheme" of 算盘, after "abacus").
+fn is_figurative(sense: &str) -> bool {
+    let s = sense.trim_start();
+    s.starts_with("(fig.)") || s.starts_with("(fig)") || s.starts_with("fig.")
 }
 
 /// The sense without its parenthesised and bracketed parts.
@@ -360,6 +368,11 @@ impl Dictionary {
             }
             let mut phrases: Vec<Phrase> = Vec::new();
             for (n, sense) in senses.trim_end_matches('/').split('/').enumerate() {
+                // A figurative sense after a literal one names something else than the thing:
+                // 算盘 is an abacus, "(fig.) plan; scheme" found a sketch of a massacre.
+                if n > 0 && is_figurative(sense) {
+                    continue;
+                }
                 let verb = sense.trim_start().starts_with("to ");
                 for p in phrases_of(sense, proper) {
                     phrases.push((
@@ -1232,6 +1245,23 @@ mod tests {
         assert!(d.is_proper("三星堆") && d.is_proper("唐朝") && !d.is_proper("画家"));
         // A common noun's senses are lower case and all kept.
         assert_eq!(senses("画家"), vec![vec!["painter"]]);
+    }
+
+    #[test]
+    fn a_figurative_sense_after_a_literal_one_is_no_translation() {
+        let d = Dictionary::parse(
+            "算盤 算盘 [suan4 pan2] /abacus/(fig.) plan; scheme/\n\
+             一股清流 一股清流 [yi1 gu3 qing1 liu2] /(fig.) a breath of fresh air/\n",
+        );
+        let senses = |w: &str| -> Vec<Vec<String>> {
+            d.english_of(w)
+                .iter()
+                .map(|p| p.iter().map(|t| t.to_string()).collect())
+                .collect()
+        };
+        assert_eq!(senses("算盘"), vec![vec!["abacus"]]);
+        // Figurative only: that is what it means.
+        assert_eq!(senses("一股清流").len(), 1);
     }
 
     #[test]
