@@ -54,6 +54,23 @@ pub fn browse_total(b: &crate::retrieval::Browse) -> String {
 
 /// [`browse_total`] for a kind, its origin or its age order.
 fn browse_total_of_kind(b: &crate::retrieval::Browse) -> String {
+    if b.of_kind > 0 && b.shown == 0 {
+        let kind: Vec<&str> = b
+            .words
+            .iter()
+            .filter(|w| !b.qualifiers.contains(w))
+            .map(String::as_str)
+            .collect();
+        return format!(
+            "\n\nThe visitor asks what the collection holds of a kind from a period. The \
+             collection holds {} exhibits of the kind {}, and none whose records mention {}. Say \
+             so plainly and offer the kind's other periods; name no exhibit as being of that \
+             period.\n",
+            b.of_kind,
+            kind.join(" "),
+            b.qualifiers.join(" and ")
+        );
+    }
     if let Some(age) = b.order {
         let what = if b.words.is_empty() {
             "the collection".to_string()
@@ -218,6 +235,20 @@ mod tests {
         assert!(s.contains("departments: Ceramics (31), Metal (20)"), "{s}");
         let more = crate::retrieval::Browse { shown: 4, ..kept };
         assert!(!browse_total(&more).contains("departments"));
+        // A period that left none of the kind: the model hears there are none.
+        let none = crate::retrieval::Browse {
+            words: vec!["tang dynasty".into(), "vases".into()],
+            qualifiers: vec!["tang dynasty".into()],
+            of_kind: 33,
+            ..Default::default()
+        };
+        let s = browse_total(&none);
+        assert!(
+            s.contains(
+                "33 exhibits of the kind vases, and none whose records mention tang dynasty"
+            ),
+            "{s}"
+        );
     }
 
     #[test]

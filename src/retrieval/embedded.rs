@@ -2309,19 +2309,8 @@ pub fn browse_blocking(
             || kinds::asks_taste(question)
             || where_kept
             || plain.iter().any(kinds::is_period))
-        && let Some(units) = kinds::headed_by_last(&plain)
-        && let Some(head) = units.last()
     {
-        // The last word names the thing ("Chinese vase": a vase); the others narrow it, as
-        // words of the records (a title saying "Chinese" is no kind).
-        let mut titled_of = |t: &str| -> Result<Vec<kinds::Member>, StoreError> {
-            if !head.alternatives.iter().any(|a| a.iter().any(|x| x == t)) {
-                return Ok(Vec::new());
-            }
-            titled_as_written(store, store.rows_titled(t)?, t)
-        };
-        let resolved = kinds::resolve(&units, &mut titled_of, &mut rows_with)?;
-        resolved.map(|r| (units, r))
+        titled_kind(store, &plain, &mut rows_with)?
     } else {
         None
     };
@@ -2330,7 +2319,9 @@ pub fn browse_blocking(
         (None, Some(r), _, _) => (plain, r, false),
         (None, None, Some((units, r)), _) => (units, r, true),
         (None, None, None, Some((units, r))) => (units, r, false),
-        (None, None, None, None) => return Ok(None),
+        (None, None, None, None) => {
+            return period_left_none(store, &plain, &crossed, &mut members_of, &mut rows_with);
+        }
     };
     let kinds::Resolved {
         mut members,
@@ -2587,6 +2578,7 @@ pub fn browse_blocking(
         compared: by_age.as_ref().map_or(0, Vec::len),
         places,
         makers: Vec::new(),
+        of_kind: 0,
         hits: listed
             .into_iter()
             .map(|e| Hit {
@@ -2599,6 +2591,124 @@ pub fn browse_blocking(
             })
             .collect(),
     }))
+}
+
+/// The kind the last of `units` names in the English titles ([`super::kinds::headed_by_last`]:
+/// "Chinese vase" is a vase), the others narrowing it as words of the records (a title saying
+/// "Chinese" is no kind); with the units it was read from.
+fn titled_kind(
+    store: &CollectionStore,
+    units: &[super::kinds::Unit],
+    rows_with: &mut dyn FnMut(&str) -> Result<Vec<super::kinds::Member>, StoreError>,
+) -> Result<Option<(Vec<super::kinds::Unit>, super::kinds::Resolved)>, StoreError> {
+    let Some(units) = super::kinds::headed_by_last(units) else {
+        return Ok(None);
+    };
+    let resolved = {
+        let Some(head) = units.last() else {
+            return Ok(None);
+        };
+        let mut titled_of = |t: &str| -> Result<Vec<super::kinds::Member>, StoreError> {
+            if !head.alternatives.iter().any(|a| a.iter().any(|x| x == t)) {
+                return Ok(Vec::new());
+            }
+            titled_as_written(store, store.rows_titled(t)?, t)
+        };
+        super::kinds::resolve(&units, &mut titled_of, rows_with)?
+    };
+    Ok(resolved.map(|r| (units, r)))
+}
+
+/// Most words besides the period in a question [`period_left_none`] reads: a kind and one word
+/// narrowing it ("Tang dynasty vases", "Chinese porcelain of the Tang dynasty"); a longer
+/// question names one thing, and is searched.
+const PERIOD_LEFT_NONE_WORDS: usize = 2;
+
+/// A kind the question names, narrowed by a period that leaves none of it ("Do you have any
+/// Tang dynasty vases?", 有没有唐代的瓷器？): a listing of none ([`Browse::of_kind`] says how
+/// many of the kind there are), so the answer says the collection has the kind but none of that
+/// period. The search had answered them with its list: a Tang camel and a Chinese Buddha for
+/// the vases, Qing porcelain and a Dutch porcelain catalogue as "related" for the porcelain.
+/// None when no period narrows, the words without it name no kind of the collection, or some
+/// record holds the period's words and the kind's ([`any_record_holds_all`]; `plain` and
+/// `crossed` as [`browse_blocking`] reads them).
+fn period_left_none(
+    store: &CollectionStore,
+    plain: &[super::kinds::Unit],
+    crossed: &[super::kinds::Unit],
+    members_of: &mut dyn FnMut(&str) -> Result<Vec<super::kinds::Member>, StoreError>,
+    rows_with: &mut dyn FnMut(&str) -> Result<Vec<super::kinds::Member>, StoreError>,
+) -> Result<Option<Browse>, StoreError> {
+    let rest = |units: &[super::kinds::Unit]| -> Vec<super::kinds::Unit> {
+        units
+            .iter()
+            .filter(|u| !super::kinds::is_period(u))
+            .cloned()
+            .collect()
+    };
+    let (plain_rest, crossed_rest) = (rest(plain), rest(crossed));
+    if plain_rest.len() == plain.len()
+        || plain_rest.is_empty()
+        || plain_rest.len() > PERIOD_LEFT_NONE_WORDS
+    {
+        return Ok(None);
+    }
+    let mut kind = super::kinds::resolve(&plain_rest, members_of, rows_with)?;
+    if kind.is_none() && crossed_rest != plain_rest {
+        kind = super::kinds::resolve(&crossed_rest, members_of, rows_with)?;
+    }
+    if kind.is_none() {
+        kind = titled_kind(store, &plain_rest, rows_with)?.map(|(_, r)| r);
+    }
+    if kind.is_none() || any_record_holds_all(crossed, rows_with)? {
+        return Ok(None);
+    }
+    Ok(kind.map(|k| Browse {
+        words: plain.iter().map(|u| u.word.clone()).collect(),
+        qualifiers: plain
+            .iter()
+            .filter(|u| super::kinds::is_period(u))
+            .map(|u| u.word.clone())
+            .collect(),
+        of_kind: k.members.len(),
+        ..Browse::default()
+    }))
+}
+
+/// Whether some record holds the words of every unit (any alternative of each, all of its
+/// tokens) anywhere. A kind named narrowly can leave none where the words do not: the two
+/// records titled 书法 are not Tang, but a Tang rubbing's record says 唐 and 书法家, so
+/// 有没有唐代的书法？ is searched (and answered by it), not told there is none.
+fn any_record_holds_all(
+    units: &[super::kinds::Unit],
+    rows_with: &mut dyn FnMut(&str) -> Result<Vec<super::kinds::Member>, StoreError>,
+) -> Result<bool, StoreError> {
+    let mut common: Option<HashSet<i64>> = None;
+    for u in units {
+        let mut unit_rows: HashSet<i64> = HashSet::new();
+        for alt in &u.alternatives {
+            let mut alt_rows: Option<HashSet<i64>> = None;
+            // "jade artifact" for 玉器, "Song dynasty" for 宋代: the generic head says only "a
+            // thing of that kind" or "a time" (a Song–Ming jade cup says neither word).
+            let own = alt.iter().filter(|t| !super::kinds::is_generic_head(t));
+            for t in own {
+                let rows: HashSet<i64> = rows_with(t)?.into_iter().map(|(pk, _)| pk).collect();
+                alt_rows = Some(match alt_rows {
+                    None => rows,
+                    Some(a) => a.intersection(&rows).copied().collect(),
+                });
+            }
+            unit_rows.extend(alt_rows.unwrap_or_default());
+        }
+        common = Some(match common {
+            None => unit_rows,
+            Some(c) => c.intersection(&unit_rows).copied().collect(),
+        });
+        if common.as_ref().is_some_and(HashSet::is_empty) {
+            return Ok(false);
+        }
+    }
+    Ok(common.is_some_and(|c| !c.is_empty()))
 }
 
 /// The whole search, synchronously (blocking: SQLite and text analysis). Empty, whitespace or

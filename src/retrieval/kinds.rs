@@ -638,7 +638,7 @@ const GENERIC_HEADS: &[&str] = &[
 
 /// Whether an index token is one of [`GENERIC_HEADS`], or of [`ORIGIN_FILLER`]: an origin's
 /// sense names a place or time with such a word ("Tang dynasty" for 唐, "Edo period").
-fn is_generic_head(token: &str) -> bool {
+pub fn is_generic_head(token: &str) -> bool {
     GENERIC_HEADS
         .iter()
         .chain(ORIGIN_FILLER)

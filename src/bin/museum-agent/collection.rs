@@ -218,7 +218,8 @@ pub(crate) async fn search(
                 "{}",
                 serde_json::json!({"query": query, "answered_by": "collection",
                                    "retriever": retriever.name(), "hits": hits,
-                                   "kind": {"label": b.label, "total": b.total, "words": b.words},
+                                   "kind": {"label": b.label, "total": b.total, "words": b.words,
+                                            "of_kind": b.of_kind},
                                    "offline_answer": answer})
             );
         } else {

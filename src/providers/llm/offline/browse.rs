@@ -737,6 +737,9 @@ pub fn not_listed(hits: Vec<Hit>, shown: &[String]) -> Vec<Hit> {
 /// ([`crate::retrieval::Browse`]): how many, in which of the museum's departments or media,
 /// then a few of them as [`browse_answer`] lists them.
 pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String {
+    if browse.of_kind > 0 && browse.shown == 0 {
+        return none_of_period(question, browse);
+    }
     let listed: Vec<&Exhibit> = browse.hits.iter().map(|h| &h.exhibit).collect();
     if !browse.makers.is_empty() {
         let answer = most_works_answer(question, &listed, browse);
@@ -763,6 +766,45 @@ pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String 
         return preface + &list;
     }
     list
+}
+
+/// A kind of which a period left none ([`crate::retrieval::Browse::of_kind`]): the collection
+/// has the kind, and none that mentions the period ("提到": a record naming it in passing
+/// would have counted). Said so; the search's list had shown other periods' porcelain as
+/// "related" to 唐代的瓷器.
+fn none_of_period(question: &str, b: &crate::retrieval::Browse) -> String {
+    let kind: Vec<&String> = b
+        .words
+        .iter()
+        .filter(|w| !b.qualifiers.contains(w))
+        .collect();
+    if is_chinese(question) {
+        let script = visitor_script(question);
+        let q = |s: &str| text::in_script(s, script);
+        let kind: String = kind.iter().map(|w| q(w)).collect();
+        let period: String = b
+            .qualifiers
+            .iter()
+            .map(|w| q(w))
+            .collect::<Vec<_>>()
+            .join("和");
+        let out = format!(
+            "馆藏中有{}件{kind}，但没有提到{period}的。可以问问其他时代的{kind}。",
+            b.of_kind
+        );
+        return match script {
+            Script::Traditional => text::to_traditional(&out),
+            _ => out,
+        };
+    }
+    let kind: Vec<String> = kind.iter().map(|w| as_written(question, w)).collect();
+    format!(
+        "Our collection has {} exhibits of {}, but none that mention {}. You could ask about \
+         those of another period.",
+        b.of_kind,
+        kind.join(" "),
+        mentioned(question, &b.qualifiers)
+    )
 }
 
 /// A list of exhibits, each with the head of its maker and date fields, and an invitation to
@@ -884,6 +926,15 @@ fn list_answer(
             "{head}{}。{kept}想了解哪一件，可以继续问我，比如：第一件是什么年代的？",
             items.join("、")
         );
+        let out = if one_of_kind(kind, more) {
+            out.replacen("，例如：", "：", 1).replacen(
+                "想了解哪一件，可以继续问我，比如：第一件是什么年代的？",
+                "想了解它，可以继续问我，比如：它是什么年代的？",
+                1,
+            )
+        } else {
+            out
+        };
         return match script {
             Script::Traditional => text::to_traditional(&out),
             _ => out,
@@ -938,10 +989,30 @@ fn list_answer(
         .filter(|_| !more)
         .map(|b| kept_in(b, false))
         .unwrap_or_default();
-    format!(
+    let out = format!(
         "{head}{list}. {kept}{}Ask me about any of them, for example: When was the first one made?",
         in_chinese_only(listed)
-    )
+    );
+    if !one_of_kind(kind, more) {
+        return out;
+    }
+    // A kind a period narrowed to one ("Qing dynasty jade"): said of one.
+    out.replacen("has 1 exhibits", "has one exhibit", 1)
+        .replacen("has 1 such exhibits", "has one such exhibit", 1)
+        .replacen(" that mention ", " that mentions ", 1)
+        .replacen(", for example: ", ": ", 1)
+        .replacen("Their records are", "Its record is", 1)
+        .replacen(
+            "Ask me about any of them, for example: When was the first one made?",
+            "Ask me about it, for example: When was it made?",
+            1,
+        )
+}
+
+/// Whether a kind's listing is of its one exhibit (a period narrowed it to one:
+/// `kinds::resolve`), not more of a list.
+fn one_of_kind(kind: Option<&crate::retrieval::Browse>, more: bool) -> bool {
+    !more && kind.is_some_and(|b| b.total == 1 && b.order.is_none() && b.makers.is_empty())
 }
 
 /// For an English visitor told a list: whether the records listed are written in Chinese
@@ -1864,6 +1935,7 @@ mod tests {
             compared: 0,
             places: Vec::new(),
             makers: Vec::new(),
+            of_kind: 0,
             hits: vec![
                 hit("Sallet", "", "ca. 1480", "A helmet."),
                 hit(
@@ -1926,6 +1998,7 @@ mod tests {
             compared,
             places: Vec::new(),
             makers: Vec::new(),
+            of_kind: 0,
             hits: vec![
                 hit("Armlet", "", "ca. 6000-3000 BC", "An armlet."),
                 hit("Figurine", "", "5000-4000 BC", "A figurine."),
@@ -2012,5 +2085,59 @@ mod tests {
             kind_answer("What is the biggest clock?", &none),
             "Our records give no measurements for any of the 12 exhibits of this kind, so I can't tell which is the largest."
         );
+    }
+
+    #[test]
+    fn a_period_that_left_none_of_a_kind_is_said_so() {
+        let none = |words: &[&str], period: &str| crate::retrieval::Browse {
+            words: words.iter().map(|w| w.to_string()).collect(),
+            qualifiers: vec![period.to_string()],
+            of_kind: 53,
+            ..crate::retrieval::Browse::default()
+        };
+        assert_eq!(
+            kind_answer(
+                "Do you have Tang dynasty porcelain?",
+                &none(&["tang dynasty", "porcelain"], "tang dynasty")
+            ),
+            "Our collection has 53 exhibits of porcelain, but none that mention Tang dynasty. You could ask about those of another period."
+        );
+        assert_eq!(
+            kind_answer("有沒有唐代的瓷器？", &none(&["唐代", "瓷器"], "唐代")),
+            "館藏中有53件瓷器，但沒有提到唐代的。可以問問其他時代的瓷器。"
+        );
+        // A period that left one: said of one.
+        let one = crate::retrieval::Browse {
+            total: 1,
+            label: "jade".into(),
+            words: vec!["qing dynasty".into(), "jade".into()],
+            qualifiers: vec!["qing dynasty".into()],
+            hits: vec![hit(
+                "Bowl with Islamic Design",
+                "",
+                "18th century",
+                "A bowl.",
+            )],
+            ..crate::retrieval::Browse::default()
+        };
+        assert_eq!(
+            kind_answer("Do you have Qing dynasty jade?", &one),
+            "Our collection has one exhibit in jade that mentions Qing dynasty: “Bowl with Islamic Design” (18th century). Ask me about it, for example: When was it made?"
+        );
+        let one_zh = crate::retrieval::Browse {
+            words: vec!["清代".into(), "玉器".into()],
+            qualifiers: vec!["清代".into()],
+            ..one.clone()
+        };
+        assert_eq!(
+            kind_answer("有没有清代的玉器？", &one_zh),
+            "馆藏中有1件提到清代的玉器（jade）：《Bowl with Islamic Design》（18th century）。想了解它，可以继续问我，比如：它是什么年代的？"
+        );
+        // More of a list of none: nothing more to list.
+        let more = crate::retrieval::Browse {
+            shown: 4,
+            ..none(&["唐代", "瓷器"], "唐代")
+        };
+        assert!(kind_answer("还有吗？", &more).starts_with("能列出的就是这些了。"));
     }
 }
