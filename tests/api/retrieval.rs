@@ -1154,6 +1154,59 @@ fn the_held_out_questions_stay_apart_from_the_dev_questions() {
     }
 }
 
+/// The second held-out set (`heldout2_queries.jsonl`, 2026-11-30, written blind to the code and
+/// never fitted on: the retrieval README, "Second held-out check") asks about records no other
+/// set names and repeats none of their questions, so its figures are of questions and records
+/// the search was never shaped by.
+#[test]
+fn the_second_held_out_questions_stay_apart_from_every_other_set() {
+    let fresh = eval::load_queries(&fixture("heldout2_queries.jsonl")).unwrap();
+    assert_eq!(fresh.len(), 90);
+    let mut seen = Vec::new();
+    for file in [
+        "dev_queries.jsonl",
+        "dev_queries_v2.jsonl",
+        "heldout_queries.jsonl",
+        "train_queries.jsonl",
+        "train_keywords.jsonl",
+    ] {
+        seen.extend(eval::load_queries(&fixture(file)).unwrap());
+    }
+    let seen_ids: std::collections::HashSet<&str> = seen
+        .iter()
+        .flat_map(|q| q.relevant_ids.iter().map(String::as_str))
+        .collect();
+    let collection = demo_ids();
+    let mut kinds: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for q in &fresh {
+        *kinds.entry(q.kind.as_str()).or_default() += 1;
+        assert!(
+            !seen.iter().any(|d| d.query == q.query),
+            "{}: asked in another set",
+            q.query
+        );
+        for id in &q.relevant_ids {
+            assert!(collection.contains(id), "{}: {id} is not here", q.query);
+            assert!(
+                !seen_ids.contains(id.as_str()),
+                "{}: {id} is another set's record",
+                q.query
+            );
+        }
+        answers_unless_no_answer(q);
+    }
+    for k in [
+        "zh-simplified",
+        "zh-traditional",
+        "en-fact",
+        "en-paraphrase",
+        "cross-lingual",
+        "no-answer",
+    ] {
+        assert_eq!(kinds.get(k), Some(&15), "{k}: {kinds:?}");
+    }
+}
+
 /// The training questions (`train_queries.jsonl`, for fitting a no-answer model;
 /// `train_keywords.jsonl`, for measuring: the retrieval README, "Training questions") never
 /// touch a held-out record or repeat a held-out or dev question, so a fit on them leaves the

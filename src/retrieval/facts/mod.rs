@@ -408,6 +408,7 @@ mod tests {
             "dev_queries_v2",
             "train_queries",
             "heldout_queries",
+            "heldout2_queries",
             "train_keywords",
         ] {
             let qs: Vec<Q> =
