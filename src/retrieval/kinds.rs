@@ -110,6 +110,15 @@ fn is_chinese_dynasty(period: &str) -> bool {
 pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str>]>) -> Unit {
     let mut u = unit.clone();
     let w = &unit.word;
+    if w.len() >= 4 && w.chars().all(|c| c.is_ascii_alphabetic()) {
+        for d in demonyms(w) {
+            let tokens = text::latin_tokens(&d);
+            if !tokens.is_empty() && !u.alternatives.contains(&tokens) {
+                u.alternatives.push(tokens);
+            }
+        }
+        return u;
+    }
     if w.chars().all(text::is_cjk) {
         let mut push = |a: Vec<String>| {
             if !a.is_empty() && !u.alternatives.contains(&a) {
@@ -133,10 +142,43 @@ pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<st
             }
             for sense in english_of(p) {
                 push(sense.iter().map(|t| t.to_string()).collect());
+                // 日本 → japan, and as the origin fields write it, japanese.
+                if let [one] = sense
+                    && one.len() >= 4
+                {
+                    for d in demonyms(one) {
+                        push(text::latin_tokens(&d));
+                    }
+                }
             }
         }
     }
     u
+}
+
+/// The adjectives a country's name may have ("korea" → korean, "italy" → italian, "japan" →
+/// japanese, "egypt" → egyptian), by the English endings: a catalogue's origin field often
+/// gives the people's word and not the country's ("Korean; Joseon; place of origin: Taehan
+/// Min'guk"), so "Anything from Korea?" found no Korean exhibit. Candidates only: the
+/// caller looks each up as an origin marker, so one no field writes reaches nothing.
+pub fn demonyms(country: &str) -> Vec<String> {
+    let w = country.to_lowercase();
+    let mut out: Vec<String> = ["n", "an", "ian", "ese", "ish"]
+        .iter()
+        .map(|e| format!("{w}{e}"))
+        .collect();
+    for (end, with) in [
+        ("y", "ian"),
+        ("y", ""),
+        ("a", "ese"),
+        ("o", "an"),
+        ("ey", "ish"),
+    ] {
+        if let Some(stem) = w.strip_suffix(end) {
+            out.push(format!("{stem}{with}"));
+        }
+    }
+    out
 }
 
 /// A browse question's units with each Chinese dynasty (唐代, 清朝) also standing for its other
@@ -2222,10 +2264,33 @@ mod tests {
         let alts = origin_unit(&unit("唐朝"), &dict).alternatives;
         assert!(alts.contains(&vec!["唐".to_string()]), "{alts:?}");
         assert!(alts.contains(&vec!["tang".to_string(), "dynasti".to_string()]));
-        // An English word keeps its own token only.
-        let mut en = unit("japan");
-        en.alternatives = vec![vec!["japan".into()]];
-        assert_eq!(origin_unit(&en, &dict), en);
+        // An English word keeps its own token and also stands for its people's adjectives, as
+        // index tokens ("Korean; Joseon; place of origin: Taehan Min'guk").
+        let mut en = unit("korea");
+        en.alternatives = vec![vec!["korea".into()]];
+        let alts = origin_unit(&en, &dict).alternatives;
+        assert_eq!(alts[0], ["korea"]);
+        assert!(alts.contains(&vec!["korean".to_string()]), "{alts:?}");
+        en.word = "japan".into();
+        let alts = origin_unit(&en, &dict).alternatives;
+        assert!(alts.contains(&vec!["japanes".to_string()]), "{alts:?}");
+        for (country, adjective) in [
+            ("italy", "italian"),
+            ("egypt", "egyptian"),
+            ("china", "chinese"),
+            ("mexico", "mexican"),
+            ("turkey", "turkish"),
+            ("germany", "german"),
+        ] {
+            assert!(
+                demonyms(country).iter().any(|d| d == adjective),
+                "{country}"
+            );
+        }
+        // Three letters are no country name read so ("art").
+        let mut short = unit("art");
+        short.alternatives = vec![vec!["art".into()]];
+        assert_eq!(origin_unit(&short, &dict), short);
     }
 
     fn no_dictionary(_: &str) -> Vec<&'static [Box<str>]> {

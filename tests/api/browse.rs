@@ -590,18 +590,28 @@ async fn where_things_come_from_names_a_list() {
             (s("id"), (s("title"), s("culture_or_period")))
         })
         .collect();
-    let from = |marker: &str| -> Vec<&String> {
+    // From a country: the records whose origin field names it or its people's adjective
+    // ("Japanese; Edo; place of origin: Kyoto").
+    let from = |country: &str, adjective: &str| -> Vec<&String> {
+        let markers = [
+            kinds::origin_markers(country),
+            kinds::origin_markers(adjective),
+        ];
         periods
             .values()
-            .filter(|(_, p)| kinds::origin_markers(p).split(' ').any(|m| m == marker))
+            .filter(|(_, p)| {
+                kinds::origin_markers(p)
+                    .split(' ')
+                    .any(|m| markers.iter().any(|k| k == m))
+            })
             .map(|(t, _)| t)
             .collect()
     };
-    let japan = from("#o:japan");
-    let egypt = from("#o:egypt");
-    // China: the records whose place of origin is China and the Chinese catalogue's records
+    let japan = from("Japan", "Japanese");
+    let egypt = from("Egypt", "Egyptian");
+    // China: the records whose origin is China or Chinese and the Chinese catalogue's records
     // dated by a dynasty (唐, 東漢, 清 …).
-    let china = from("#o:china");
+    let china = from("China", "Chinese");
     let dynasty = periods.values().filter(|(_, p)| p == "唐").count();
     assert!(china.len() > dynasty + 50, "{} {dynasty}", china.len());
     assert!(
