@@ -55,12 +55,7 @@ pub fn browse_total(b: &crate::retrieval::Browse) -> String {
 /// [`browse_total`] for a kind, its origin or its age order.
 fn browse_total_of_kind(b: &crate::retrieval::Browse) -> String {
     if b.of_kind > 0 && b.shown == 0 {
-        let kind: Vec<&str> = b
-            .words
-            .iter()
-            .filter(|w| !b.qualifiers.contains(w))
-            .map(String::as_str)
-            .collect();
+        let kind: Vec<&str> = b.kind_words().collect();
         return format!(
             "\n\nThe visitor asks what the collection holds of a kind from a period. The \
              collection holds {} exhibits of the kind {}, and none whose records mention {}. Say \

@@ -110,21 +110,16 @@ fn is_chinese_dynasty(period: &str) -> bool {
 pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str>]>) -> Unit {
     let mut u = unit.clone();
     let w = &unit.word;
+    let mut push = |a: Vec<String>| {
+        if !a.is_empty() && !u.alternatives.contains(&a) {
+            u.alternatives.push(a);
+        }
+    };
     if w.len() >= 4 && w.chars().all(|c| c.is_ascii_alphabetic()) {
         for d in demonyms(w) {
-            let tokens = text::latin_tokens(&d);
-            if !tokens.is_empty() && !u.alternatives.contains(&tokens) {
-                u.alternatives.push(tokens);
-            }
+            push(text::latin_tokens(&d));
         }
-        return u;
-    }
-    if w.chars().all(text::is_cjk) {
-        let mut push = |a: Vec<String>| {
-            if !a.is_empty() && !u.alternatives.contains(&a) {
-                u.alternatives.push(a);
-            }
-        };
+    } else if w.chars().all(text::is_cjk) {
         push(vec![w.clone()]);
         // 古埃及, 古代埃及: "ancient" says nothing of where (everything here is old).
         let place = ["古代", "古"]

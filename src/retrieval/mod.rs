@@ -233,6 +233,17 @@ pub struct Browse {
     pub hits: Vec<Hit>,
 }
 
+impl Browse {
+    /// The visitor's words that named the kind: [`Self::words`] but the
+    /// [`Self::qualifiers`] that narrowed it ("porcelain" of "Tang dynasty porcelain").
+    pub fn kind_words(&self) -> impl Iterator<Item = &str> {
+        self.words
+            .iter()
+            .filter(|w| !self.qualifiers.contains(w))
+            .map(String::as_str)
+    }
+}
+
 fn is_zero(n: &usize) -> bool {
     *n == 0
 }

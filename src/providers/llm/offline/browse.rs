@@ -773,11 +773,7 @@ pub fn kind_answer(question: &str, browse: &crate::retrieval::Browse) -> String 
 /// would have counted). Said so; the search's list had shown other periods' porcelain as
 /// "related" to 唐代的瓷器.
 fn none_of_period(question: &str, b: &crate::retrieval::Browse) -> String {
-    let kind: Vec<&String> = b
-        .words
-        .iter()
-        .filter(|w| !b.qualifiers.contains(w))
-        .collect();
+    let kind: Vec<&str> = b.kind_words().collect();
     if is_chinese(question) {
         let script = visitor_script(question);
         let q = |s: &str| text::in_script(s, script);
@@ -893,11 +889,7 @@ fn list_answer(
                 };
                 // 陶瓷和玉器: a list of kinds is said as one.
                 let words: String = if b.kinds.is_empty() {
-                    b.words
-                        .iter()
-                        .filter(|w| !b.qualifiers.contains(w))
-                        .map(String::as_str)
-                        .collect()
+                    b.kind_words().collect()
                 } else {
                     b.kinds.join("和")
                 };
