@@ -16,7 +16,7 @@ older build without one of them reads it as 0).
 """
 import json, sys, random
 import numpy as np
-S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing','names_unmet','maker_found']
+S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing','names_unmet','maker_found','keyword_found','rest_coverage']
 FEATURES=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','maker_missing','title_coverage','bridged']
 MAXF=0.02; L2=0.01; IT=3000; STEP=0.5
 

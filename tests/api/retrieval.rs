@@ -831,7 +831,9 @@ async fn names_the_question_gives_must_cross_into_the_answer() {
 
 /// A question that names only a maker is answered with a work the maker field names
 /// (`maker_found`): "And what about the Cassatt?" was refused (one term; the model had never
-/// seen a one-term question answered). A maker the collection does not hold is still refused.
+/// seen a one-term question answered). A maker the collection does not hold is still refused,
+/// and so is a work of a maker it holds when the hit holds nothing else the question asks
+/// ("Fabergé egg" was answered with his anteater by that rule).
 #[tokio::test]
 async fn a_question_naming_only_a_maker_gets_their_work() {
     let (_store, r) = demo_retriever().await;
@@ -853,6 +855,12 @@ async fn a_question_naming_only_a_maker_gets_their_work() {
             .await
             .unwrap()
             .is_empty()
+    );
+    let egg = r.search("Fabergé egg", 5).await.unwrap();
+    assert!(
+        egg.is_empty(),
+        "{:?}",
+        egg.first().map(|h| &h.exhibit.title)
     );
 }
 
