@@ -47,6 +47,19 @@ const POINTING: &[&str] = &[
     " this ", " that ", " it ", " its ", "这", "那件", "那幅", "那张", "那个", "那只", "它",
 ];
 
+/// Words with 这 that name the place, not an exhibit (这里有青铜器吗？ asks the museum: it was
+/// searched, and answered with a book on bronze inscriptions).
+const HERE_ZH: &[&str] = &["这里", "这儿", "这边"];
+
+/// Whether a question (normalised, padded with spaces) points at one exhibit ([`POINTING`]).
+fn points(padded: &str) -> bool {
+    let mut q = padded.to_string();
+    for here in HERE_ZH {
+        q = q.replace(here, " ");
+    }
+    POINTING.iter().any(|p| q.contains(p))
+}
+
 /// English openings of a question whose object is a kind when it is not one thing named with
 /// "the" or a possessive ("Do you have ceramics?", "Does the museum have a sword?", "Is there
 /// a clock?"; not "Do you have the Peach Bloom Vase?").
@@ -132,7 +145,7 @@ pub(super) const ZH_HOLDERS: &[&str] = &[
 pub fn is_browse(question: &str) -> bool {
     let norm = normalize(question);
     let q = format!(" {norm} ");
-    if POINTING.iter().any(|p| q.contains(p)) {
+    if points(&q) {
         return false;
     }
     let bare = q.trim_end_matches(|c: char| !c.is_alphanumeric() && !text::is_cjk(c));
@@ -334,7 +347,7 @@ pub fn is_kind_topic(question: &str) -> bool {
         return false;
     }
     let norm = normalize(question);
-    if POINTING.iter().any(|p| format!(" {norm} ").contains(p)) {
+    if points(&format!(" {norm} ")) {
         return false;
     }
     if opens_on(&norm, TOPIC_OPENINGS) || is_bare_keyword(&norm) {
@@ -1645,6 +1658,10 @@ mod tests {
             "Japanese prints",
             "Paintings of horses",
             "prints showing cats",
+            // 这 of a place is not 这 of an exhibit (这里有青铜器吗？ was searched).
+            "这里有青铜器吗？",
+            "你们这边有铜镜吗",
+            "這裡有瓷器嗎？",
         ] {
             assert!(is_browse(q), "{q}");
         }
@@ -1660,6 +1677,7 @@ mod tests {
             "你们有人讲解吗？",
             "有意思吗？",
             "这件有年代吗？",
+            "这里这件有年代吗？",
             "Do you know who made it?",
             "Is there a painting of a Native American woman hunting buffalo on horseback?",
             "你们这里有康熙年间烧的那种豇豆红釉的瓷器吗？",
