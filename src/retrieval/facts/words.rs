@@ -300,6 +300,9 @@ pub(super) const TOPICS: &[(&str, &[&str])] = &[
         &[
             "gift shop",
             "museum shop",
+            // "Is there a shop?" was searched (a word boundary keeps "workshop" out).
+            "shop",
+            "shops",
             "souvenir",
             "souvenirs",
             "postcard",
