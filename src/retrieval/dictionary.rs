@@ -127,6 +127,10 @@ pub struct Dictionary {
     /// Entry → the nouns of its first [`SENSES_PER_WORD`] senses written after a hyphenated
     /// modifier ("double-edged sword": 剑 → `sword`; [`Dictionary::loose_english_of`]).
     hyphen_nouns: HashMap<u32, Vec<Box<str>>>,
+    /// Entry → the two halves of each of its first [`SENSES_PER_WORD`] senses that name two
+    /// things joined by "and" ("calligraphy and painting": 书画 → `calligraphi`, `paint`;
+    /// [`Dictionary::halves_of`]).
+    and_halves: HashMap<u32, Vec<Vec<Box<str>>>>,
 }
 
 /// The dictionary (parsed at the first call).
@@ -255,6 +259,30 @@ fn without_title(piece: &str) -> &str {
 /// pinyin capitalised, `[Qi2 Bai2 shi2]`), whose describing pieces ([`describes_name`]) are
 /// left out: a name translates as the name, not as what it is ("famous Chinese painter" made
 /// 齐白石画的虾 match a Japanese ink painting).
+/// The two things a sense names joined by "and", each of one or two words ("calligraphy and
+/// painting", "pottery and porcelain"); none for any other sense (a note, a longer
+/// description, "to come and go").
+fn and_halves(sense: &str) -> Vec<&str> {
+    let sense = sense.trim();
+    if sense.contains(['(', ')', ',', ';']) || sense.starts_with("to ") {
+        return Vec::new();
+    }
+    let Some((a, b)) = sense.split_once(" and ") else {
+        return Vec::new();
+    };
+    let short = |h: &str| {
+        let n = h.split_whitespace().count();
+        (1..=2).contains(&n)
+            && h.chars()
+                .all(|c| c.is_ascii_alphabetic() || c == ' ' || c == '-')
+    };
+    if short(a) && short(b) {
+        vec![a, b]
+    } else {
+        Vec::new()
+    }
+}
+
 fn phrases_of(sense: &str, proper: bool) -> Vec<Vec<String>> {
     if is_note(sense) {
         return Vec::new();
@@ -356,6 +384,7 @@ impl Dictionary {
             by_token: HashMap::new(),
             by_head_noun: HashMap::new(),
             hyphen_nouns: HashMap::new(),
+            and_halves: HashMap::new(),
         };
         for line in raw.lines() {
             if line.starts_with('#') {
@@ -436,6 +465,19 @@ impl Dictionary {
                 }
                 if !nouns.is_empty() {
                     d.hyphen_nouns.insert(id, nouns);
+                }
+            }
+            if !proper {
+                let halves: Vec<Vec<Box<str>>> = senses
+                    .trim_end_matches('/')
+                    .split('/')
+                    .take(SENSES_PER_WORD)
+                    .flat_map(and_halves)
+                    .flat_map(|half| phrases_of(half, false))
+                    .map(|p| p.into_iter().map(Into::into).collect())
+                    .collect();
+                if !halves.is_empty() {
+                    d.and_halves.insert(id, halves);
                 }
             }
             for (i, (_, _, p)) in phrases.iter().enumerate() {
@@ -527,6 +569,45 @@ impl Dictionary {
                 if !out.contains(&&**n) {
                     out.push(n);
                 }
+            }
+        }
+        out
+    }
+
+    /// The things a (normalised) Chinese word's senses name two of, joined by "and": 书画
+    /// ("calligraphy and painting") → `calligraphi` and `paint`, each as its index tokens. A
+    /// word for two kinds means either (有没有书画？ asks for paintings and for calligraphy;
+    /// the sense as one phrase found only records holding both words).
+    pub fn halves_of(&self, word: &str) -> Vec<&[Box<str>]> {
+        let mut out: Vec<&[Box<str>]> = Vec::new();
+        for id in self
+            .by_head
+            .get(word)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            for h in self
+                .and_halves
+                .get(id)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+            {
+                if !out.contains(&h.as_slice()) {
+                    out.push(h);
+                }
+            }
+        }
+        out
+    }
+
+    /// The senses of a Chinese word that may name a kind of object: its noun senses
+    /// ([`Dictionary::noun_senses_of`]), then each half of a sense naming two things
+    /// ([`Dictionary::halves_of`]).
+    pub fn kind_senses_of(&self, word: &str) -> Vec<&[Box<str>]> {
+        let mut out = self.noun_senses_of(word);
+        for h in self.halves_of(word) {
+            if !out.contains(&h) {
+                out.push(h);
             }
         }
         out
@@ -1056,6 +1137,36 @@ mod tests {
 拓片 拓片 [ta4 pian4] /rubbings from a tablet/\n\
 劍 剑 [jian4] /double-edged sword/CL:口[kou3],把[ba3]/classifier for blows of a sword/\n\
 磨 磨 [mo2] /to rub/to grind/to wear down/\n";
+
+    #[test]
+    fn a_sense_naming_two_things_gives_each_as_a_half() {
+        assert_eq!(
+            and_halves("calligraphy and painting"),
+            ["calligraphy", "painting"]
+        );
+        assert_eq!(
+            and_halves("pottery and porcelain"),
+            ["pottery", "porcelain"]
+        );
+        for sense in [
+            "to come and go",
+            "painting",
+            "the Three Kingdoms and the Jin dynasty period of history",
+            "gold and silver (ware)",
+        ] {
+            assert!(and_halves(sense).is_empty(), "{sense}");
+        }
+        let d = Dictionary::parse("書畫 书画 [shu1 hua4] /painting and calligraphy/\n");
+        let halves: Vec<Vec<&str>> = d
+            .halves_of("书画")
+            .iter()
+            .map(|p| p.iter().map(|t| &**t).collect())
+            .collect();
+        assert_eq!(halves, [["paint"], ["calligraphi"]]);
+        // The whole sense is still one phrase of the word.
+        assert_eq!(d.noun_senses_of("书画").len(), 1);
+        assert_eq!(d.kind_senses_of("书画").len(), 3);
+    }
 
     #[test]
     fn the_museum_glossary_adds_what_cc_cedict_lacks_and_only_that() {

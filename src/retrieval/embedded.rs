@@ -2036,7 +2036,7 @@ fn most_works(
             .collect())
     };
     let words = kinds::most_works_kinds(question);
-    let units = kinds::subject(&words.join(" "), &|w| dict.noun_senses_of(w));
+    let units = kinds::subject(&words.join(" "), &|w| dict.kind_senses_of(w));
     let mut members_of = |t: &str| kind_members(store, t);
     // A narrowing word as the records hold it or as where they were made (the period field's
     // origin markers, [`kinds::origin_markers`]: 有中国的东西吗 reaches the dated Chinese
@@ -2270,7 +2270,7 @@ pub fn browse_blocking(
         None if kinds::asks_taste(question) => kinds::without_taste_words(question),
         None => question.to_string(),
     };
-    let plain = kinds::periods(kinds::subject(&asked, &|w| dict.noun_senses_of(w)), &|p| {
+    let plain = kinds::periods(kinds::subject(&asked, &|w| dict.kind_senses_of(w)), &|p| {
         dict.chinese_of(p)
             .into_iter()
             .filter(|(phrase, _)| phrase == p)
