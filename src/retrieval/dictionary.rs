@@ -554,24 +554,26 @@ impl Dictionary {
     /// hyphenated modifier ([`hyphened_nouns`]), each entry of the word in turn.
     pub fn loose_english_of(&self, word: &str) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
-        for id in self
-            .by_head
-            .get(word)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
-            for n in self
-                .hyphen_nouns
-                .get(id)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-            {
-                if !out.contains(&&**n) {
-                    out.push(n);
-                }
+        for n in self.of_entries(word, &self.hyphen_nouns) {
+            if !out.contains(&&**n) {
+                out.push(n);
             }
         }
         out
+    }
+
+    /// What `by_entry` holds for each entry of a (normalised) Chinese word, entry by entry.
+    fn of_entries<'a, T>(
+        &'a self,
+        word: &str,
+        by_entry: &'a HashMap<u32, Vec<T>>,
+    ) -> impl Iterator<Item = &'a T> + 'a {
+        self.by_head
+            .get(word)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .flat_map(move |id| by_entry.get(id).map(Vec::as_slice).unwrap_or_default())
     }
 
     /// The things a (normalised) Chinese word's senses name two of, joined by "and": 书画
@@ -580,21 +582,9 @@ impl Dictionary {
     /// the sense as one phrase found only records holding both words).
     pub fn halves_of(&self, word: &str) -> Vec<&[Box<str>]> {
         let mut out: Vec<&[Box<str>]> = Vec::new();
-        for id in self
-            .by_head
-            .get(word)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
-            for h in self
-                .and_halves
-                .get(id)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-            {
-                if !out.contains(&h.as_slice()) {
-                    out.push(h);
-                }
+        for h in self.of_entries(word, &self.and_halves) {
+            if !out.contains(&h.as_slice()) {
+                out.push(h);
             }
         }
         out
