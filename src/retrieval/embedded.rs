@@ -720,7 +720,7 @@ fn features(
     });
     // The best hit's indexed text, read when a bridge or a match across the scripts needs it.
     let top_indexed = match top {
-        Some(l) if !w.bridges.is_empty() || lang_mismatch > 0.0 || !proper.is_empty() => store
+        Some(l) if !w.bridges.is_empty() || lang_mismatch > 0.0 => store
             .indexed_text(&[l.pk])?
             .pop()
             .map(|t| t.1)
@@ -752,17 +752,21 @@ fn features(
     } else {
         0.0
     };
-    let rest = if top.is_some() {
-        rest_coverage(&proper, w, &top_indexed)
-    } else {
-        0.0
-    };
     // A maker's work vouches for the question only when the hit also holds most of what it
     // asks beyond the maker: "Heade's hummingbird and orchid paintings" is not his haystacks.
-    let maker_found = if rest >= MAKER_REST {
-        maker_found(&proper, top_exhibit.as_ref())
-    } else {
-        0.0
+    // The hit's text is read for it only then (it is already read for a bridge or a match
+    // across the scripts), not for every question that names someone.
+    let (maker_found, rest) = match top {
+        Some(l) if maker_found(&proper, top_exhibit.as_ref()) > 0.0 => {
+            let rest = if top_indexed.is_empty() {
+                let indexed = store.indexed_text(&[l.pk])?.pop().map(|t| t.1);
+                rest_coverage(&proper, w, &indexed.unwrap_or_default())
+            } else {
+                rest_coverage(&proper, w, &top_indexed)
+            };
+            (f64::from(u8::from(rest >= MAKER_REST)), rest)
+        }
+        _ => (0.0, 1.0),
     };
     let who_found = match (who, top_exhibit.as_ref()) {
         (Some(name), Some(e)) => f64::from(u8::from(describes_any(&e.maker, &e.description, name))),
@@ -1145,14 +1149,7 @@ impl QuestionNames {
             .filter_map(|name| {
                 let index = text::index_text(&name);
                 let toks: Vec<&str> = index.split(' ').filter(|t| !t.is_empty()).collect();
-                let terms: Vec<usize> = toks
-                    .iter()
-                    .filter_map(|tok| {
-                        w.terms
-                            .iter()
-                            .position(|(t, _)| !t.prefix && t.text == *tok)
-                    })
-                    .collect();
+                let terms = name_terms(&name, w);
                 if terms.is_empty() {
                     return None;
                 }

@@ -1567,7 +1567,9 @@ fn subject_run<'a>(
             // 素描) are words of their own: the dictionary's senses of 素描 (sketch) or a
             // segmentation of 金属器 would miss the department the visitor was just told of.
             for (w, department) in department_words_zh(s) {
-                let w = without_exhibit_word(w);
+                // 书画作品 is one word to the collection's user dictionary: 你们有哪些书画作品？
+                // named no kind.
+                let w = text::exhibit_tail_head(&w).map_or(w.clone(), str::to_string);
                 let mut alternatives: Vec<Vec<String>> = if department {
                     DEPARTMENT_WORDS_ZH
                         .iter()
@@ -1603,20 +1605,6 @@ fn subject_run<'a>(
             }
         }
     }
-}
-
-/// General words for exhibits a segmentation may keep on the end of a kind's word (书画作品 is
-/// one word to the collection's user dictionary: 你们有哪些书画作品？ named no kind).
-const EXHIBIT_WORDS_ZH: &[&str] = &["作品", "展品", "藏品"];
-
-/// A Chinese word without a general word for exhibits on its end, when two characters or more
-/// are left (书画作品 → 书画; 作品 alone is a frame word, left as it is).
-fn without_exhibit_word(w: String) -> String {
-    EXHIBIT_WORDS_ZH
-        .iter()
-        .find_map(|e| w.strip_suffix(e))
-        .filter(|rest| rest.chars().count() >= 2)
-        .map_or_else(|| w.clone(), str::to_string)
 }
 
 /// A row of a kind: `(pk, length in tokens)`.

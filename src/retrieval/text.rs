@@ -1268,7 +1268,7 @@ const EXHIBIT_TAILS: &[&str] = &["作品", "文物", "藏品", "展品"];
 
 /// The head of a jieba word made of a word and an [`EXHIBIT_TAILS`] word (书法作品 → 书法),
 /// when the head has two characters or more; None for any other word.
-fn exhibit_tail_head(word: &str) -> Option<&str> {
+pub fn exhibit_tail_head(word: &str) -> Option<&str> {
     EXHIBIT_TAILS.iter().find_map(|t| {
         word.strip_suffix(t)
             .filter(|head| head.chars().count() >= 2)
