@@ -240,8 +240,8 @@ fn key_create_can_pin_a_hub_tier() {
 }
 
 /// The cases of `fixtures/questions/search.jsonl`: `q` (or `q` repeated to `repeat_to`
-/// characters), what answers it (`fact`, `collection`, `no-answer`, `empty`, or `any` of
-/// those), optionally the fact's `topic`, the `top` hit, text the offline answer contains
+/// characters), what answers it (`fact`, `collection`, `no-answer`, `empty`, `small-talk`,
+/// `slash`, or `any` of those), optionally the fact's `topic`, the `top` hit, text the offline answer contains
 /// (`answer_contains`) and text it must not (`answer_lacks`).
 pub fn search_cases() -> Vec<(String, serde_json::Value)> {
     let text = std::fs::read_to_string(
@@ -262,7 +262,8 @@ pub fn search_cases() -> Vec<(String, serde_json::Value)> {
         .collect()
 }
 
-/// `museum-agent search` takes a visitor's path: the facts file first, then the collection
+/// `museum-agent search` takes a visitor's path: the facts file first, then a slash command,
+/// the curators' highlights or small talk (`slash`, `fact`, `small-talk`), then the collection
 /// with the no-answer decision; it says which answered, and what the offline answerer says.
 /// Bad input (empty, whitespace, emoji, FTS syntax, 10,000 characters, mixed scripts) returns
 /// quickly, exit status 0, no error.
@@ -287,7 +288,14 @@ fn search_answers_as_the_server_would() {
             .unwrap_or_else(|e| panic!("{short:?}: not JSON ({e}): {out}"));
         let by = v["answered_by"].as_str().unwrap_or("?");
         let want = case["answered_by"].as_str().unwrap();
-        let allowed = ["fact", "collection", "no-answer", "empty"];
+        let allowed = [
+            "fact",
+            "collection",
+            "no-answer",
+            "empty",
+            "small-talk",
+            "slash",
+        ];
         if !(by == want || (want == "any" && allowed.contains(&by))) {
             wrong.push(format!("{short:?}: answered by {by}, want {want}: {out}"));
             continue;

@@ -140,7 +140,9 @@ pub(crate) async fn search(
     // The pipeline's order: a visitor-service question is answered from the facts file (or
     // "I don't have information about that" for a built-in topic it lacks) and never reaches
     // the collection.
-    let facts = retrieval::facts::FactsStore::from_config(&config.srs)
+    let facts_store = retrieval::facts::FactsStore::from_config(&config.srs);
+    let facts = facts_store
+        .as_ref()
         .map(|f| f.current())
         .unwrap_or_default();
     if let Some(service) = retrieval::facts::classify(&query, &facts) {
@@ -162,19 +164,6 @@ pub(crate) async fn search(
         );
         return Ok(());
     }
-    // Only symbols, emoji or question words: nothing the collection could match.
-    let clipped = retrieval::text::clip(&query, config.srs.max_query_chars);
-    if config.srs.provider != museum_agent::config::SrsProviderKind::Remote
-        && retrieval::text::query_terms(&clipped).is_empty()
-    {
-        say(
-            "empty",
-            "the query has no searchable words (only punctuation, symbols or question words)"
-                .into(),
-            serde_json::json!({}),
-        );
-        return Ok(());
-    }
     let store = Store::open(&config.database.path)
         .with_context(|| format!("opening database {}", config.database.path.display()))?;
     let mut embedded = None;
@@ -192,6 +181,34 @@ pub(crate) async fn search(
             std::sync::Arc::new(retrieval::remote_from_config(&config.srs)?)
         }
     };
+    // The server's first turn, in its order (`pipeline::run`): a slash command, then the
+    // curators' highlights for "what is worth seeing", then small talk ("hello", "what can you
+    // do?", "how many objects do you have?"), none of which is searched.
+    if let Some((by, text)) =
+        without_search(&query, retriever.as_ref(), &facts, facts_store.is_some()).await
+    {
+        let extra = match by {
+            "fact" => {
+                serde_json::json!({"fact": {"topic": retrieval::facts::HIGHLIGHTS, "answer": text}})
+            }
+            _ => serde_json::json!({"offline_answer": text}),
+        };
+        say(by, format!("{by}:\n  {text}"), extra);
+        return Ok(());
+    }
+    // Only symbols, emoji or question words: nothing the collection could match.
+    let clipped = retrieval::text::clip(&query, config.srs.max_query_chars);
+    if config.srs.provider != museum_agent::config::SrsProviderKind::Remote
+        && retrieval::text::query_terms(&clipped).is_empty()
+    {
+        say(
+            "empty",
+            "the query has no searchable words (only punctuation, symbols or question words)"
+                .into(),
+            serde_json::json!({}),
+        );
+        return Ok(());
+    }
     if let Some(s) = retriever.semantic() {
         // A one-shot command cannot wait for a whole embedding pass: only for the probe.
         s.settle(museum_agent::config::secs(
@@ -326,6 +343,48 @@ pub(crate) async fn search(
     }
     println!("offline answer: {answer}");
     Ok(())
+}
+
+/// What the server answers `query` with before any search, as its first turn would
+/// (`pipeline::run`): a slash command's output, the curators' highlights for a question asking
+/// what is worth seeing, small talk's own line (the collection's figures for an overview
+/// question). The label says which (`slash`, `fact`, `small-talk`); None: the question is
+/// searched.
+async fn without_search(
+    query: &str,
+    retriever: &dyn retrieval::Retriever,
+    facts: &[retrieval::facts::Fact],
+    services: bool,
+) -> Option<(&'static str, String)> {
+    use museum_agent::pipeline::{slash, small_talk};
+    use museum_agent::providers::llm::offline;
+    if let Some((cmd, args)) = slash::parse(query) {
+        return Some(("slash", slash::run(&cmd, &args, Some(retriever)).await));
+    }
+    let talk = small_talk::classify(query);
+    if small_talk::asks_what_to_see(talk, query)
+        && let Some(f) = facts
+            .iter()
+            .find(|f| f.topic == retrieval::facts::HIGHLIGHTS)
+    {
+        let mut exhibits = Vec::new();
+        for id in &f.exhibits {
+            if let Ok(Some(e)) = retriever.get(id).await {
+                exhibits.push(e);
+            }
+        }
+        return Some(("fact", offline::fact_answer_with(f, query, &exhibits)));
+    }
+    let kind = talk?;
+    let overview = match kind {
+        small_talk::SmallTalk::Overview => retriever.overview().await.ok().flatten(),
+        _ => None,
+    };
+    let text = match &overview {
+        Some(o) => small_talk::overview_answer(query, o),
+        None => small_talk::answer(kind, query, services),
+    };
+    Some(("small-talk", text))
 }
 
 #[cfg(test)]

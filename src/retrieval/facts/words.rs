@@ -797,8 +797,13 @@ pub(super) const MUSEUM_ANCHORS: &[&str] = &[
 ];
 
 /// Exhibit cues that name exhibits in general, not one exhibit: a highlights question may hold
-/// them ("What is your most famous painting?", 最珍贵的藏品是哪件？).
+/// them ("What is your most famous painting?", 最珍贵的藏品是哪件？). So may the request frames
+/// "tell me about" and 介绍一下, which point at nothing by themselves: 介绍一下镇馆之宝 and "Tell me
+/// about your highlights" were searched (and refused), 介绍一下拍照的规定 too. (A service topic
+/// after them stays a search: "Tell me about the Toilet of Helen" asks for a painting.)
 pub(super) const GENERIC_EXHIBIT_CUES: &[&str] = &[
+    "tell me about",
+    "介绍一下",
     "painting",
     "artwork",
     "sculpture",
@@ -860,6 +865,8 @@ pub(super) const EXHIBIT_CUES: &[&str] = &[
 
 /// Words that make the text a request for help rather than a statement.
 pub(super) const QUESTION_CUES: &[&str] = &[
+    "tell me",
+    "介绍",
     "where",
     "when",
     "what",
