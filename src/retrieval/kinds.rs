@@ -776,6 +776,9 @@ const EN_FRAME: &[&str] = &[
     "shown",
     "kept",
     "housed",
+    // How a thing came to be says nothing of which ("Do you have anything made of gold?" was
+    // narrowed to the department's records that say "made"; "Anything made in Japan?").
+    "made",
 ];
 
 /// Whether an English word of a question says nothing about the kind: [`EN_FRAME`] or a class

@@ -428,6 +428,14 @@ fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
             {
                 rest.iter().copied().chain(std::iter::once(*last)).collect()
             }
+            // A department of the collection ("Tell me about the jade collection", "Show me
+            // your Egyptian collection"): its kind or origin, as "the Japanese prints" is (it
+            // was searched, and refused).
+            [
+                "the" | "your" | "our",
+                rest @ ..,
+                "collection" | "collections",
+            ] if !rest.is_empty() => rest.to_vec(),
             // A kind in the plural and what they show, a word or two: "Do you have paintings
             // of dogs?" is the dog paintings (it got a sword guard with a lion-dog), while "a
             // painting of a woman hunting buffalo" is one thing.
