@@ -857,7 +857,8 @@ fn keyword_found(query: &str, top: &Top, across: bool) -> f64 {
         return 0.0;
     };
     let held = if across {
-        keyword_held_across(keyword, doc)
+        let title = top.exhibit.map_or("", |e| e.title.as_str());
+        keyword_held_across(keyword, doc, title)
     } else {
         keyword_held(query, keyword, doc)
     };
@@ -871,15 +872,38 @@ fn keyword_found(query: &str, top: &Top, across: bool) -> f64 {
 /// a Latin keyword when the whole keyword is a sense of a Chinese headword the record holds as
 /// written ("oracle bone inscriptions" → 甲骨文). The dictionary's senses, not the search's bridges: a keyword must be
 /// found as the thing it names, not through one of its words.
-fn keyword_held_across(keyword: &str, doc: &str) -> bool {
+///
+/// A sense of two words or more is also held by a record whose `title` names its last word's
+/// thing ([`super::kinds::english_title_heads`]) and whose text holds the others anywhere:
+/// 铜镜 ("bronze mirror") is the Etruscan *Mirror* of engraved bronze, 铜像 ("bronze statue")
+/// the *Equestrian Statue of Marcus Aurelius*, gilt on bronze (both were refused: no record
+/// says the two words together). The title's head keeps the pocket-mirror painting out.
+fn keyword_held_across(keyword: &str, doc: &str, title: &str) -> bool {
     let dict = super::dictionary::dictionary();
     if keyword.chars().all(text::is_cjk) {
         let have = text::latin_tokens(doc);
+        let mut heads: Option<Vec<String>> = None;
         dict.noun_senses_of(keyword).iter().any(|sense| {
-            !sense.is_empty()
-                && have
-                    .windows(sense.len())
-                    .any(|w| w.iter().zip(sense.iter()).all(|(a, b)| a == &**b))
+            let Some((last, modifiers)) = sense.split_last() else {
+                return false;
+            };
+            if have
+                .windows(sense.len())
+                .any(|w| w.iter().zip(sense.iter()).all(|(a, b)| a == &**b))
+            {
+                return true;
+            }
+            !modifiers.is_empty()
+                && modifiers.iter().all(|m| have.iter().any(|t| t == &**m))
+                && heads
+                    .get_or_insert_with(|| {
+                        super::kinds::english_title_heads(title)
+                            .iter()
+                            .flat_map(|h| text::latin_tokens(h))
+                            .collect()
+                    })
+                    .iter()
+                    .any(|h| h == &**last)
         })
     } else if !keyword.chars().any(text::is_cjk) {
         let tokens = text::latin_tokens(keyword);
@@ -3445,10 +3469,29 @@ mod tests {
             // whole, not by one of its words ("bone" alone is not the keyword).
             ("oracle bone inscriptions", "甲骨文拓片：商代甲骨文。", true),
             ("oracle bone inscriptions", "骨雕人像", false),
+            // A sense's last word named by the title, its other words anywhere in the record
+            // (the text's first sentence is the title here).
+            (
+                "铜镜",
+                "Mirror. Engraved bronze. Mirrors were made of bronze.",
+                true,
+            ),
+            (
+                "铜像",
+                "Equestrian Statue of Marcus Aurelius. Gilt on bronze, marble base.",
+                true,
+            ),
+            ("铜像", "Statue of a Monkey. Limestone.", false),
+            (
+                "铜镜",
+                "Mirror Case with Lovers. Ivory, bronze hinges.",
+                false,
+            ),
         ];
         for (keyword, record, held) in cases {
+            let title = record.split(". ").next().unwrap_or_default();
             assert_eq!(
-                keyword_held_across(keyword, &text::normalize(record)),
+                keyword_held_across(keyword, &text::normalize(record), title),
                 held,
                 "{keyword} in {record}"
             );
