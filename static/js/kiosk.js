@@ -156,12 +156,21 @@ const spokenQuestions = new Map();
 /**
  * Keeps a message in view: its end, or its first line when it is taller than the conversation
  * (a long answer on a phone, under an exhibit card, is read from the top; scrolled to its end,
- * its first lines were hidden).
+ * its first lines were hidden). A long answer is shown under the visitor's question it answers
+ * when that question is just above it and both tops fit: from the answer's own first line the
+ * question had scrolled away, and a phone showed an answer to nothing.
  */
 function reveal(li) {
   if (!li) return;
-  const tall = li.offsetHeight > ui.conversation.clientHeight;
-  li.scrollIntoView({ block: tall ? 'start' : 'end' });
+  const room = ui.conversation.clientHeight;
+  const tall = li.offsetHeight > room;
+  if (!tall) {
+    li.scrollIntoView({ block: 'end' });
+    return;
+  }
+  const asked = li.previousElementSibling;
+  const fits = asked?.classList.contains('visitor') && asked.offsetHeight + 96 < room;
+  (fits ? asked : li).scrollIntoView({ block: 'start' });
 }
 
 function addMessage(role, text) {

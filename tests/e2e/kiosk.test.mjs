@@ -243,11 +243,21 @@ for (const [w, h] of SIZES) {
         await page.waitForFunction(() => window.__e2e.ends.filter((e) => e.kind === 'text').length >= 2, null, { timeout: 15000 });
         await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
         const seen = await page.evaluate(() => {
-          const li = [...document.querySelectorAll('#log .msg')].pop().getBoundingClientRect();
+          const msgs = [...document.querySelectorAll('#log .msg')];
+          const li = msgs.pop().getBoundingClientRect();
+          const asked = msgs.pop().getBoundingClientRect();
           const box = document.querySelector('.conversation').getBoundingClientRect();
-          return { top: li.top, height: li.height, from: box.top, to: box.bottom };
+          return { top: li.top, height: li.height, askedTop: asked.top, from: box.top, to: box.bottom };
         });
         assert.ok(seen.top >= seen.from - 1 && seen.top + 20 <= seen.to, `${label}: the answer's first line is out of view ${JSON.stringify(seen)}`);
+        // An answer taller than the conversation is shown under the question it answers (on a
+        // phone the question had scrolled away, and the answer stood alone); a shorter one is
+        // shown whole, its end at the bottom.
+        if (seen.height > seen.to - seen.from) {
+          assert.ok(seen.askedTop >= seen.from - 1, `${label}: the visitor's question is out of view above the answer ${JSON.stringify(seen)}`);
+        } else {
+          assert.ok(seen.top + seen.height <= seen.to + 1, `${label}: the end of a short answer is out of view ${JSON.stringify(seen)}`);
+        }
         await page.screenshot({ path: path.join(shots, `${label}-3-longer-answer.png`) });
         assert.deepEqual(errors, [], 'errors in the page');
         assert.deepEqual(missing, [], 'requests for files that do not exist');
