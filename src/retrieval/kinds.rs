@@ -1285,6 +1285,13 @@ const WHERE_CLASS: &[&str] = &[
 
 /// Chinese endings of a question for where something is (瓷器在哪里？ 埃及的展品在哪个展厅？).
 const WHERE_ZH: &[&str] = &[
+    // Where it is shown (瓷器在哪里展出？ was answered with one typescript's department).
+    "在哪里展出",
+    "在哪儿展出",
+    "在哪展出",
+    "在哪里展示",
+    "在哪展示",
+    "在哪里陈列",
     "在哪里",
     "在哪儿",
     "在哪个展厅",
