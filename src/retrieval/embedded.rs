@@ -2298,7 +2298,7 @@ pub fn browse_blocking(
             .flat_map(|(_, heads)| heads)
             .collect()
     });
-    let plain = kinds::with_dynasty_forms(plain);
+    let plain = kinds::with_demonyms(kinds::with_dynasty_forms(plain), &|w| dict.is_proper(w));
     if let Some(age) = age
         && plain.is_empty()
     {

@@ -176,6 +176,36 @@ pub fn demonyms(country: &str) -> Vec<String> {
     out
 }
 
+/// A browse question's units with each Chinese proper noun (`is_proper`: a place) also standing
+/// for its people's words ([`demonyms`] of its one-word English senses): the records say
+/// "Egyptian" where the dictionary says "Egypt", so 有没有埃及的木乃伊？ narrowed the mummies to
+/// none (and was answered with the search's amulets) while "Egyptian mummies" listed both.
+pub fn with_demonyms(units: Vec<Unit>, is_proper: &dyn Fn(&str) -> bool) -> Vec<Unit> {
+    units
+        .into_iter()
+        .map(|mut u| {
+            if u.word.chars().all(text::is_cjk) && is_proper(&u.word) {
+                let mut more: Vec<Vec<String>> = Vec::new();
+                for alt in &u.alternatives {
+                    if let [one] = alt.as_slice()
+                        && one.len() >= 4
+                        && one.chars().all(|c| c.is_ascii_alphabetic())
+                    {
+                        for d in demonyms(one) {
+                            let t = text::latin_tokens(&d);
+                            if !t.is_empty() && !u.alternatives.contains(&t) && !more.contains(&t) {
+                                more.push(t);
+                            }
+                        }
+                    }
+                }
+                u.alternatives.extend(more);
+            }
+            u
+        })
+        .collect()
+}
+
 /// A browse question's units with each Chinese dynasty (唐代, 清朝) also standing for its other
 /// form (唐朝) and, where the lone character says only the dynasty, for the period field that
 /// places a record there (`#o:唐`; [`super::dating::dynasty_variants`]). As words alone, 唐代的拓本
