@@ -227,11 +227,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
         // "What do you recommend?", 有什么好看的？: small talk about the collection as a whole
         // that asks what is worth seeing gets the curators' highlights when the file has them
         // (the collection's figures otherwise, below).
-        None if small_talk::asks_what_to_see(talk, &said) => facts_now
-            .iter()
-            .find(|f| f.topic == crate::retrieval::facts::HIGHLIGHTS)
-            .cloned(),
-        None => None,
+        None => small_talk::highlights_for(talk, &said, &facts_now).cloned(),
     };
     // A fact about exhibits of the collection (the highlights' stops) names their records and
     // shows the first one's card.
@@ -285,10 +281,7 @@ async fn run_inner(job: &Job, input: Input, deps: &Deps) -> Result<(), Failure> 
     if let Some(kind) = small_talk
         && offline
     {
-        let text = match &overview {
-            Some(o) => small_talk::overview_answer(&said, o),
-            None => small_talk::answer(kind, &said, deps.facts.is_some()),
-        };
+        let text = small_talk::reply(kind, &said, overview.as_ref(), deps.facts.is_some());
         return answer_without_model(job, reply, user_turn, &text).await;
     }
     // A follow-up with no earlier question to follow ("Where can I see it?" first) is not

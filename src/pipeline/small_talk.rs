@@ -531,6 +531,36 @@ pub fn asks_what_to_see(talk: Option<SmallTalk>, utterance: &str) -> bool {
     })
 }
 
+/// The curators' highlights (the facts file's [`crate::retrieval::facts::HIGHLIGHTS`]) when
+/// `utterance`, small talk of kind `talk`, asks what is worth seeing ([`asks_what_to_see`]) and
+/// the file has them: the server's and the CLI's one reading.
+pub fn highlights_for<'a>(
+    talk: Option<SmallTalk>,
+    utterance: &str,
+    facts: &'a [crate::retrieval::facts::Fact],
+) -> Option<&'a crate::retrieval::facts::Fact> {
+    if !asks_what_to_see(talk, utterance) {
+        return None;
+    }
+    facts
+        .iter()
+        .find(|f| f.topic == crate::retrieval::facts::HIGHLIGHTS)
+}
+
+/// The guide's line for small talk of `kind`: the collection's figures ([`overview_answer`])
+/// when there are some for an overview question, [`answer`] otherwise.
+pub fn reply(
+    kind: SmallTalk,
+    utterance: &str,
+    overview: Option<&crate::retrieval::Overview>,
+    services: bool,
+) -> String {
+    match overview {
+        Some(o) => overview_answer(utterance, o),
+        None => answer(kind, utterance, services),
+    }
+}
+
 /// `phrases`, then each of `words` as a [`SmallTalk::Reaction`] (the reactions the search
 /// shares: [`text::REACTIONS`]).
 fn reactions<'a>(

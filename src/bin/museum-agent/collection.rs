@@ -145,7 +145,9 @@ pub(crate) async fn search(
         .as_ref()
         .map(|f| f.current())
         .unwrap_or_default();
-    if let Some(service) = retrieval::facts::classify(&query, &facts) {
+    // A slash command comes first, as on the server ("/search toilets" searches).
+    let slash = museum_agent::pipeline::slash::parse(&query).is_some();
+    if let Some(service) = retrieval::facts::classify(&query, &facts).filter(|_| !slash) {
         let (f, source) = match service {
             retrieval::facts::Service::Fact(f) => (
                 f.clone(),
@@ -362,11 +364,7 @@ async fn without_search(
         return Some(("slash", slash::run(&cmd, &args, Some(retriever)).await));
     }
     let talk = small_talk::classify(query);
-    if small_talk::asks_what_to_see(talk, query)
-        && let Some(f) = facts
-            .iter()
-            .find(|f| f.topic == retrieval::facts::HIGHLIGHTS)
-    {
+    if let Some(f) = small_talk::highlights_for(talk, query, facts) {
         let mut exhibits = Vec::new();
         for id in &f.exhibits {
             if let Ok(Some(e)) = retriever.get(id).await {
@@ -380,11 +378,10 @@ async fn without_search(
         small_talk::SmallTalk::Overview => retriever.overview().await.ok().flatten(),
         _ => None,
     };
-    let text = match &overview {
-        Some(o) => small_talk::overview_answer(query, o),
-        None => small_talk::answer(kind, query, services),
-    };
-    Some(("small-talk", text))
+    Some((
+        "small-talk",
+        small_talk::reply(kind, query, overview.as_ref(), services),
+    ))
 }
 
 #[cfg(test)]
