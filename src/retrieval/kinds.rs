@@ -115,9 +115,9 @@ pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<st
             u.alternatives.push(a);
         }
     };
-    if w.len() >= 4 && w.chars().all(|c| c.is_ascii_alphabetic()) {
-        for d in demonyms(w) {
-            push(text::latin_tokens(&d));
+    if w.chars().all(|c| c.is_ascii_alphabetic()) {
+        for d in demonym_tokens(w) {
+            push(d);
         }
     } else if w.chars().all(text::is_cjk) {
         push(vec![w.clone()]);
@@ -138,11 +138,9 @@ pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<st
             for sense in english_of(p) {
                 push(sense.iter().map(|t| t.to_string()).collect());
                 // 日本 → japan, and as the origin fields write it, japanese.
-                if let [one] = sense
-                    && one.len() >= 4
-                {
-                    for d in demonyms(one) {
-                        push(text::latin_tokens(&d));
+                if let [one] = sense {
+                    for d in demonym_tokens(one) {
+                        push(d);
                     }
                 }
             }
@@ -176,6 +174,19 @@ pub fn demonyms(country: &str) -> Vec<String> {
     out
 }
 
+/// The index tokens of [`demonyms`] of a word of four letters or more (none for a shorter one:
+/// "art" has no people), each a unit's alternative.
+fn demonym_tokens(word: &str) -> Vec<Vec<String>> {
+    if word.len() < 4 {
+        return Vec::new();
+    }
+    demonyms(word)
+        .iter()
+        .map(|d| text::latin_tokens(d))
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
 /// A browse question's units with each Chinese proper noun (`is_proper`: a place) also standing
 /// for its people's words ([`demonyms`] of its one-word English senses): the records say
 /// "Egyptian" where the dictionary says "Egypt", so 有没有埃及的木乃伊？ narrowed the mummies to
@@ -188,12 +199,10 @@ pub fn with_demonyms(units: Vec<Unit>, is_proper: &dyn Fn(&str) -> bool) -> Vec<
                 let mut more: Vec<Vec<String>> = Vec::new();
                 for alt in &u.alternatives {
                     if let [one] = alt.as_slice()
-                        && one.len() >= 4
                         && one.chars().all(|c| c.is_ascii_alphabetic())
                     {
-                        for d in demonyms(one) {
-                            let t = text::latin_tokens(&d);
-                            if !t.is_empty() && !u.alternatives.contains(&t) && !more.contains(&t) {
+                        for t in demonym_tokens(one) {
+                            if !u.alternatives.contains(&t) && !more.contains(&t) {
                                 more.push(t);
                             }
                         }

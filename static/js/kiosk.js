@@ -169,7 +169,9 @@ function reveal(li) {
     return;
   }
   const asked = li.previousElementSibling;
-  const fits = asked?.classList.contains('visitor') && asked.offsetHeight + 96 < room;
+  // Room left under the question for the answer's first lines (about three).
+  const ANSWER_START = 96;
+  const fits = asked?.classList.contains('visitor') && asked.offsetHeight + ANSWER_START < room;
   (fits ? asked : li).scrollIntoView({ block: 'start' });
 }
 
