@@ -1219,6 +1219,7 @@ pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
                             || (first && ZH_REQUEST.contains(w))
                             || is_making_frame(after_who, w, next)
                             || is_measure_frame(i.checked_sub(1).map(|p| words[p]), w)
+                            || is_asking_frame(&words, i)
                         {
                             if !cur.is_empty() {
                                 spans.push(std::mem::take(&mut cur));
@@ -1395,6 +1396,39 @@ const POINTING: &[&str] = &["这", "那", "哪", "每", "一", "几", "两", "�
 /// Whether `word` is a measure word right after a demonstrative or number (`prev`).
 fn is_measure_frame(prev: Option<&str>, word: &str) -> bool {
     prev.is_some_and(|p| POINTING.contains(&p)) && MEASURE_WORDS.contains(&word)
+}
+
+/// Words that ask which (哪些, 哪几个): 人 after one asks who (哪几个人发起的, 有哪些人拿过).
+const ASKING_WHICH: &[&str] = &[
+    "哪些",
+    "哪几个",
+    "几个",
+    "哪个",
+    "哪几",
+    "什么",
+    "哪位",
+    "些",
+];
+
+/// Words that ask how two things differ, after a word for "what" (有什么不一样, 有什么区别).
+const DIFFERENCE_WORDS: &[&str] = &["不一样", "不同", "区别", "差别", "差异", "分别"];
+
+/// Whether the `i`th of a question's words is part of its asking, not its content: 人 after a
+/// word asking which ("which people": 中华粥会最早是哪几个人发起的 searched the bigram 人发,
+/// held by no record, and the question read as a third unknown and was refused; 是替哪些人造的
+/// searched 人造, "man-made"), or a word of difference after "what" (紅契和白契有什麼不一樣
+/// searched 不一 and 一样, which the deeds' record does not say; jieba cuts 不 / 一样 there).
+/// Only in those places: 人物, 不同时期 and a 区别 of its own stay content.
+fn is_asking_frame(words: &[&str], i: usize) -> bool {
+    let at = |k: Option<usize>| k.and_then(|k| words.get(k)).copied();
+    let (prev, word, next) = (at(i.checked_sub(1)), words[i], at(Some(i + 1)));
+    let asks_what = |w: Option<&str>| w.is_some_and(|w| ZH_WHAT.contains(&w) || w == "何");
+    match word {
+        "人" => prev.is_some_and(|p| ASKING_WHICH.contains(&p)),
+        "不" => asks_what(prev) && next == Some("一样"),
+        "一样" => prev == Some("不") && asks_what(at(i.checked_sub(2))),
+        _ => asks_what(prev) && DIFFERENCE_WORDS.contains(&word),
+    }
 }
 
 /// The character the Qing dynasty's taboo on the Kangxi emperor's personal name (玄燁) put in
@@ -2833,6 +2867,11 @@ mod tests {
             ("给我看看青铜器", "青铜器"),
             ("带我去看书法", "书法"),
             ("有什么瓷器可以看？", "瓷器"),
+            // Asking who and asking how two things differ.
+            ("中华粥会最早是哪几个人发起的？", "中华粥会最早 发起"),
+            ("二等大綬雲麾勳章有哪些人拿過？", "二等大綬雲麾勳章 拿過"),
+            ("紅契和白契有什麼不一樣？", "紅契 白契"),
+            ("清朝的诰命和敕命到底有什么区别？", "清朝 诰命 敕命"),
         ] {
             assert_eq!(
                 texts(&query_terms(framed)),
