@@ -7,8 +7,8 @@ split, so each variant is also averaged over 30 reshuffled assignments, seeds 0-
     target/release/museum-agent eval --json > /tmp/eval.json     # in a copy of the repository
     python scripts/eval/cv_abstention.py /tmp/eval.json [feature,feature,...]
 
-Prints, per threshold rule (`group`: a 2 % budget per script group, as shipped; `joint`: one
-2 % budget shared by both groups), the no-answer questions refused, the answerable ones refused
+Prints, per threshold rule (`group`: a budget (`MAXF`, 1 % as shipped) per script group; `joint`: one
+budget shared by both groups), the no-answer questions refused, the answerable ones refused
 and those answered with their exhibit in the top 5, in the reported split and as the mean over
 the 30 reshuffles. The rules of `abstain.rs` are applied as it applies them: `work_missing`
 and `names_unmet` refuse, `who_found` and `maker_found` answer, whatever the model says (a signal vector of an
@@ -18,7 +18,7 @@ import json, sys, random
 import numpy as np
 S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing','names_unmet','maker_found','keyword_found','rest_coverage']
 FEATURES=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','maker_missing','title_coverage','bridged']
-MAXF=0.02; L2=0.01; IT=3000; STEP=0.5
+MAXF=0.01; L2=0.01; IT=3000; STEP=0.5
 
 def load(path):
     d=json.load(open(path))
@@ -68,7 +68,8 @@ def cut(p,k):
     if k>=len(p): return p[-1]+1e-9
     return (p[k]+(0.0 if k==0 else p[k-1]))/2
 
-def rule_joint(P, maxf=MAXF):
+def rule_joint(P, maxf=None):
+    maxf=MAXF if maxf is None else maxf
     same=[p for p,o,y in P if y and not o]; other=[p for p,o,y in P if y and o]
     ns=[p for p,o,y in P if not y and not o]; no=[p for p,o,y in P if not y and o]
     budget=int(np.floor(maxf*(len(same)+len(other))+1e-12))
