@@ -2291,14 +2291,17 @@ pub fn browse_blocking(
         None if kinds::asks_taste(question) => kinds::without_taste_words(question),
         None => question.to_string(),
     };
-    let plain = kinds::periods(kinds::subject(&asked, &|w| dict.kind_senses_of(w)), &|p| {
-        dict.chinese_of(p)
-            .into_iter()
-            .filter(|(phrase, _)| phrase == p)
-            .flat_map(|(_, heads)| heads)
-            .collect()
-    });
-    let plain = kinds::with_demonyms(kinds::with_dynasty_forms(plain), &|w| dict.is_proper(w));
+    let units_of = |asked: &str| {
+        let units = kinds::periods(kinds::subject(asked, &|w| dict.kind_senses_of(w)), &|p| {
+            dict.chinese_of(p)
+                .into_iter()
+                .filter(|(phrase, _)| phrase == p)
+                .flat_map(|(_, heads)| heads)
+                .collect()
+        });
+        kinds::with_demonyms(kinds::with_dynasty_forms(units), &|w| dict.is_proper(w))
+    };
+    let plain = units_of(&asked);
     if let Some(age) = age
         && plain.is_empty()
     {
@@ -2306,7 +2309,29 @@ pub fn browse_blocking(
     }
     let mut members_of = |t: &str| kind_members(store, t);
     let mut rows_with = |t: &str| store.rows_holding(t);
-    let first = kinds::resolve(&plain, &mut members_of, &mut rows_with)?;
+    let mut first = kinds::resolve(&plain, &mut members_of, &mut rows_with)?;
+    // No kind named: a Chinese word may be a place and a kind in one (中国画, 日本画: one word to
+    // jieba and one sense to the dictionary, "traditional Chinese painting", which names no kind
+    // the way "Chinese paintings" does). Read as the place's kind (中国的画) when that names one.
+    let mut plain = plain;
+    if first.is_none()
+        && let Some(split) = kinds::split_place_words(
+            &asked,
+            &|w| {
+                dict.is_proper(w) && {
+                    let senses = dict.noun_senses_of(w);
+                    !senses.is_empty() && senses.iter().all(|s| s.len() == 1)
+                }
+            },
+            &|w| !dict.kind_senses_of(w).is_empty(),
+        )
+    {
+        let units = units_of(&split);
+        if let Some(r) = kinds::resolve(&units, &mut members_of, &mut rows_with)? {
+            plain = units;
+            first = Some(r);
+        }
+    }
     // An English word of a kind reaches the kinds a Chinese catalogue names at the end of its
     // titles through the dictionary's headwords glossed by that very word ("photographs" →
     // 照片, "medals" → 勋章): without it an English visitor never heard of the Chinese half of

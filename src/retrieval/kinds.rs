@@ -108,7 +108,11 @@ fn is_chinese_dynasty(period: &str) -> bool {
 /// Chinese word its whole self and, for a dynasty named with 朝 or 代 (唐朝, 汉代), the
 /// dynasty (唐, 汉), as Chinese catalogues write a period.
 pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str>]>) -> Unit {
-    let mut u = unit.clone();
+    // Here a place is what is looked up, not only a narrowing word.
+    let mut u = Unit {
+        place: false,
+        ..unit.clone()
+    };
     let w = &unit.word;
     let mut push = |a: Vec<String>| {
         if !a.is_empty() && !u.alternatives.contains(&a) {
@@ -191,11 +195,21 @@ fn demonym_tokens(word: &str) -> Vec<Vec<String>> {
 /// for its people's words ([`demonyms`] of its one-word English senses): the records say
 /// "Egyptian" where the dictionary says "Egypt", so 有没有埃及的木乃伊？ narrowed the mummies to
 /// none (and was answered with the search's amulets) while "Egyptian mummies" listed both.
+///
+/// Such a unit is a [`Unit::place`] when every English sense of it is one word (中国 "China",
+/// 景德镇 "Jingdezhen"): it narrows and names no kind. A proper noun of several words names a
+/// thing (唐三彩, "Tang tricolor ware"; 兵马俑, "Terracotta Army") and is read as before.
 pub fn with_demonyms(units: Vec<Unit>, is_proper: &dyn Fn(&str) -> bool) -> Vec<Unit> {
     units
         .into_iter()
         .map(|mut u| {
             if u.word.chars().all(text::is_cjk) && is_proper(&u.word) {
+                let english: Vec<&Vec<String>> = u
+                    .alternatives
+                    .iter()
+                    .filter(|a| a.iter().all(|t| t.is_ascii()))
+                    .collect();
+                u.place = !english.is_empty() && english.iter().all(|a| a.len() == 1);
                 let mut more: Vec<Vec<String>> = Vec::new();
                 for alt in &u.alternatives {
                     if let [one] = alt.as_slice()
@@ -213,6 +227,57 @@ pub fn with_demonyms(units: Vec<Unit>, is_proper: &dyn Fn(&str) -> bool) -> Vec<
             u
         })
         .collect()
+}
+
+/// "Ancient" before a place in one word (古埃及, 古代中国): the place is what narrows.
+const ANCIENT_ZH: &[&str] = &["古", "古代"];
+
+/// A question with each Chinese word that is a place followed by a word (中国画 → 中国的画, 日本画
+/// → 日本的画), or "ancient" and a place (古埃及 → 古的埃及: 古 is a frame word, and 古埃及 is one
+/// sense, "Ancient Egypt", which narrows nothing), written as the two: `is_place` tells a place (a
+/// proper noun of one-word senses, as [`with_demonyms`] reads one), `is_word` a word the
+/// dictionary gives a sense of a thing. The longest head first; the rest must be a word of its
+/// own. None when no word splits.
+pub fn split_place_words(
+    question: &str,
+    is_place: &dyn Fn(&str) -> bool,
+    is_word: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    let norm = text::normalize(question);
+    let mut out = String::new();
+    let mut split = false;
+    let mut span = String::new();
+    let mut flush = |span: &mut String, out: &mut String| {
+        for w in text::cjk_words(span) {
+            let chars: Vec<char> = w.chars().collect();
+            let cut = (1..chars.len()).rev().find(|&i| {
+                let head: String = chars[..i].iter().collect();
+                let rest: String = chars[i..].iter().collect();
+                (i >= 2 && is_place(&head) && is_word(&rest))
+                    || (ANCIENT_ZH.contains(&head.as_str()) && is_place(&rest))
+            });
+            match cut {
+                Some(i) => {
+                    out.extend(&chars[..i]);
+                    out.push('的');
+                    out.extend(&chars[i..]);
+                    split = true;
+                }
+                None => out.push_str(&w),
+            }
+        }
+        span.clear();
+    };
+    for c in norm.chars() {
+        if text::is_cjk(c) {
+            span.push(c);
+        } else {
+            flush(&mut span, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut span, &mut out);
+    split.then_some(out)
 }
 
 /// A browse question's units with each Chinese dynasty (唐代, 清朝) also standing for its other
@@ -684,6 +749,10 @@ pub struct Unit {
     /// Which of the question's conjuncts the word is in: "porcelain and jade", 陶瓷、玉器 or
     /// 绘画与素描 are two (0 and 1), "Chinese porcelain" one ([`CONJUNCTIONS`]).
     pub part: usize,
+    /// The word names a place ([`with_demonyms`]): it narrows a kind and never names one. 中国 is
+    /// "China", and "china" is a kind (porcelain), so 有中国的画吗？ looked for paintings that
+    /// are porcelain, found none and was answered with the search's list.
+    pub place: bool,
 }
 
 /// Nouns a dictionary sense puts after a kind word to say "a thing of that kind" ("jade
@@ -1608,6 +1677,7 @@ fn subject_run<'a>(
                     word: w.to_string(),
                     alternatives: vec![vec![t]],
                     part: *part,
+                    place: false,
                 });
             }
         }
@@ -1649,6 +1719,7 @@ fn subject_run<'a>(
                         word: w,
                         alternatives,
                         part: *part,
+                        place: false,
                     });
                 }
             }
@@ -1788,7 +1859,11 @@ fn resolve_one<E>(
     let mut qualifiers: Vec<String> = Vec::new();
     let mut acc: Option<Rows> = None;
     for unit in units {
-        let mut unit_rows = rows_of(unit, &mut kinds_memo, members_of, &mut named)?;
+        let mut unit_rows = if unit.place {
+            Rows::new()
+        } else {
+            rows_of(unit, &mut kinds_memo, members_of, &mut named)?
+        };
         if unit_rows.is_empty() {
             unit_rows = rows_of(unit, &mut words_memo, rows_with, &mut Vec::new())?;
             if unit_rows.is_empty() {
@@ -1864,6 +1939,36 @@ pub fn label(departments: &[&str], media: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_place_and_a_kind_in_one_word_are_split() {
+        let is_place = |w: &str| ["中国", "日本"].contains(&w);
+        let is_word = |w: &str| ["画", "瓷器"].contains(&w);
+        assert_eq!(
+            split_place_words("有中国画吗？", &is_place, &is_word).as_deref(),
+            Some("有中国的画吗?")
+        );
+        // jieba cuts 日本画 itself; the list's mark is kept.
+        assert_eq!(
+            split_place_words("有没有日本画、中国画？", &is_place, &is_word).as_deref(),
+            Some("有没有日本画、中国的画?")
+        );
+        let is_place = |w: &str| ["中国", "日本", "埃及"].contains(&w);
+        assert_eq!(
+            split_place_words("有没有古埃及的木乃伊？", &is_place, &is_word).as_deref(),
+            Some("有没有古的埃及的木乃伊?")
+        );
+        // Already two words, or no place: nothing to split.
+        assert_eq!(
+            split_place_words("有中国的画吗？", &is_place, &is_word),
+            None
+        );
+        assert_eq!(split_place_words("有没有油画？", &is_place, &is_word), None);
+        assert_eq!(
+            split_place_words("Do you have Chinese paintings?", &is_place, &is_word),
+            None
+        );
+    }
+
     #[test]
     fn a_question_for_the_maker_with_most_works_is_told_from_others() {
         for q in [
@@ -2086,6 +2191,7 @@ mod tests {
             word: w.to_string(),
             alternatives: vec![text::index_tokens(w)],
             part: 0,
+            place: false,
         };
         let units = with_dynasty_forms(vec![unit("唐代"), unit("拓本"), unit("元代")]);
         assert_eq!(
@@ -2304,6 +2410,7 @@ mod tests {
             word: w.to_string(),
             alternatives: Vec::new(),
             part: 0,
+            place: false,
         };
         let alts = origin_unit(&unit("古埃及"), &dict).alternatives;
         assert!(alts.contains(&vec!["埃及".to_string()]), "{alts:?}");
@@ -2394,6 +2501,7 @@ mod tests {
     fn kinds_resolve_to_the_union_of_senses_and_the_intersection_of_words() {
         let unit = |w: &str, alts: &[&[&str]]| Unit {
             part: 0,
+            place: false,
             word: w.into(),
             alternatives: alts
                 .iter()
