@@ -517,6 +517,17 @@ impl Dictionary {
             .is_some_and(|ids| ids.iter().any(|&id| self.entries[id as usize].proper))
     }
 
+    /// Whether a (normalised) Chinese word is a place as the kind path reads one
+    /// (`kinds::Unit::place`): a proper noun ([`Dictionary::is_proper`]) whose noun senses are
+    /// each one word (中国 "China", 景德镇 "Jingdezhen"). A proper noun of several words names a
+    /// thing (唐三彩 "Tang tricolor ware", 兵马俑 "Terracotta Army").
+    pub fn is_place(&self, word: &str) -> bool {
+        self.is_proper(word) && {
+            let senses = self.noun_senses_of(word);
+            !senses.is_empty() && senses.iter().all(|s| s.len() == 1)
+        }
+    }
+
     /// Whether CC-CEDICT writes the name the index tokens `words` spell in Chinese
     /// ([`Dictionary::heads_of_name`]). Its characters are then known, and a pinyin reading of
     /// the name ([`super::translit`]) is only a guess: "Qi Baishi" read as 气派 + 派十 (派 has a

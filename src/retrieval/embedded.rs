@@ -2299,9 +2299,13 @@ pub fn browse_blocking(
                 .flat_map(|(_, heads)| heads)
                 .collect()
         });
-        kinds::with_demonyms(kinds::with_dynasty_forms(units), &|w| dict.is_proper(w))
+        kinds::with_demonyms(
+            kinds::with_dynasty_forms(units),
+            &|w| dict.is_proper(w),
+            &|w| dict.is_place(w),
+        )
     };
-    let plain = units_of(&asked);
+    let mut plain = units_of(&asked);
     if let Some(age) = age
         && plain.is_empty()
     {
@@ -2313,18 +2317,10 @@ pub fn browse_blocking(
     // No kind named: a Chinese word may be a place and a kind in one (中国画, 日本画: one word to
     // jieba and one sense to the dictionary, "traditional Chinese painting", which names no kind
     // the way "Chinese paintings" does). Read as the place's kind (中国的画) when that names one.
-    let mut plain = plain;
     if first.is_none()
-        && let Some(split) = kinds::split_place_words(
-            &asked,
-            &|w| {
-                dict.is_proper(w) && {
-                    let senses = dict.noun_senses_of(w);
-                    !senses.is_empty() && senses.iter().all(|s| s.len() == 1)
-                }
-            },
-            &|w| !dict.kind_senses_of(w).is_empty(),
-        )
+        && let Some(split) = kinds::split_place_words(&asked, &|w| dict.is_place(w), &|w| {
+            !dict.kind_senses_of(w).is_empty()
+        })
     {
         let units = units_of(&split);
         if let Some(r) = kinds::resolve(&units, &mut members_of, &mut rows_with)? {

@@ -196,20 +196,18 @@ fn demonym_tokens(word: &str) -> Vec<Vec<String>> {
 /// "Egyptian" where the dictionary says "Egypt", so 有没有埃及的木乃伊？ narrowed the mummies to
 /// none (and was answered with the search's amulets) while "Egyptian mummies" listed both.
 ///
-/// Such a unit is a [`Unit::place`] when every English sense of it is one word (中国 "China",
-/// 景德镇 "Jingdezhen"): it narrows and names no kind. A proper noun of several words names a
-/// thing (唐三彩, "Tang tricolor ware"; 兵马俑, "Terracotta Army") and is read as before.
-pub fn with_demonyms(units: Vec<Unit>, is_proper: &dyn Fn(&str) -> bool) -> Vec<Unit> {
+/// Such a unit is a [`Unit::place`] when `is_place` says so
+/// (`dictionary::Dictionary::is_place`): it narrows and names no kind.
+pub fn with_demonyms(
+    units: Vec<Unit>,
+    is_proper: &dyn Fn(&str) -> bool,
+    is_place: &dyn Fn(&str) -> bool,
+) -> Vec<Unit> {
     units
         .into_iter()
         .map(|mut u| {
             if u.word.chars().all(text::is_cjk) && is_proper(&u.word) {
-                let english: Vec<&Vec<String>> = u
-                    .alternatives
-                    .iter()
-                    .filter(|a| a.iter().all(|t| t.is_ascii()))
-                    .collect();
-                u.place = !english.is_empty() && english.iter().all(|a| a.len() == 1);
+                u.place = is_place(&u.word);
                 let mut more: Vec<Vec<String>> = Vec::new();
                 for alt in &u.alternatives {
                     if let [one] = alt.as_slice()
@@ -234,8 +232,8 @@ const ANCIENT_ZH: &[&str] = &["古", "古代"];
 
 /// A question with each Chinese word that is a place followed by a word (中国画 → 中国的画, 日本画
 /// → 日本的画), or "ancient" and a place (古埃及 → 古的埃及: 古 is a frame word, and 古埃及 is one
-/// sense, "Ancient Egypt", which narrows nothing), written as the two: `is_place` tells a place (a
-/// proper noun of one-word senses, as [`with_demonyms`] reads one), `is_word` a word the
+/// sense, "Ancient Egypt", which narrows nothing), written as the two: `is_place` tells a place
+/// (`dictionary::Dictionary::is_place`, as [`with_demonyms`] marks one), `is_word` a word the
 /// dictionary gives a sense of a thing. The longest head first; the rest must be a word of its
 /// own. None when no word splits.
 pub fn split_place_words(
