@@ -230,8 +230,12 @@ pub fn with_demonyms(
 /// "Ancient" before a place in one word (古埃及, 古代中国): the place is what narrows.
 const ANCIENT_ZH: &[&str] = &["古", "古代"];
 
+/// "Made" after a place in one word (日本产, 中国制造): the place is what narrows, and the rest
+/// a frame word ([`ZH_FRAME`]).
+const MADE_ZH: &[&str] = &["产", "制", "造", "制造"];
+
 /// A question with each Chinese word that is a place followed by a word (中国画 → 中国的画, 日本画
-/// → 日本的画), or "ancient" and a place (古埃及 → 古的埃及: 古 is a frame word, and 古埃及 is one
+/// → 日本的画) or by "made" ([`MADE_ZH`]: 日本产 → 日本的产), or "ancient" and a place (古埃及 → 古的埃及: 古 is a frame word, and 古埃及 is one
 /// sense, "Ancient Egypt", which narrows nothing), written as the two: `is_place` tells a place
 /// (`dictionary::Dictionary::is_place`, as [`with_demonyms`] marks one), `is_word` a word the
 /// dictionary gives a sense of a thing. The longest head first; the rest must be a word of its
@@ -251,7 +255,7 @@ pub fn split_place_words(
             let cut = (1..chars.len()).rev().find(|&i| {
                 let head: String = chars[..i].iter().collect();
                 let rest: String = chars[i..].iter().collect();
-                (i >= 2 && is_place(&head) && is_word(&rest))
+                (i >= 2 && is_place(&head) && (is_word(&rest) || MADE_ZH.contains(&rest.as_str())))
                     || (ANCIENT_ZH.contains(&head.as_str()) && is_place(&rest))
             });
             match cut {
@@ -1595,6 +1599,17 @@ const ZH_FRAME: &[&str] = &[
     "有名",
     "漂亮",
     "好看",
+    // Where they come from, as "from" (有没有来自日本的瓷器？ searched and listed an envelope
+    // "sent from Japan"): the place narrows.
+    "来自",
+    "产自",
+    "产于",
+    "出自",
+    "自",
+    "产",
+    "制",
+    "造",
+    "制造",
     // Which one (最漂亮的画是哪幅？).
     "哪",
     "哪件",
@@ -1644,11 +1659,33 @@ pub fn subject<'a>(question: &str, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str
     };
     for segment in norm.split([',', '、', ';', '&', '/']) {
         next_part(&out, &mut part);
+        // The word after "from" (and its articles) is where the things come from: "Do you have
+        // paintings from China?" looked for paintings that are china (porcelain), found none
+        // and was answered with the search's list.
+        let mut after_from = false;
         for run in text::runs(segment) {
+            let before = out.len();
             subject_run(run, english_of, &mut out, &mut part, &mut next_part);
+            if let Run::Word(w) = run {
+                if after_from && out.len() > before {
+                    mark_english_place(out.last_mut().expect("a unit was pushed"));
+                }
+                after_from = w == "from" || (after_from && matches!(w, "the" | "a" | "an"));
+            }
         }
     }
     out
+}
+
+/// An English word after "from" as a place ([`Unit::place`]): it narrows the kind, also by its
+/// people's words ("china" → chinese, as the origin fields write it).
+fn mark_english_place(u: &mut Unit) {
+    u.place = true;
+    for t in demonym_tokens(&u.word) {
+        if !u.alternatives.contains(&t) {
+            u.alternatives.push(t);
+        }
+    }
 }
 
 /// [`subject`] of one run of a question.
@@ -1878,11 +1915,12 @@ fn resolve_one<E>(
         });
     }
     let mut members: Vec<(i64, u64)> = acc.unwrap_or_default().into_iter().collect();
-    // A kind narrowed by a period may leave one: "Do you have Qing jade?" has one answer, the
-    // Qing jade bowl (searched, it was refused; "Ming vases" listed Qing vases as Ming).
+    // A kind narrowed by a period or a place may leave one: "Do you have Qing jade?" has one
+    // answer, the Qing jade bowl (searched, it was refused; "Ming vases" listed Qing vases as
+    // Ming), and so has 有中国的玉器吗？ (refused too).
     let by_period = units
         .iter()
-        .any(|u| qualifiers.contains(&u.word) && is_period(u));
+        .any(|u| qualifiers.contains(&u.word) && (is_period(u) || u.place));
     let fewest = if by_period { 1 } else { 2 };
     if members.len() < fewest || qualifiers.len() == units.len() {
         return Ok(None);
@@ -1949,6 +1987,11 @@ mod tests {
         assert_eq!(
             split_place_words("有没有日本画、中国画？", &is_place, &is_word).as_deref(),
             Some("有没有日本画、中国的画?")
+        );
+        // "Made in" after a place: the place narrows, 产 is a frame word.
+        assert_eq!(
+            split_place_words("有没有日本产的瓷器？", &is_place, &is_word).as_deref(),
+            Some("有没有日本的产的瓷器?")
         );
         let is_place = |w: &str| ["中国", "日本", "埃及"].contains(&w);
         assert_eq!(
@@ -2473,10 +2516,28 @@ mod tests {
             ["paintings"]
         );
         assert_eq!(words("你们这里有什么瓷器可以看？"), ["瓷器"]);
+        assert_eq!(words("有没有来自日本的瓷器？"), ["日本", "瓷器"]);
+        assert_eq!(words("有没有产自日本的陶瓷？"), ["日本", "陶瓷"]);
         // A general word for exhibits kept on the kind's word by the segmentation.
         assert_eq!(words("你们有哪些书画作品？"), ["书画"]);
         let u = &subject("What paintings do you have?", &no_dictionary)[0];
         assert_eq!(u.alternatives, vec![vec!["paint".to_string()]]);
+        // Where the things come from narrows them and names no kind ("china" is porcelain),
+        // also by its people's word as origin fields write it.
+        let units = subject("Do you have paintings from China?", &no_dictionary);
+        assert_eq!(
+            units
+                .iter()
+                .map(|u| (u.word.as_str(), u.place))
+                .collect::<Vec<_>>(),
+            [("paintings", false), ("china", true)]
+        );
+        assert!(units[1].alternatives.contains(&vec!["chines".to_string()]));
+        let units = subject("Any vases from the Qing dynasty?", &no_dictionary);
+        assert_eq!(
+            units.iter().map(|u| u.place).collect::<Vec<_>>(),
+            [false, true, false]
+        );
     }
 
     #[test]

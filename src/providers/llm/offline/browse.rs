@@ -172,7 +172,7 @@ pub fn is_browse(question: &str) -> bool {
 fn plural_keyword(bare: &str) -> bool {
     let words: Vec<&str> = bare.split_whitespace().collect();
     match words.as_slice() {
-        [head, "of" | "showing" | "depicting", shown @ ..] => {
+        [head, "of" | "showing" | "depicting" | "from", shown @ ..] => {
             (1..=2).contains(&shown.len())
                 && is_plural(head)
                 && !shown
@@ -436,12 +436,15 @@ fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
                 rest @ ..,
                 "collection" | "collections",
             ] if !rest.is_empty() => rest.to_vec(),
-            // A kind in the plural and what they show, a word or two: "Do you have paintings
-            // of dogs?" is the dog paintings (it got a sword guard with a lion-dog), while "a
-            // painting of a woman hunting buffalo" is one thing.
-            [head, "of" | "with" | "showing" | "depicting", rest @ ..]
-                if head.len() > 3 && head.ends_with('s') && !head.ends_with("ss") =>
-            {
+            // A kind in the plural and what they show or where they come from, a word or two:
+            // "Do you have paintings of dogs?" is the dog paintings (it got a sword guard with a
+            // lion-dog), "Do you have paintings from China?" China's (it got a planter and a
+            // teapot), while "a painting of a woman hunting buffalo" is one thing.
+            [
+                head,
+                "of" | "with" | "showing" | "depicting" | "from",
+                rest @ ..,
+            ] if head.len() > 3 && head.ends_with('s') && !head.ends_with("ss") => {
                 let shown = without_the(rest);
                 if (1..=2).contains(&shown.len()) {
                     std::iter::once(*head).chain(shown).collect()
@@ -1636,6 +1639,8 @@ mod tests {
             "What Chinese bronzes are currently on show?",
             "Anything from Japan?",
             "Do you have objects from ancient Egypt?",
+            "Do you have paintings from China?",
+            "Are there any vases from the Qing dynasty?",
             "Is there anything from the Renaissance?",
             "What do you have from the Qing dynasty?",
             "What have you got from Japan?",
