@@ -328,6 +328,54 @@ fn named_before_in(sense: &str) -> Vec<Vec<String>> {
     out
 }
 
+/// The name a proper noun's sense opens with when it spells the headword's pinyin and goes on
+/// to describe it ("Jingdezhen prefecture-level city in Jiangxi province 江西, famous for
+/// porcelain" for 景德镇 [Jing3 de2 zhen4]): as index tokens. Read whole, such a sense was a
+/// description and not a translation, so 景德镇 had no English at all: 有景德镇的瓷器吗？ never
+/// reached the 24 records that say "Jingdezhen". None when the sense does not open with the
+/// pinyin's letters in whole words, or is nothing but the name (then [`phrases_of`] has it).
+fn named_in_pinyin(sense: &str, pinyin: &str) -> Option<Vec<String>> {
+    let letters = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphabetic)
+            .map(|c| c.to_ascii_lowercase())
+            .collect()
+    };
+    let name = letters(pinyin);
+    if name.len() < 4 || is_note(sense) {
+        return None;
+    }
+    let words: Vec<&str> = sense.split_whitespace().collect();
+    let mut spelled = String::new();
+    for (i, w) in words.iter().enumerate() {
+        if !w
+            .chars()
+            .all(|c| c.is_ascii_alphabetic() || c == '-' || c == '\'')
+        {
+            return None;
+        }
+        spelled.push_str(&letters(w));
+        if spelled == name {
+            let more = words.get(i + 1)?;
+            if more.starts_with('(') {
+                return None;
+            }
+            // Every piece of the name a token: "Qing'an" (庆安) is not "qing" (the Qing).
+            let spelled = words[..=i].join(" ");
+            let pieces = spelled
+                .split([' ', '-', '\''])
+                .filter(|p| !p.is_empty())
+                .count();
+            let toks = text::latin_tokens(&spelled);
+            return (toks.len() == pieces && toks.len() <= MAX_PHRASE_TOKENS).then_some(toks);
+        }
+        if !name.starts_with(&spelled) {
+            return None;
+        }
+    }
+    None
+}
+
 /// The sense number of the phrases only the English → Chinese lookups read
 /// ([`Dictionary::chinese_of`], [`Dictionary::heads_of_name`]): past [`SENSES_PER_WORD`], so
 /// [`Dictionary::english_of`] and the calques never do.
@@ -413,6 +461,18 @@ impl Dictionary {
                 }
                 let verb = sense.trim_start().starts_with("to ");
                 for p in phrases_of(sense, proper) {
+                    phrases.push((
+                        n.min(ONE_WAY_SENSE as usize - 1) as u16,
+                        verb,
+                        p.into_iter().map(Into::into).collect(),
+                    ));
+                }
+                if proper
+                    && let Some(p) = named_in_pinyin(sense, pinyin)
+                    && !phrases
+                        .iter()
+                        .any(|(_, _, q)| q.iter().map(|t| &**t).eq(p.iter().map(String::as_str)))
+                {
                     phrases.push((
                         n.min(ONE_WAY_SENSE as usize - 1) as u16,
                         verb,
@@ -1374,6 +1434,7 @@ mod tests {
              唐朝 唐朝 [Tang2 chao2] /Tang or Tang dynasty (618-907)/\n\
              宋朝 宋朝 [Song4 chao2] /the Song dynasty (960-1279)/\n\
              三星堆 三星堆 [San1 xing1 dui1] /archaeological site of Sanxingdui outside Chengdu/\n\
+             景德鎮 景德镇 [Jing3 de2 zhen4] /Jingdezhen prefecture-level city in Jiangxi province 江西, famous for porcelain/\n\
              畫家 画家 [hua4 jia1] /painter/\n",
         );
         let senses = |w: &str| -> Vec<Vec<String>> {
@@ -1388,9 +1449,22 @@ mod tests {
         // Only a description: the name has no translation (it is searched as written), but
         // it is known as a name.
         assert!(senses("三星堆").is_empty());
+        // A sense that opens with the name in pinyin and goes on to describe it: the name.
+        assert_eq!(senses("景德镇"), vec![vec!["jingdezhen"]]);
+        assert!(d.is_place("景德镇"));
         assert!(d.is_proper("三星堆") && d.is_proper("唐朝") && !d.is_proper("画家"));
         // A common noun's senses are lower case and all kept.
         assert_eq!(senses("画家"), vec![vec!["painter"]]);
+        // Not when a piece of the name is lost as a stop word.
+        let qing_an = Dictionary::parse(
+            "慶安 庆安 [Qing4 an1] /Qing'an county in Suihua 綏化|绥化, Heilongjiang/\n",
+        );
+        assert!(
+            !qing_an
+                .english_of("庆安")
+                .iter()
+                .any(|p| p.len() == 1 && &*p[0] == "qing")
+        );
     }
 
     #[test]
