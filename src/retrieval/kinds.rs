@@ -230,13 +230,14 @@ pub fn with_demonyms(
 /// "Ancient" before a place in one word (古埃及, 古代中国): the place is what narrows.
 const ANCIENT_ZH: &[&str] = &["古", "古代"];
 
-/// "Made" after a place in one word (日本产, 中国制造): the place is what narrows, and the rest
-/// a frame word ([`ZH_FRAME`]).
+/// "Made" after a place in one word (日本产, one word to jieba): the place is what narrows, and
+/// the rest a frame word ([`ZH_FRAME`]).
 const MADE_ZH: &[&str] = &["产", "制", "造", "制造"];
 
 /// A question with each Chinese word that is a place followed by a word (中国画 → 中国的画, 日本画
-/// → 日本的画) or by "made" ([`MADE_ZH`]: 日本产 → 日本的产), or "ancient" and a place (古埃及 → 古的埃及: 古 is a frame word, and 古埃及 is one
-/// sense, "Ancient Egypt", which narrows nothing), written as the two: `is_place` tells a place
+/// → 日本的画) or by "made" ([`MADE_ZH`]: 日本产 → 日本的产), or "ancient" and a place (古埃及 →
+/// 古的埃及: 古 is a frame word, and 古埃及 is one sense, "Ancient Egypt", which narrows
+/// nothing), written as the two: `is_place` tells a place
 /// (`dictionary::Dictionary::is_place`, as [`with_demonyms`] marks one), `is_word` a word the
 /// dictionary gives a sense of a thing. The longest head first; the rest must be a word of its
 /// own. None when no word splits.
