@@ -208,19 +208,17 @@ pub fn with_demonyms(
         .map(|mut u| {
             if u.word.chars().all(text::is_cjk) && is_proper(&u.word) {
                 u.place = is_place(&u.word);
-                let mut more: Vec<Vec<String>> = Vec::new();
-                for alt in &u.alternatives {
-                    if let [one] = alt.as_slice()
-                        && one.chars().all(|c| c.is_ascii_alphabetic())
-                    {
-                        for t in demonym_tokens(one) {
-                            if !u.alternatives.contains(&t) && !more.contains(&t) {
-                                more.push(t);
-                            }
-                        }
-                    }
+                let words: Vec<String> = u
+                    .alternatives
+                    .iter()
+                    .filter_map(|alt| match alt.as_slice() {
+                        [one] if one.chars().all(|c| c.is_ascii_alphabetic()) => Some(one.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                for w in &words {
+                    push_demonyms(&mut u.alternatives, w);
                 }
-                u.alternatives.extend(more);
             }
             u
         })
@@ -1682,9 +1680,15 @@ pub fn subject<'a>(question: &str, english_of: &dyn Fn(&str) -> Vec<&'a [Box<str
 /// people's words ("china" → chinese, as the origin fields write it).
 fn mark_english_place(u: &mut Unit) {
     u.place = true;
-    for t in demonym_tokens(&u.word) {
-        if !u.alternatives.contains(&t) {
-            u.alternatives.push(t);
+    let word = u.word.clone();
+    push_demonyms(&mut u.alternatives, &word);
+}
+
+/// `alternatives` with each of the [`demonym_tokens`] of `word` they lack, in order.
+fn push_demonyms(alternatives: &mut Vec<Vec<String>>, word: &str) {
+    for t in demonym_tokens(word) {
+        if !alternatives.contains(&t) {
+            alternatives.push(t);
         }
     }
 }
