@@ -47,8 +47,9 @@
 //!                → tool loop (server tools, observations) → RESPONSE frames via
 //!                ReplyStream. Imports request, never session
 //! retrieval/     the collection: Exhibit and the Retriever trait; text analysis (jieba, OpenCC
-//!                folding, the makers' user dictionary), ingest, embedded BM25 ranking with
-//!                bridges across the two languages (pinyin, CC-CEDICT) and to
+//!                folding, the makers' user dictionary), ingest, embedded BM25 ranking
+//!                (embedded.rs; its reorders, no-answer signals and browse listing in
+//!                embedded/) with bridges across the two languages (pinyin, CC-CEDICT) and to
 //!                English synonyms (WordNet), the semantic path (semantic.rs: embedding in the
 //!                background, fusion; vectors from a server or in process, local_e5.rs), the
 //!                no-answer model (abstain.rs), visitor-service facts, kinds of object for

@@ -1,7 +1,7 @@
 //! Calibrated abstention: whether the collection holds an answer to a question at all, decided
 //! from several signals of the lexical ranking by a small logistic regression. Pure (no I/O).
 //!
-//! Signals ([`SIGNALS`], computed by `embedded::features`; the lexical model reads [`FEATURES`]):
+//! Signals ([`SIGNALS`], computed by `embedded::signals::features`; the lexical model reads [`FEATURES`]):
 //! - `top_score`: the best hit's score (coverage × BM25 factor, 0–1);
 //! - `top_coverage`: the IDF-weighted share of the question's terms the best hit contains;
 //! - `margin`: best score minus the second best;
@@ -50,7 +50,7 @@
 //!   translation of one bigram of a longer name is not the name): the hit was
 //!   reached through the question's common words only (北京人的头盖骨化石 found a skull-shaped
 //!   watch through 头盖骨). A rule, not a feature: such a question is refused. Before it, a hit
-//!   of the first ten that holds one of the names is put first (`embedded::prefer_named`:
+//!   of the first ten that holds one of the names is put first (`embedded::reorder::prefer_named`:
 //!   查士标那幅清晨山水画… found Zha Shibiao's "Mountains at Dawn" second). 5-fold CV: 31 of 34
 //!   no-answer questions refused against 30, no answerable one more (4 of 166), cross-lingual
 //!   recall@1 0.800 → 0.867; over 30 reshuffled fold assignments 29.6 / 5.1 against 28.6 / 4.8
@@ -74,7 +74,7 @@
 //!   and the best hit holds it. In the keyword's script: each of its words (a keyword
 //!   written as a name, every word capitalised, "St Sebastian", as a phrase), or a Chinese
 //!   keyword as written; in the other: one of the keyword's dictionary translations, whole
-//!   (`embedded::keyword_held_across`: 有雕塑吗？ by "sculpture"). A rule like `who_found`:
+//!   (`embedded::signals::keyword_held_across`: 有雕塑吗？ by "sculpture"). A rule like `who_found`:
 //!   such a question is answered. The model refuses short questions (ln(1 + terms) weighs
 //!   heavily, and no dev question is a keyword): "maiolica" was refused though 20 records are
 //!   maiolica.
@@ -103,7 +103,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Every lexical signal `embedded::features` computes, in the order of its vector. A model
+/// Every lexical signal `embedded::signals::features` computes, in the order of its vector. A model
 /// reads the ones its feature list names.
 pub const SIGNALS: [&str; 24] = [
     "top_score",

@@ -865,7 +865,7 @@ fn term_index(terms: &[QueryTerm], text: &str) -> Option<usize> {
 /// read), for [`bridges_with`] and the thesaurus's.
 pub(super) fn collection_df<'a>(
     store: &'a CollectionStore,
-    w: &'a super::embedded::WeightedTerms,
+    w: &'a super::embedded::terms::WeightedTerms,
 ) -> impl FnMut(&str) -> Result<f64, StoreError> + 'a {
     let known: HashMap<&str, f64> = w
         .terms

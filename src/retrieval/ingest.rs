@@ -21,8 +21,7 @@ use std::sync::Mutex;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::Exhibit;
-use super::embedded::{RowCounts, analyze};
+use super::{Exhibit, text};
 use crate::store::StoreError;
 use crate::store::collection::{
     CollectionStore, DfAccumulator, ExhibitRow, IndexedExhibit, TermDfs,
@@ -1107,6 +1106,59 @@ pub fn record_source(
 ) -> Result<(), StoreError> {
     store.record_collection_load(source, load_sha256, rows)?;
     store.set_collection_meta(&stat_key(source), &format!("{stat} sha256 {load_sha256}"))
+}
+
+/// Counts of one batch of rows written to the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RowCounts {
+    pub inserted: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+}
+
+pub(crate) fn extra_text(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) if !s.starts_with("http://") && !s.starts_with("https://") => {
+            out.push_str(s);
+            out.push(' ');
+        }
+        Value::Array(a) => a.iter().for_each(|x| extra_text(x, out)),
+        Value::Object(m) => m.values().for_each(|x| extra_text(x, out)),
+        _ => {}
+    }
+}
+
+/// The analysed FTS columns of an exhibit (order of `store::collection::FTS_COLUMNS`).
+pub fn analyze(e: &Exhibit) -> [String; 7] {
+    let mut extra = String::new();
+    e.extra.values().for_each(|v| extra_text(v, &mut extra));
+    [
+        text::index_text(&e.title),
+        text::index_text(&e.maker),
+        text::index_text(&format!("{} {}", e.period, e.date)),
+        text::index_text(&e.medium),
+        text::index_text(&e.description),
+        text::index_text(&extra),
+        meta_text(e),
+    ]
+}
+
+/// The meta column: gallery, dimensions and id, then the record's kind markers
+/// ([`super::kinds`]).
+fn meta_text(e: &Exhibit) -> String {
+    let mut meta = text::index_text(&format!("{} {} {}", e.gallery, e.dimensions, e.id));
+    for markers in [
+        super::kinds::markers(&e.gallery, &e.medium, &e.title),
+        super::kinds::origin_markers(&e.period),
+    ] {
+        if !markers.is_empty() {
+            if !meta.is_empty() {
+                meta.push(' ');
+            }
+            meta.push_str(&markers);
+        }
+    }
+    meta
 }
 
 #[cfg(test)]

@@ -226,7 +226,7 @@ pub struct Browse {
     /// A period left none of the kind ("Do you have any Tang dynasty vases?": the period is in
     /// [`Self::qualifiers`], the kind is the other [`Self::words`]): how many of the kind the
     /// collection holds of any period; [`Self::total`] and [`Self::hits`] are then empty. 0
-    /// otherwise (`embedded::period_left_none`).
+    /// otherwise (`embedded::browse::period_left_none`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub of_kind: usize,
     /// A few of its exhibits (the most fully described first, or by [`Self::order`]), score 1.

@@ -2370,7 +2370,7 @@ const PROPER_TAGS: [&str; 6] = ["nr", "nrfg", "nrt", "ns", "nt", "nz"];
 /// ([`named_phrases`]: "Terracotta Army", "Apollo"), for Chinese the collection's names of the
 /// user dictionary and the words jieba tags as names of people, places or things (北京, 郎世宁,
 /// 孙中山, 中山装). Used to check that a best hit in the other script was reached through a
-/// name the question gives, not only through its common words (`embedded::names_unmet`).
+/// name the question gives, not only through its common words (`embedded::signals::names_unmet`).
 pub fn proper_names(query: &str, dict: &UserDict) -> Vec<String> {
     proper_names_with(query, dict, &|_| false)
 }

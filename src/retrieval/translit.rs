@@ -589,14 +589,14 @@ fn holds_phrase(toks: &[&str], clauses: &[Vec<String>]) -> bool {
 /// abstention signal `bridged`: a match made across scripts), and the share it covers only
 /// through the dictionary's (`translated`: a match made by translation, not by spelling). The
 /// thesaurus's synonyms never reach the signals (`embedded::rank`).
-pub fn bridged_share(w: &super::embedded::WeightedTerms, doc: &str) -> (f64, f64) {
-    let without = |keep: fn(&Bridge) -> bool| super::embedded::WeightedTerms {
+pub fn bridged_share(w: &super::embedded::terms::WeightedTerms, doc: &str) -> (f64, f64) {
+    let without = |keep: fn(&Bridge) -> bool| super::embedded::terms::WeightedTerms {
         bridges: w.bridges.iter().filter(|b| keep(b)).cloned().collect(),
         ..w.clone()
     };
-    let all = super::embedded::coverage(w, doc);
-    let plain = super::embedded::coverage(&without(|_| false), doc);
-    let spelt = super::embedded::coverage(&without(|b| b.kind == BridgeKind::Spelt), doc);
+    let all = super::embedded::terms::coverage(w, doc);
+    let plain = super::embedded::terms::coverage(&without(|_| false), doc);
+    let spelt = super::embedded::terms::coverage(&without(|b| b.kind == BridgeKind::Spelt), doc);
     ((all - plain).max(0.0), (all - spelt).max(0.0))
 }
 
