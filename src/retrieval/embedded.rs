@@ -17,7 +17,8 @@
 //!    chosen by cross-validation), and the semantic abstention fit decides on the lexical and
 //!    semantic signals ([`decide`]).
 //!
-//! Beside the ranking, in submodules: `reorder` (a hit of the first few that holds what the
+//! Beside the ranking, in submodules: `terms` (a question's weighted terms and the coverage
+//! arithmetic the others share), `reorder` (a hit of the first few that holds what the
 //! question names moves first: a biography, a proper name, a keyword, the exact title),
 //! `signals` (the no-answer model's signals of the ranking, and the rules' flags) and `browse`
 //! (the exhibits a browse question lists, by kind, place, period, maker or order:
