@@ -33,10 +33,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::abstain::{self, AbstentionModel, Features};
-use super::dating;
 use super::embeddings::{Embedder, VectorSet, dense_rankings, fuse_lists};
 use super::ingest::{FileRows, Rejected, RowCounts};
-use super::ordering::{Order, Ranked};
 use super::semantic::Semantic;
 use super::text::{self, QueryTerm, UserDict};
 use super::translit::{self, BridgeKind};
@@ -47,6 +45,7 @@ use crate::store::StoreError;
 use crate::store::collection::{CollectionStore, ExhibitRow};
 use crate::store::lexical::MatchTerm;
 use crate::store::vectors::VectorStore;
+use browse::OrderCaches;
 pub use browse::browse_blocking;
 mod reorder;
 mod signals;
@@ -251,44 +250,6 @@ pub struct EmbeddedRetriever {
     /// it was read at (a scan of every row, once a generation, when a visitor first asks for
     /// such an order).
     orders: Arc<OrderCaches>,
-}
-
-/// A [`Ranked`] with the collection generation it was read at.
-type RankCache = Mutex<Option<(i64, Arc<Ranked>)>>;
-
-/// The values the collection is ordered by when a visitor asks ([`Order`]): start years and
-/// sizes.
-#[derive(Debug, Default)]
-pub struct OrderCaches {
-    years: RankCache,
-    sizes: RankCache,
-}
-
-/// The collection's values for `order` (start years or sizes), from `caches` when they were
-/// read at this generation.
-fn ranked_of(
-    store: &CollectionStore,
-    caches: &OrderCaches,
-    order: Order,
-) -> Result<Arc<Ranked>, StoreError> {
-    let generation = store.collection_generation()?;
-    let cache = if order.by_size() {
-        &caches.sizes
-    } else {
-        &caches.years
-    };
-    if let Some((g, r)) = &*cache.lock().unwrap_or_else(|p| p.into_inner())
-        && *g == generation
-    {
-        return Ok(r.clone());
-    }
-    let ranked = Arc::new(if order.by_size() {
-        super::sizing::sizes(store.dimensions()?)
-    } else {
-        dating::years(store.dates()?)
-    });
-    *cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, ranked.clone()));
-    Ok(ranked)
 }
 
 impl Drop for EmbeddedRetriever {

@@ -1,18 +1,58 @@
 //! Browsing the collection: the exhibits a [`Browse`] lists ("Do you have Japanese ceramics?",
 //! 有唐朝的文物吗？, "the oldest things", "Whose works do you have most of?"), read from the
 //! store by kind, place, period, maker and order, not ranked against the question's words.
-//! The search ([`super::search_blocking`]) is the other path; the retriever chooses between
-//! them (`offline::browse::is_browse`).
+//! The search ([`super::search_blocking`]) is the other path; the pipeline chooses between
+//! them (`offline::browse::is_browse`). The start years and sizes an order reads are cached
+//! per collection generation ([`OrderCaches`], held by the retriever).
 
 use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
-use super::{OrderCaches, WEIGHTS, ranked_of};
-use crate::retrieval::ordering::Order;
+use super::WEIGHTS;
+use crate::retrieval::ordering::{Order, Ranked};
 use crate::retrieval::{Browse, Exhibit, Hit, text};
-use crate::retrieval::{dictionary, kinds, ordering};
+use crate::retrieval::{dating, dictionary, kinds, ordering, sizing};
 use crate::store::StoreError;
 use crate::store::collection::CollectionStore;
 use crate::store::lexical::MatchTerm;
+
+/// A [`Ranked`] with the collection generation it was read at.
+type RankCache = Mutex<Option<(i64, Arc<Ranked>)>>;
+
+/// The values the collection is ordered by when a visitor asks ([`Order`]): start years and
+/// sizes.
+#[derive(Debug, Default)]
+pub struct OrderCaches {
+    years: RankCache,
+    sizes: RankCache,
+}
+
+/// The collection's values for `order` (start years or sizes), from `caches` when they were
+/// read at this generation.
+fn ranked_of(
+    store: &CollectionStore,
+    caches: &OrderCaches,
+    order: Order,
+) -> Result<Arc<Ranked>, StoreError> {
+    let generation = store.collection_generation()?;
+    let cache = if order.by_size() {
+        &caches.sizes
+    } else {
+        &caches.years
+    };
+    if let Some((g, r)) = &*cache.lock().unwrap_or_else(|p| p.into_inner())
+        && *g == generation
+    {
+        return Ok(r.clone());
+    }
+    let ranked = Arc::new(if order.by_size() {
+        sizing::sizes(store.dimensions()?)
+    } else {
+        dating::years(store.dates()?)
+    });
+    *cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((generation, ranked.clone()));
+    Ok(ranked)
+}
 
 /// Rows of the collection read to choose the exhibits a [`Browse`] lists, per exhibit listed.
 const BROWSE_READ_PER_LISTED: usize = 6;
