@@ -1216,7 +1216,8 @@ fn the_second_held_out_questions_stay_apart_from_every_other_set() {
 }
 
 /// The training questions (`train_queries.jsonl`, for fitting a no-answer model;
-/// `train_keywords.jsonl`, for measuring: the retrieval README, "Training questions") never
+/// `train_keywords.jsonl` and the short visitor questions of `train_short.jsonl`, for measuring:
+/// the retrieval README, "Training questions" and "Short visitor questions") never
 /// touch a held-out record or repeat a held-out or dev question, so a fit on them leaves the
 /// held-out figures those of questions it has not seen; every id they name is in the
 /// collection.
@@ -1237,6 +1238,7 @@ fn the_training_questions_stay_apart_from_the_held_out_questions() {
     for (file, n, negatives, fitted) in [
         ("train_queries.jsonl", 147, 32, true),
         ("train_keywords.jsonl", 65, 15, false),
+        ("train_short.jsonl", 98, 28, false),
     ] {
         let qs = eval::load_queries(&fixture(file)).unwrap();
         assert_eq!(qs.len(), n, "{file}");
