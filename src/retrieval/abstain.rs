@@ -70,8 +70,8 @@
 //!   against 30.2 / 5.0).
 //! - `keyword_found`: 1 when the question is a bare keyword typed on a kiosk ("maiolica",
 //!   "netsuke", 甲骨文: [`super::text::bare_keyword`]), or a short "do you have" question
-//!   asking for one ("Do you have maiolica?", 有没有佛像？: [`super::text::asked_keyword`]),
-//!   and the best hit holds it. In the keyword's script: each of its words (a keyword
+//!   asking for one ("Do you have maiolica?", 有没有佛像？: [`super::text::asked_keyword`]) or
+//!   what one is ("What is a pax?", 功牌是什么？), and the best hit holds it. In the keyword's script: each of its words (a keyword
 //!   written as a name, every word capitalised, "St Sebastian", as a phrase), or a Chinese
 //!   keyword as written; in the other: one of the keyword's dictionary translations, whole
 //!   (`embedded::signals::keyword_held_across`: 有雕塑吗？ by "sculpture"). A rule like `who_found`:

@@ -1816,14 +1816,33 @@ pub fn bare_keyword(norm: &str) -> Option<&str> {
     } else {
         let words: Vec<&str> = t.split_whitespace().collect();
         (1..=KEYWORD_WORDS).contains(&words.len())
-            && words
-                .iter()
-                .all(|w| w.chars().all(|c| c.is_alphabetic() && !is_cjk(c)))
+            && words.iter().all(|w| is_keyword_word(w))
             && !words
                 .iter()
                 .any(|w| NOT_KEYWORDS.contains(w) || REACTIONS.contains(w))
     };
     keyword.then_some(t)
+}
+
+/// Whether a word (normalised) can be part of a bare Latin keyword: letters, with an apostrophe or
+/// a hyphen between two of them ("qur'an", "o'keeffe", "toulouse-lautrec": "Qur'an" was no
+/// keyword, so `keyword_found` never read that the *Qur'an* holds it, and it was refused); never
+/// a contraction or a possessive ("what's", "i'm", "monet's"), whose words are the asking's.
+fn is_keyword_word(word: &str) -> bool {
+    let letter = |c: char| c.is_alphabetic() && !is_cjk(c);
+    let (Some(first), Some(last)) = (word.chars().next(), word.chars().last()) else {
+        return false;
+    };
+    letter(first)
+        && letter(last)
+        && word
+            .chars()
+            .all(|c| letter(c) || matches!(c, '\'' | '’' | '-'))
+        && !word.contains("--")
+        && word.split(['\'', '’']).skip(1).all(|after| {
+            let ending: String = after.chars().take_while(|c| c.is_alphabetic()).collect();
+            !matches!(ending.as_str(), "s" | "m" | "re" | "ve" | "ll" | "d" | "t")
+        })
 }
 
 /// Openings whose object is the thing asked for: whether the collection has it, or a wish or a
@@ -1873,6 +1892,9 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
         // "Anything from the Warring States?": the article is not part of the keyword.
         return bare_keyword(rest.strip_prefix("the ").unwrap_or(rest));
     }
+    if let Some(thing) = defined_thing(t) {
+        return bare_keyword(thing);
+    }
     let mut rest = t;
     for lead in HAVE_LEADS_ZH {
         rest = rest.strip_prefix(lead).unwrap_or(rest);
@@ -1885,6 +1907,75 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
         rest = rest.strip_suffix(end).unwrap_or(rest);
     }
     bare_keyword(exhibit_tail_thing(rest).unwrap_or(rest))
+}
+
+/// Openings of an English question asking what a thing is, before the thing.
+const DEFINE_OPENINGS_EN: &[&str] = &[
+    "what is a ",
+    "what is an ",
+    "what's a ",
+    "what’s a ",
+    "what's an ",
+    "what’s an ",
+    "what are ",
+    "what is ",
+    "what's ",
+    "what’s ",
+];
+
+/// Words after "what is" that point at something rather than name it ("What is this?", "What
+/// is the oldest?"): no definition asked.
+const DEFINE_NOT_THINGS: &[&str] = &[
+    "this", "that", "it", "these", "those", "the", "he", "she", "they", "there", "here", "on",
+    "in", "new", "up", "a", "an",
+];
+
+/// Last words that make "what is X …" a question about X, not what X is.
+const DEFINE_NOT_LAST: &[&str] = &[
+    "of", "for", "from", "in", "on", "with", "about", "made", "used", "like", "called", "worth",
+    "mean",
+];
+
+/// Words a Chinese "what is X" question may end with after 是什么: the kind of thing asked
+/// (六博是什么游戏？) or its meaning (是什么意思).
+const DEFINE_TAILS_ZH: &[&str] = &["", "东西", "意思", "游戏", "样子"];
+
+/// The thing a question (normalised, without its closing mark) asks to have explained: "What
+/// is a pax?", "What's a cassone?", "What are netsuke?", "What does tiraz mean?", 功牌是什么？,
+/// 什么是功牌？, 六博是什么游戏？. A visitor at a kiosk asks this way of a word on a label; the
+/// keyword it gives is answered when the best hit holds it (`keyword_found`) as a bare keyword
+/// is ("What does tiraz mean?" and 功牌是什么？ were refused: one term, and the model reads few
+/// terms as a question with no answer; retrieval README, "Short visitor questions").
+fn defined_thing(t: &str) -> Option<&str> {
+    if let Some(rest) = t
+        .strip_prefix("what does ")
+        .or_else(|| t.strip_prefix("what do "))
+        .and_then(|r| r.strip_suffix(" mean"))
+    {
+        return Some(rest);
+    }
+    if let Some(rest) = DEFINE_OPENINGS_EN.iter().find_map(|o| t.strip_prefix(o)) {
+        let (first, last) = (
+            rest.split_whitespace().next()?,
+            rest.split_whitespace().last()?,
+        );
+        // "What is jade made of?", "What are these used for?": a question about the thing.
+        return (!DEFINE_NOT_THINGS.contains(&first) && !DEFINE_NOT_LAST.contains(&last))
+            .then_some(rest);
+    }
+    // 这个是什么？ points at something (a follow-up), it names nothing.
+    let names = |thing: &&str| !thing.starts_with(['这', '那', '它', '他', '她', '哪']);
+    if let Some(rest) = t.strip_prefix("什么是") {
+        return Some(rest).filter(names);
+    }
+    DEFINE_TAILS_ZH
+        .iter()
+        .find_map(|tail| {
+            let body = t.strip_suffix(tail)?;
+            body.strip_suffix("是什么")
+                .or_else(|| body.strip_suffix("是啥"))
+        })
+        .filter(names)
 }
 
 /// The thing a Chinese request names before a general word for exhibits ([`EXHIBIT_TAILS`] or
@@ -2523,6 +2614,24 @@ mod tests {
                 "Is there anything from the Krupp steelworks in Germany?",
                 None,
             ),
+            // What a thing is, asked of a word on a label (`defined_thing`).
+            ("What is a pax?", Some("pax")),
+            ("What's an inro?", Some("inro")),
+            ("What are netsuke?", Some("netsuke")),
+            ("What does tiraz mean?", Some("tiraz")),
+            ("What is maiolica?", Some("maiolica")),
+            ("功牌是什么？", Some("功牌")),
+            ("什么是功牌？", Some("功牌")),
+            ("六博是什么游戏？", Some("六博")),
+            ("這是什麼？", None),
+            ("这个是什么？", None),
+            ("那件是什么东西？", None),
+            ("What is the oldest?", None),
+            ("What's new?", None),
+            ("What are you?", None),
+            ("What is jade made of?", None),
+            ("What is the mummy's name?", None),
+            ("What does the inscription on the bell mean?", None),
         ];
         for (q, want) in cases {
             let norm = normalize(q);
@@ -3054,6 +3163,9 @@ mod tests {
             "瓷器",
             "甲骨文",
             "詹天佑",
+            "qur'an",
+            "o’keeffe",
+            "toulouse-lautrec",
         ] {
             assert!(is_bare_keyword(q), "{q}");
         }
@@ -3078,6 +3190,14 @@ mod tests {
             "badger 鼎",
             "show me swords",
             "i love cats",
+            "what's this",
+            "i'm bored",
+            "that’s cool",
+            "monet's",
+            "don't",
+            "-ivory",
+            "art--deco",
+            "o'",
         ] {
             assert!(!is_bare_keyword(q), "{q}");
         }

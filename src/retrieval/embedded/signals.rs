@@ -272,8 +272,9 @@ fn rest_coverage(proper: &[String], w: &WeightedTerms, indexed: &str) -> f64 {
     rest(&|i| found[i]) / asked
 }
 
-/// 1 when the question is a bare keyword ([`text::bare_keyword`]), or a short "do you have"
-/// question whose thing is one ([`text::asked_keyword`]: "Do you have maiolica?"), that the
+/// 1 when the question is a bare keyword ([`text::bare_keyword`]), or a short "do you have" or
+/// "what is" question whose thing is one ([`text::asked_keyword`]: "Do you have maiolica?",
+/// "What is a pax?"), that the
 /// best hit's text holds: every index token of a Latin keyword (as a phrase when every word is
 /// capitalised as typed, a name or a title: "Starry Night" is not a record that says "starry"
 /// and "night" apart), a Chinese keyword as written. 0 otherwise, or with no hit.
@@ -580,6 +581,39 @@ mod tests {
         // A keyword with no 的 is held as written.
         assert!(keyword_held("有没有书法？", "书法", "唐代 书法"));
         assert!(!keyword_held("有没有瓷器？", "瓷器", "瓷 器"));
+    }
+
+    #[test]
+    fn a_keyword_with_an_apostrophe_or_a_hyphen_is_read_and_held() {
+        // (query as typed, record text, held)
+        let cases = [
+            (
+                "Qur'an",
+                "Qur'an. This square-format manuscript is volume 2.",
+                true,
+            ),
+            (
+                "Qur'an",
+                "Binding. Illuminated with Qur'anic inscriptions.",
+                false,
+            ),
+            (
+                "Toulouse-Lautrec",
+                "A poster by Henri de Toulouse-Lautrec.",
+                true,
+            ),
+            ("Toulouse-Lautrec", "A street in Toulouse.", false),
+            ("red-figure", "Red-Figure Column Krater", true),
+        ];
+        for (q, doc, held) in cases {
+            let norm = text::normalize(q);
+            let keyword = text::asked_keyword(&norm).unwrap_or_else(|| panic!("{q}: no keyword"));
+            assert_eq!(
+                keyword_held(q, keyword, &text::normalize(doc)),
+                held,
+                "{q} in {doc}"
+            );
+        }
     }
 
     #[test]
