@@ -1952,7 +1952,9 @@ fn defined_thing(t: &str) -> Option<&str> {
         .or_else(|| t.strip_prefix("what do "))
         .and_then(|r| r.strip_suffix(" mean"))
     {
-        return Some(rest);
+        // "What does this mean?" points at something, as "What is this?" does.
+        let first = rest.split_whitespace().next()?;
+        return (!DEFINE_NOT_THINGS.contains(&first)).then_some(rest);
     }
     if let Some(rest) = DEFINE_OPENINGS_EN.iter().find_map(|o| t.strip_prefix(o)) {
         let (first, last) = (
@@ -2632,6 +2634,8 @@ mod tests {
             ("What is jade made of?", None),
             ("What is the mummy's name?", None),
             ("What does the inscription on the bell mean?", None),
+            ("What does this mean?", None),
+            ("What do these mean?", None),
         ];
         for (q, want) in cases {
             let norm = normalize(q);
