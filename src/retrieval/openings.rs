@@ -74,6 +74,22 @@ pub const ABOUT: &[&str] = &[
     "anything from",
 ];
 
+/// What a thing is ("What is a pax?", "What are netsuke?"): the object is the keyword
+/// (`text::asked_keyword`). The typographic apostrophe is listed too: a phone keyboard types
+/// "What’s a cassone?", and normalising leaves it.
+pub const DEFINE: &[&str] = &[
+    "what is a",
+    "what is an",
+    "what's a",
+    "what’s a",
+    "what's an",
+    "what’s an",
+    "what are",
+    "what is",
+    "what's",
+    "what’s",
+];
+
 /// Whether the collection has something, for the keyword step ("Do you have any swords?"):
 /// only openings whose object is the thing asked for ("Is there any…", not "Is there a café").
 pub const HAVE: &[&str] = &[

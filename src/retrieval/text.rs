@@ -1909,20 +1909,6 @@ pub fn asked_keyword(norm: &str) -> Option<&str> {
     bare_keyword(exhibit_tail_thing(rest).unwrap_or(rest))
 }
 
-/// Openings of an English question asking what a thing is, before the thing.
-const DEFINE_OPENINGS_EN: &[&str] = &[
-    "what is a ",
-    "what is an ",
-    "what's a ",
-    "what’s a ",
-    "what's an ",
-    "what’s an ",
-    "what are ",
-    "what is ",
-    "what's ",
-    "what’s ",
-];
-
 /// Words after "what is" that point at something rather than name it ("What is this?", "What
 /// is the oldest?"): no definition asked.
 const DEFINE_NOT_THINGS: &[&str] = &[
@@ -1947,23 +1933,22 @@ const DEFINE_TAILS_ZH: &[&str] = &["", "东西", "意思", "游戏", "样子"];
 /// is ("What does tiraz mean?" and 功牌是什么？ were refused: one term, and the model reads few
 /// terms as a question with no answer; retrieval README, "Short visitor questions").
 fn defined_thing(t: &str) -> Option<&str> {
-    if let Some(rest) = t
+    // "What is jade made of?", "What are these used for?": a question about the thing.
+    let english = t
         .strip_prefix("what does ")
         .or_else(|| t.strip_prefix("what do "))
         .and_then(|r| r.strip_suffix(" mean"))
-    {
-        // "What does this mean?" points at something, as "What is this?" does.
+        .or_else(|| {
+            openings::strip(t, &[openings::DEFINE]).filter(|rest| {
+                rest.split_whitespace()
+                    .last()
+                    .is_some_and(|w| !DEFINE_NOT_LAST.contains(&w))
+            })
+        });
+    if let Some(rest) = english {
+        // "What is this?", "What does this mean?" point at something.
         let first = rest.split_whitespace().next()?;
         return (!DEFINE_NOT_THINGS.contains(&first)).then_some(rest);
-    }
-    if let Some(rest) = DEFINE_OPENINGS_EN.iter().find_map(|o| t.strip_prefix(o)) {
-        let (first, last) = (
-            rest.split_whitespace().next()?,
-            rest.split_whitespace().last()?,
-        );
-        // "What is jade made of?", "What are these used for?": a question about the thing.
-        return (!DEFINE_NOT_THINGS.contains(&first) && !DEFINE_NOT_LAST.contains(&last))
-            .then_some(rest);
     }
     // 这个是什么？ points at something (a follow-up), it names nothing.
     let names = |thing: &&str| !thing.starts_with(['这', '那', '它', '他', '她', '哪']);
