@@ -16,7 +16,7 @@ older build without one of them reads it as 0).
 """
 import json, sys, random
 import numpy as np
-S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing','names_unmet','maker_found','keyword_found','rest_coverage']
+S=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','names_missing_share','maker_missing','maker_named','title_coverage','lang_mismatch','bridged','coverage_margin','near_ties','mean_idf','translated','who_found','work_missing','names_unmet','maker_found','keyword_found','rest_coverage','named_work_missing']
 FEATURES=['top_score','top_coverage','margin','unknown_share','entity_coverage','cjk','terms','names_missing','maker_missing','title_coverage','bridged']
 MAXF=0.01; L2=0.01; IT=3000; STEP=0.5
 
@@ -91,7 +91,7 @@ def run(rows, feats, rule, folds):
             if g==f:
                 t=th[1] if r['f'][li]>0 else th[0]
                 flag=lambda n: r['f'][S.index(n)]>0
-                out[i]=(not flag('work_missing') and not flag('names_unmet')
+                out[i]=(not flag('work_missing') and not flag('names_unmet') and not flag('named_work_missing')
                         and (flag('who_found') or flag('maker_found') or prob(r['f'])>=t))
     return out
 

@@ -271,7 +271,7 @@ pub(crate) async fn search(
                         (
                             m.probability(&f),
                             m.threshold_for(&f),
-                            retrieval::abstain::work_missing(&f),
+                            retrieval::abstain::refusing_rule(&f),
                         )
                     });
                     (id, p)
@@ -284,10 +284,10 @@ pub(crate) async fn search(
         );
         if let Some((id, p)) = &refused {
             match p {
-                Some((_, _, true)) => text.push_str(&format!(
-                    "\n  best candidate {id} refused: the question names a work (《…》) this record does not hold"
+                Some((_, _, Some((rule, why)))) => text.push_str(&format!(
+                    "\n  best candidate {id} refused by the rule {rule}: {why}"
                 )),
-                Some((p, t, false)) => text.push_str(&format!(
+                Some((p, t, None)) => text.push_str(&format!(
                     "\n  best candidate {id} refused by the abstention model: p = {p:.3} < threshold {t:.3}"
                 )),
                 None => text.push_str(&format!(

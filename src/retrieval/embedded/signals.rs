@@ -102,6 +102,35 @@ fn maker_missing(makers: &[String], top: &Top) -> f64 {
     f64::from(u8::from(makers.iter().any(|m| !hay.contains(m.as_str()))))
 }
 
+/// 1 when the question names a maker the best hit is by (its maker field holds them) and a work of
+/// theirs by a name the best hit's text does not hold: a named thing ([`text::named_phrases`])
+/// that is not the maker's own name ("Hokusai's Great Wave print" answered with another of his
+/// prints; "Gilbert Stuart's full-length Lansdowne portrait" with his bust-length Washington).
+/// The museum has the maker, not the work. 0 otherwise, and for a best hit in the other script
+/// (its text cannot hold an English name as written; [`work_missing`] reads Chinese titles).
+fn named_work_missing(names: &[String], makers: &[String], top: &Top, across: bool) -> f64 {
+    // By them in the maker field: a record with no maker holds a "maker" anywhere in its text
+    // for `maker_missing`, and a possessive may be a place's ("on Mexico's Pacific side").
+    let by_them = top.exhibit.is_some_and(|e| {
+        let field = text::normalize(&e.maker);
+        makers.iter().all(|m| field.contains(m.as_str()))
+    });
+    if makers.is_empty() || across || !by_them {
+        return 0.0;
+    }
+    let Some(doc) = top.text() else { return 0.0 };
+    let of_maker = |n: &String| {
+        makers
+            .iter()
+            .any(|m| m.contains(n.as_str()) || n.contains(m.as_str()))
+    };
+    f64::from(u8::from(
+        names
+            .iter()
+            .any(|n| !of_maker(n) && !doc.contains(n.as_str())),
+    ))
+}
+
 /// The abstention signals of a lexical ranking (see [`abstain::SIGNALS`]).
 pub(super) fn features(
     store: &CollectionStore,
@@ -238,6 +267,7 @@ pub(super) fn features(
         maker_found,
         keyword_found(query, &top_text, lang_mismatch > 0.0),
         rest,
+        named_work_missing(&names, &makers, &top_text, lang_mismatch > 0.0),
     ])
 }
 
@@ -570,6 +600,59 @@ const MAKER_REST: f64 = 0.5;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_named_work_of_a_maker_the_best_hit_is_by_must_be_held() {
+        let hit = |title: &str, maker: &str, description: &str| Exhibit {
+            title: title.into(),
+            maker: maker.into(),
+            description: description.into(),
+            ..Exhibit::default()
+        };
+        let missing = |query: &str, e: &Exhibit| {
+            let names = text::named_phrases(query);
+            let makers = text::named_makers(query, &UserDict::default());
+            named_work_missing(&names, &makers, &Top::new(Some(e)), false)
+        };
+        let print = hit(
+            "Working Together",
+            "Katsushika Hokusai (Japanese, 1760-1849)",
+            "A print of farmers.",
+        );
+        assert_eq!(
+            missing("Do you have Hokusai's Great Wave print?", &print),
+            1.0
+        );
+        // The work held: answered as the model decides.
+        let wave = hit("The Great Wave", "Katsushika Hokusai", "A print.");
+        assert_eq!(
+            missing("Do you have Hokusai's Great Wave print?", &wave),
+            0.0
+        );
+        // Nothing named beyond the maker.
+        assert_eq!(missing("Do you have any of Hokusai's prints?", &print), 0.0);
+        // A best hit not by them is `maker_missing`'s, and a possessive in a record with no
+        // maker may be a place's.
+        let dog = hit(
+            "Dog Effigy Vessel",
+            "",
+            "Dogs from the shaft tombs of West Mexico.",
+        );
+        assert_eq!(
+            missing("Where's the pottery pup from Mexico's Pacific side?", &dog),
+            0.0
+        );
+        // In the other script no English name can be held as written.
+        let names = text::named_phrases("Do you have Hokusai's Great Wave print?");
+        let makers = text::named_makers(
+            "Do you have Hokusai's Great Wave print?",
+            &UserDict::default(),
+        );
+        assert_eq!(
+            named_work_missing(&names, &makers, &Top::new(Some(&print)), true),
+            0.0
+        );
+    }
 
     #[test]
     fn a_chinese_keyword_of_a_thing_and_what_it_is_of_is_held_part_by_part() {
