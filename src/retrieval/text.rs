@@ -1177,10 +1177,13 @@ pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
                 let mut spans: Vec<String> = Vec::new();
                 let mut cur = String::new();
                 let mut after_who = false;
+                // The piece before was one of the collection's names (胡適 of 胡適寫了什麼).
+                let mut after_name = false;
                 for (piece, name) in dict.segment(s) {
                     if name {
                         cur.push_str(&piece);
                         after_who = false;
+                        after_name = true;
                         continue;
                     }
                     let words: Vec<&str> =
@@ -1217,7 +1220,19 @@ pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
                         if zh_stop.contains(w)
                             || (ZH_LOOK.contains(w) && (first || last()))
                             || (first && ZH_REQUEST.contains(w))
-                            || is_making_frame(after_who, w, next)
+                            || is_making_frame(
+                                after_who,
+                                w,
+                                next,
+                                words.get(i + 2).copied(),
+                                &|| {
+                                    if i == 0 {
+                                        after_name
+                                    } else {
+                                        is_person_name(words[i - 1])
+                                    }
+                                },
+                            )
                             || is_measure_frame(i.checked_sub(1).map(|p| words[p]), w)
                             || is_asking_frame(&words, i)
                         {
@@ -1229,6 +1244,7 @@ pub fn analyse_question(query: &str, dict: &UserDict) -> QuestionAnalysis {
                         }
                         after_who = matches!(*w, "谁" | "是谁");
                     }
+                    after_name = false;
                 }
                 if !cur.is_empty() {
                     spans.push(cur);
@@ -1364,11 +1380,35 @@ const ZH_REQUEST: &[&str] = &[
 /// woven) are not here: the record says it in the same words.
 const MAKING_VERBS: &[&str] = &["写", "画", "做", "烧", "作", "造", "书"];
 
-/// Whether a one-character making verb is part of a question frame: right after 谁/是谁 ("是谁写的")
-/// or right before 的 ("康熙年间烧的那种"), where it says how the thing came to be, not what it is.
-fn is_making_frame(after_who: bool, word: &str, next: Option<&str>) -> bool {
+/// Whether a one-character making verb is part of a question frame: right after 谁/是谁 ("是谁写的"),
+/// right before 的 ("康熙年间烧的那种"), where it says how the thing came to be, not what it is,
+/// before a word asking what, or after a person's name before 了/过 and a word asking what or
+/// which (胡适写了什么？, 齐白石画过哪些？: what someone made, whose records need not say 写 or
+/// 画; 胡適寫了什麼 was refused for the 寫 its letter of poems does not hold). Not after a thing:
+/// in 题的诗写了什么 the verb is what the poem says, and a record across the scripts holds it
+/// ("inscribed"). `then` is the word after `next`; `by_someone`: the word before is a name.
+fn is_making_frame(
+    after_who: bool,
+    word: &str,
+    next: Option<&str>,
+    then: Option<&str>,
+    by_someone: &dyn Fn() -> bool,
+) -> bool {
+    let asks =
+        |w: Option<&str>| w.is_some_and(|w| ZH_WHAT.contains(&w) || ASKING_WHICH.contains(&w));
     (MAKING_VERBS.contains(&word) || word == "干")
-        && (after_who || next == Some("的") || next.is_some_and(|n| ZH_WHAT.contains(&n)))
+        && (after_who
+            || next == Some("的")
+            || next.is_some_and(|n| ZH_WHAT.contains(&n))
+            || (matches!(next, Some("了" | "过")) && asks(then) && by_someone()))
+}
+
+/// Whether jieba tags a word a person's name (`nr`: 齐白石, 张大千).
+fn is_person_name(word: &str) -> bool {
+    jieba()
+        .tag(word, true)
+        .last()
+        .is_some_and(|t| t.tag.starts_with("nr"))
 }
 
 /// Words for "what" after which a verb asks what a thing is for (干什么用的, 做啥的).
@@ -2319,6 +2359,9 @@ const ZH_MAKER_FRAMES: &[&str] = &[
     "雕的",
     "画过",
     "写过",
+    // What someone made (吴昌硕画了什么？): the answer must be by them.
+    "画了",
+    "写了",
     "所画",
     "所写",
     "所书",
@@ -2641,6 +2684,8 @@ mod tests {
             ("有没有徐悲鸿画的奔马？", &["徐悲鸿"]),
             ("有沒有張大千的潑墨山水畫？", &["张大千"]),
             ("齐白石的作品在哪里展出？", &["齐白石"]),
+            ("吴昌硕画了什么？", &["吴昌硕"]),
+            ("上面画了什么？", &[]),
             // 的 before what a work shows, or before a word of the thing, names no maker.
             ("有没有慈禧的画像？", &[]),
             ("房玄龄碑上的字为什么被凿坏了？", &[]),
@@ -2940,6 +2985,11 @@ mod tests {
             ("石鼓文为什么又叫猎碣？", "石鼓文 猎碣"),
             ("峄山刻石相传是谁写的？", "峄山刻石相传"),
             ("这幅画是谁画的", "这幅画"),
+            // What someone made: the verb and 了/过 ask.
+            ("胡适写了什么？", "胡适"),
+            ("齐白石画过哪些画？", "齐白石 画"),
+            // After a thing the verb is what it says, and stays.
+            ("题的诗写了什么？", "题 诗写"),
             (
                 "有没有康熙年间烧的那种豇豆红釉的瓷器？",
                 "康熙年间 豇豆红釉 瓷器",
