@@ -1641,6 +1641,23 @@ const ZH_FRAME: &[&str] = &[
     "放",
 ];
 
+/// English words visitors name a kind by where museums' departments say another
+/// (lower case, the department word second): "Do you have pottery?" and "Olmec pottery" found
+/// no kind, since the departments say Ceramics and the media earthenware or stoneware, and the
+/// search answered with a vase whose maker "experimented with pottery".
+const VISITOR_KIND_WORDS: &[(&str, &str)] = &[("pottery", "ceramics"), ("potteries", "ceramics")];
+
+/// `alternatives` with the department's word of each [`VISITOR_KIND_WORDS`] word they hold
+/// ("pottery", also as 陶器's sense: 有没有陶器？).
+fn with_visitor_kinds(alternatives: &mut Vec<Vec<String>>) {
+    for (visitor, department) in VISITOR_KIND_WORDS {
+        let d = text::latin_tokens(department);
+        if alternatives.contains(&text::latin_tokens(visitor)) && !alternatives.contains(&d) {
+            alternatives.push(d);
+        }
+    }
+}
+
 /// The content words of a browse question (already known to be one), each with the tokens
 /// that may name its kind: an English word its own index token; a Chinese word its
 /// dictionary senses (`english_of`, as index tokens) and its own index tokens (a department
@@ -1713,9 +1730,11 @@ fn subject_run<'a>(
             if let Some(t) = text::latin_tokens(w).pop()
                 && !out.iter().any(|u| u.word == w)
             {
+                let mut alternatives = vec![vec![t]];
+                with_visitor_kinds(&mut alternatives);
                 out.push(Unit {
                     word: w.to_string(),
-                    alternatives: vec![vec![t]],
+                    alternatives,
                     part: *part,
                     place: false,
                 });
@@ -1750,6 +1769,7 @@ fn subject_run<'a>(
                         .into_iter()
                         .map(|p| p.iter().map(|t| t.to_string()).collect()),
                 );
+                with_visitor_kinds(&mut alternatives);
                 let own = text::index_tokens(&w);
                 if !own.is_empty() {
                     alternatives.push(own);
@@ -2495,6 +2515,25 @@ mod tests {
 
     fn no_dictionary(_: &str) -> Vec<&'static [Box<str>]> {
         Vec::new()
+    }
+
+    #[test]
+    fn a_visitors_word_for_a_kind_also_names_the_departments_word() {
+        let units = subject("Do you have Korean pottery?", &no_dictionary);
+        let pottery = units.iter().find(|u| u.word == "pottery").expect("pottery");
+        assert!(
+            pottery.alternatives.contains(&vec!["ceram".to_string()]),
+            "{pottery:?}"
+        );
+        let korean = units.iter().find(|u| u.word == "korean").expect("korean");
+        assert_eq!(korean.alternatives.len(), 1, "{korean:?}");
+        // A Chinese word whose department word is the visitor's (陶器: pottery).
+        let units = subject("有没有陶器？", &no_dictionary);
+        let taoqi = units.iter().find(|u| u.word == "陶器").expect("陶器");
+        assert!(
+            taoqi.alternatives.contains(&vec!["ceram".to_string()]),
+            "{taoqi:?}"
+        );
     }
 
     #[test]
