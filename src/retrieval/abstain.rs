@@ -308,9 +308,7 @@ impl AbstentionModel {
     }
 
     pub fn answers(&self, f: &[f64]) -> bool {
-        !flag(f, "work_missing")
-            && !flag(f, "names_unmet")
-            && !flag(f, "named_work_missing")
+        refusing_rule(f).is_none()
             && (flag(f, "who_found")
                 || flag(f, "maker_found")
                 || flag(f, "keyword_found")

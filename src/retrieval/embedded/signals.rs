@@ -108,14 +108,21 @@ fn maker_missing(makers: &[String], top: &Top) -> f64 {
 /// prints; "Gilbert Stuart's full-length Lansdowne portrait" with his bust-length Washington).
 /// The museum has the maker, not the work. 0 otherwise, and for a best hit in the other script
 /// (its text cannot hold an English name as written; [`work_missing`] reads Chinese titles).
-fn named_work_missing(names: &[String], makers: &[String], top: &Top, across: bool) -> f64 {
+/// `maker_missing` is [`maker_missing`]'s value for these makers.
+fn named_work_missing(
+    names: &[String],
+    makers: &[String],
+    maker_missing: f64,
+    top: &Top,
+    across: bool,
+) -> f64 {
     // By them in the maker field: a record with no maker holds a "maker" anywhere in its text
     // for `maker_missing`, and a possessive may be a place's ("on Mexico's Pacific side").
-    let by_them = top.exhibit.is_some_and(|e| {
-        let field = text::normalize(&e.maker);
-        makers.iter().all(|m| field.contains(m.as_str()))
-    });
-    if makers.is_empty() || across || !by_them {
+    if makers.is_empty()
+        || across
+        || maker_missing > 0.0
+        || top.exhibit.is_none_or(|e| e.maker.trim().is_empty())
+    {
         return 0.0;
     }
     let Some(doc) = top.text() else { return 0.0 };
@@ -171,6 +178,7 @@ pub(super) fn features(
     let proper = text::proper_names(query, dict);
     let names = text::named_phrases(query);
     let top_text = Top::new(top_exhibit.as_ref());
+    let maker_missed = maker_missing(&makers, &top_text);
     let q_cjk = query.chars().any(text::is_cjk);
     let title_coverage = top_exhibit
         .as_ref()
@@ -252,7 +260,7 @@ pub(super) fn features(
         (1.0 + w.terms.len() as f64).ln(),
         names_missing(&names, &top_text),
         names_missing_share(&names, &top_text),
-        maker_missing(&makers, &top_text),
+        maker_missed,
         f64::from(u8::from(!makers.is_empty())),
         title_coverage,
         lang_mismatch,
@@ -267,7 +275,13 @@ pub(super) fn features(
         maker_found,
         keyword_found(query, &top_text, lang_mismatch > 0.0),
         rest,
-        named_work_missing(&names, &makers, &top_text, lang_mismatch > 0.0),
+        named_work_missing(
+            &names,
+            &makers,
+            maker_missed,
+            &top_text,
+            lang_mismatch > 0.0,
+        ),
     ])
 }
 
@@ -612,7 +626,8 @@ mod tests {
         let missing = |query: &str, e: &Exhibit| {
             let names = text::named_phrases(query);
             let makers = text::named_makers(query, &UserDict::default());
-            named_work_missing(&names, &makers, &Top::new(Some(e)), false)
+            let top = Top::new(Some(e));
+            named_work_missing(&names, &makers, maker_missing(&makers, &top), &top, false)
         };
         let print = hit(
             "Working Together",
@@ -649,7 +664,7 @@ mod tests {
             &UserDict::default(),
         );
         assert_eq!(
-            named_work_missing(&names, &makers, &Top::new(Some(&print)), true),
+            named_work_missing(&names, &makers, 0.0, &Top::new(Some(&print)), true),
             0.0
         );
     }
