@@ -141,8 +141,9 @@ pub fn origin_unit<'a>(unit: &Unit, english_of: &dyn Fn(&str) -> Vec<&'a [Box<st
             }
             for sense in english_of(p) {
                 push(sense.iter().map(|t| t.to_string()).collect());
-                // 日本 → japan, and as the origin fields write it, japanese.
-                if let [one] = sense {
+                // 日本 → japan, and as the origin fields write it, japanese; 韩国 ("South
+                // Korea") → korean.
+                if let Some(one) = country_word(sense) {
                     for d in demonym_tokens(one) {
                         push(d);
                     }
@@ -178,6 +179,22 @@ pub fn demonyms(country: &str) -> Vec<String> {
     out
 }
 
+/// Compass words before a country's name in a sense of a place ("South Korea", "North
+/// Vietnam"): the catalogue's people's word is the country's (Korean), not the half's.
+const COMPASS: &[&str] = &["south", "north", "east", "west"];
+
+/// The word of a place's sense ([`with_demonyms`]) whose people's words a record may give: the
+/// one word of a one-word sense ("japan"), or the name after a compass word ("south korea" →
+/// korea: 韩国 is "South Korea" to CC-CEDICT, and the Korean jars' origin field says "Korean").
+/// None for any other sense.
+fn country_word<S: AsRef<str>>(sense: &[S]) -> Option<&str> {
+    match sense {
+        [one] => Some(one.as_ref()),
+        [compass, name] if COMPASS.contains(&compass.as_ref()) => Some(name.as_ref()),
+        _ => None,
+    }
+}
+
 /// The index tokens of [`demonyms`] of a word of four letters or more (none for a shorter one:
 /// "art" has no people), each a unit's alternative.
 fn demonym_tokens(word: &str) -> Vec<Vec<String>> {
@@ -211,10 +228,9 @@ pub fn with_demonyms(
                 let words: Vec<String> = u
                     .alternatives
                     .iter()
-                    .filter_map(|alt| match alt.as_slice() {
-                        [one] if one.chars().all(|c| c.is_ascii_alphabetic()) => Some(one.clone()),
-                        _ => None,
-                    })
+                    .filter_map(|alt| country_word(alt))
+                    .filter(|w| w.chars().all(|c| c.is_ascii_alphabetic()))
+                    .map(str::to_string)
                     .collect();
                 for w in &words {
                     push_demonyms(&mut u.alternatives, w);
@@ -2465,10 +2481,14 @@ mod tests {
     fn a_chinese_origin_word_is_also_read_as_its_place_or_dynasty() {
         let senses: Vec<Box<str>> = vec!["egypt".into()];
         let tang: Vec<Box<str>> = vec!["tang".into(), "dynasti".into()];
+        let south_korea: Vec<Box<str>> = vec!["south".into(), "korea".into()];
+        let south_china: Vec<Box<str>> = vec!["southern".into(), "china".into()];
         let dict = |w: &str| -> Vec<&[Box<str>]> {
             match w {
                 "埃及" => vec![&senses[..]],
                 "唐" => vec![&tang[..]],
+                "韩国" => vec![&south_korea[..]],
+                "华南" => vec![&south_china[..]],
                 _ => Vec::new(),
             }
         };
@@ -2481,6 +2501,12 @@ mod tests {
         let alts = origin_unit(&unit("古埃及"), &dict).alternatives;
         assert!(alts.contains(&vec!["埃及".to_string()]), "{alts:?}");
         assert!(alts.contains(&vec!["egypt".to_string()]), "{alts:?}");
+        // A country the dictionary names with a compass word ("South Korea") is the name's:
+        // the records say "Korean". A region ("southern China") is not China's.
+        let alts = origin_unit(&unit("韩国"), &dict).alternatives;
+        assert!(alts.contains(&vec!["korean".to_string()]), "{alts:?}");
+        let alts = origin_unit(&unit("华南"), &dict).alternatives;
+        assert!(!alts.contains(&vec!["chinese".to_string()]), "{alts:?}");
         let alts = origin_unit(&unit("唐朝"), &dict).alternatives;
         assert!(alts.contains(&vec!["唐".to_string()]), "{alts:?}");
         assert!(alts.contains(&vec!["tang".to_string(), "dynasti".to_string()]));
