@@ -298,7 +298,16 @@ fn name_terms(name: &str, w: &WeightedTerms) -> Vec<usize> {
 /// holds (`indexed`: its index tokens; bridges credited): what the question asks beyond whom.
 /// 1 when every term is a name's.
 fn rest_coverage(proper: &[String], w: &WeightedTerms, indexed: &str) -> f64 {
-    let named: Vec<usize> = proper.iter().flat_map(|n| name_terms(n, w)).collect();
+    let mut named: Vec<usize> = proper.iter().flat_map(|n| name_terms(n, w)).collect();
+    // "Any works by Kuniyoshi?": a word for a maker's output asks nothing beyond the maker
+    // (his prints do not say "works", and the question was refused).
+    named.extend(
+        w.terms
+            .iter()
+            .enumerate()
+            .filter(|(_, (t, _))| !t.prefix && is_output_word(&t.text))
+            .map(|(i, _)| i),
+    );
     let rest = |found: &dyn Fn(usize) -> bool| -> f64 {
         w.terms
             .iter()
@@ -314,6 +323,34 @@ fn rest_coverage(proper: &[String], w: &WeightedTerms, indexed: &str) -> f64 {
     let mut found = TermLookup::new(w).found(indexed);
     translit::credit(&w.bridges, indexed, &mut found);
     rest(&|i| found[i]) / asked
+}
+
+/// Words for what a maker made, as a whole ([`rest_coverage`]): "works", "pieces", "anything"
+/// (and [`kinds::is_generic_head`]: objects, items), 作品, 藏品. As written; compared as index
+/// tokens.
+const OUTPUT_WORDS: &[&str] = &[
+    "work",
+    "works",
+    "artwork",
+    "artworks",
+    "piece",
+    "pieces",
+    "anything",
+    "something",
+    "thing",
+    "things",
+    "作品",
+    "藏品",
+    "展品",
+    "文物",
+];
+
+/// Whether an index token is one of [`OUTPUT_WORDS`] or a generic head.
+fn is_output_word(token: &str) -> bool {
+    kinds::is_generic_head(token)
+        || OUTPUT_WORDS
+            .iter()
+            .any(|w| text::index_tokens(w).first().is_some_and(|t| t == token))
 }
 
 /// 1 when the question is a bare keyword ([`text::bare_keyword`]), or a short "do you have" or
