@@ -420,6 +420,12 @@ fn opens_on(norm: &str, lists: &[&[&str]]) -> bool {
                 without_the(rest)
             }
             [head, "from", rest @ ..] if ORIGIN_HEADS.contains(head) => without_the(rest),
+            // A maker's works ("Any works by Kuniyoshi?", "Do you have prints by Utagawa
+            // Kuniyoshi?"): the things in the plural, by a name of a word to three, are a list
+            // (it was answered with the closest of his eleven prints).
+            [head, "by", name @ ..] if is_plural(head) && (1..=3).contains(&name.len()) => {
+                vec![*head]
+            }
             // "the" names one thing ("Tell me about the Peach Bloom Vase"), unless what follows
             // is a period ("Tell me about the Ming dynasty", "the Edo period") or things in the
             // plural ("the Japanese prints"): those were answered with one closest match.
@@ -629,7 +635,7 @@ fn holds_named(e: &Exhibit, named: &[Vec<String>]) -> bool {
 
 /// What a list says of each exhibit after its title: its maker and when it was made.
 fn list_details(e: &Exhibit) -> Vec<String> {
-    [field_head(&e.maker), when_made(e)]
+    [maker_head(&e.maker), when_made(e)]
         .into_iter()
         .flatten()
         .collect()
@@ -645,7 +651,7 @@ fn en_items(listed: &[&Exhibit]) -> String {
             let when = when_made(e).map(|w| {
                 crate::retrieval::dating::dynasty_in_english(&w).map_or(w, str::to_string)
             });
-            let d: Vec<String> = field_head(&e.maker).into_iter().chain(when).collect();
+            let d: Vec<String> = maker_head(&e.maker).into_iter().chain(when).collect();
             if d.is_empty() {
                 format!("“{}”", e.title.trim())
             } else {
@@ -1271,6 +1277,21 @@ fn field_head(f: &str) -> Option<String> {
     (!f.is_empty()).then(|| clip(f, 40))
 }
 
+/// The maker a list names an exhibit by: the first part of its maker field ([`field_head`])
+/// that is not a publisher's or a printer's ("Sanoki (Japanese) [Publisher]; Utagawa Kuniyoshi
+/// (Japanese, 1798-1861)" → "Utagawa Kuniyoshi": a list of his prints named the publisher as
+/// the maker of one), else the first part.
+fn maker_head(f: &str) -> Option<String> {
+    const NOT_MAKERS: &[&str] = &["[publisher]", "[printer]"];
+    f.split([';', '；'])
+        .find(|part| {
+            let p = part.to_lowercase();
+            !part.trim().is_empty() && !NOT_MAKERS.iter().any(|r| p.contains(r))
+        })
+        .and_then(field_head)
+        .or_else(|| field_head(f))
+}
+
 /// When `e` was made, short: the date of its first part ("Vase: 1661-1722; Lid: …" →
 /// "1661-1722"), else its period (唐).
 fn when_made(e: &Exhibit) -> Option<String> {
@@ -1675,6 +1696,9 @@ mod tests {
             "这里有青铜器吗？",
             "你们这边有铜镜吗",
             "這裡有瓷器嗎？",
+            // A maker's works are a list.
+            "Any works by Kuniyoshi?",
+            "Do you have prints by Utagawa Kuniyoshi?",
         ] {
             assert!(is_browse(q), "{q}");
         }
@@ -2162,5 +2186,25 @@ mod tests {
             ..none(&["唐代", "瓷器"], "唐代")
         };
         assert!(kind_answer("还有吗？", &more).starts_with("能列出的就是这些了。"));
+    }
+
+    #[test]
+    fn a_list_names_the_artist_not_the_publisher() {
+        assert_eq!(
+            maker_head("Sanoki (Japanese) [Publisher]; Utagawa Kuniyoshi (Japanese, 1798-1861)")
+                .as_deref(),
+            Some("Utagawa Kuniyoshi")
+        );
+        assert_eq!(
+            maker_head("Sèvres Porcelain Manufactory (French, active 1756-) [Maker]; Jean-Jacques Bachelier")
+                .as_deref(),
+            Some("Sèvres Porcelain Manufactory")
+        );
+        // A publisher alone is still who the record names.
+        assert_eq!(
+            maker_head("Sasaki Toyokichi (Japanese) [Publisher]").as_deref(),
+            Some("Sasaki Toyokichi")
+        );
+        assert_eq!(maker_head(""), None);
     }
 }

@@ -511,10 +511,14 @@ pub(super) fn is_by(e: &Exhibit, maker: &str) -> bool {
             .next()
             .unwrap_or("");
         // One word of a longer name: "Rembrandt" is not Rembrandt Peale, but is Rembrandt van
-        // Rijn (a particle follows a name that is known by its first word).
+        // Rijn (a particle follows a name that is known by its first word). An East Asian
+        // artist is known by one word of the name, whichever the catalogue puts first
+        // ("Hokusai Katsushika (Japanese, 1760-1849)": "anything by Hokusai?" was told the
+        // records list no work by him, over his print).
         let another = !maker.contains(' ')
             && after.chars().next().is_some_and(char::is_alphabetic)
-            && !NAME_PARTICLES.contains(&after);
+            && !NAME_PARTICLES.contains(&after)
+            && !EAST_ASIAN.iter().any(|p| part.contains(p));
         // "Style of Anthony van Dyck": the words open the maker's part, before the first name.
         !another
             && !AFTER_MAKER.iter().any(|q| {
@@ -524,6 +528,9 @@ pub(super) fn is_by(e: &Exhibit, maker: &str) -> bool {
             })
     })
 }
+
+/// A maker field's bracket for an East Asian artist ([`is_by`]), normalised.
+const EAST_ASIAN: &[&str] = &["(japanese", "(chinese", "(korean"];
 
 /// Words between a first name and the rest of a name known by that first name (Leonardo da
 /// Vinci, Rembrandt van Rijn).
@@ -1127,6 +1134,13 @@ mod tests {
             "rembrandt"
         ));
         assert!(!by("Rembrandt Peale (American, 1778-1860)", "rembrandt"));
+        // An East Asian artist by either word of the name, as the catalogue orders it.
+        assert!(by("Hokusai Katsushika (Japanese, 1760-1849)", "hokusai"));
+        assert!(by("Utagawa Kuniyoshi (Japanese, 1798-1861)", "kuniyoshi"));
+        assert!(!by(
+            "Follower of Hokusai Katsushika (Japanese, 1760-1849)",
+            "hokusai"
+        ));
         assert!(!by(
             "Workshop of Lorenzo di Credi (Italian, ca. 1456-1536) [Workshop]",
             "lorenzo di credi"
