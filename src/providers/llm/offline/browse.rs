@@ -1508,6 +1508,12 @@ fn origin_words(b: &crate::retrieval::Browse, question: &str, and: &str) -> Stri
     } else {
         b.kinds.iter().map(written).collect()
     };
+    // One place in words the question wrote together ("Anything from North Africa?": the
+    // exhibits hold both, not either): as written, not "North and Africa".
+    let together = words.join(" ");
+    if b.kinds.is_empty() && words.len() > 1 && lower.contains(&together.to_lowercase()) {
+        return together;
+    }
     words.join(and)
 }
 
@@ -2206,5 +2212,31 @@ mod tests {
             Some("Sasaki Toyokichi")
         );
         assert_eq!(maker_head(""), None);
+    }
+
+    #[test]
+    fn a_place_of_two_words_is_named_as_written() {
+        let from = |words: &[&str], kinds: &[&str]| crate::retrieval::Browse {
+            total: 7,
+            words: words.iter().map(|w| w.to_string()).collect(),
+            kinds: kinds.iter().map(|w| w.to_string()).collect(),
+            origin: true,
+            hits: vec![
+                hit("Qur'an", "", "12th century", "A manuscript."),
+                hit("Bowl", "", "13th century", "Glazed."),
+            ],
+            ..Default::default()
+        };
+        let a = kind_answer(
+            "Anything from North Africa?",
+            &from(&["north", "africa"], &[]),
+        );
+        assert!(a.contains("7 exhibits from North Africa"), "{a}");
+        // A list of places is still a list.
+        let a = kind_answer(
+            "Anything from Japan and China?",
+            &from(&["japan", "china"], &["japan", "china"]),
+        );
+        assert!(a.contains("from Japan and China"), "{a}");
     }
 }
