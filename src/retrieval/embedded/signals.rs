@@ -345,12 +345,17 @@ const OUTPUT_WORDS: &[&str] = &[
     "文物",
 ];
 
+/// The index tokens of [`OUTPUT_WORDS`], made once (not for every term of every question).
+static OUTPUT_TOKENS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+    OUTPUT_WORDS
+        .iter()
+        .filter_map(|w| text::index_tokens(w).into_iter().next())
+        .collect()
+});
+
 /// Whether an index token is one of [`OUTPUT_WORDS`] or a generic head.
 fn is_output_word(token: &str) -> bool {
-    kinds::is_generic_head(token)
-        || OUTPUT_WORDS
-            .iter()
-            .any(|w| text::index_tokens(w).first().is_some_and(|t| t == token))
+    OUTPUT_TOKENS.iter().any(|t| t == token) || kinds::is_generic_head(token)
 }
 
 /// 1 when the question is a bare keyword ([`text::bare_keyword`]), or a short "do you have" or
